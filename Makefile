@@ -1,0 +1,98 @@
+# cursorkit: the commands the README names. Every target creates the venv by itself on first use.
+#
+#   make test    everything CI runs: Rust fmt/clippy/tests, ruff, mypy, stubtest, pytest (benches once)
+#   make demo    release build, then the guided tour (python -m cursorkit.tour)
+#   make bench   release build, then the benchmarks with their ratio tables
+#   make lint    static checks only (no build): cargo fmt/clippy, ruff, mypy
+#   make fmt     rewrite Rust and Python sources in the house style
+#   make wheel   an abi3 release wheel in dist/
+#   make clean   build outputs and tool caches; `make distclean` also removes the venv
+
+PYTHON ?= python3
+VENV ?= .venv
+
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# Written after pip has installed requirements-dev.txt; newer than that file = nothing to install.
+STAMP := $(VENV)/.stamp-requirements-dev
+PY_DIRS := python tests benches
+
+# Every cargo and maturin run builds pyo3 against the venv's interpreter; keeping this one value
+# for all of them stops pyo3's build script from rerunning (and everything above it rebuilding).
+export PYO3_PYTHON := $(abspath $(PY))
+
+# maturin builds in a target directory of its own: it sets PYO3_BUILD_EXTENSION_MODULE and
+# PYO3_CONFIG_FILE for pyo3's build scripts, plain cargo does not, so one shared target/ would rebuild
+# pyo3, numpy and the binding at every switch between cargo and maturin. tests/test_wheel.py uses it too.
+MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
+
+.NOTPARALLEL:
+.PHONY: test demo bench lint fmt wheel clean distclean venv develop develop-release \
+	rust-lint rust-test python-lint typecheck stubtest pytest
+
+test: lint rust-test develop stubtest pytest
+
+demo: develop-release
+	$(PY) -m cursorkit.tour
+
+bench: develop-release
+	$(PY) -m pytest benches --benchmark-enable --benchmark-only -s
+
+lint: rust-lint python-lint typecheck
+
+fmt: venv
+	cargo fmt --all
+	$(BIN)/ruff check --fix $(PY_DIRS)
+	$(BIN)/ruff format $(PY_DIRS)
+
+wheel: venv
+	$(MATURIN) build --release --out dist
+
+clean:
+	cargo clean
+	rm -rf dist .pytest_cache .hypothesis .benchmarks .ruff_cache .mypy_cache
+	find python tests benches -name __pycache__ -type d -prune -exec rm -rf {} +
+	find python -name '*.so' -type f -exec rm -f {} +
+
+distclean: clean
+	rm -rf $(VENV)
+
+# --- the venv -------------------------------------------------------------------------------------
+
+venv: $(STAMP)
+
+$(STAMP): requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check --quiet -r requirements-dev.txt
+	cp requirements-dev.txt $@
+
+# --- build the extension into the venv (editable: python/ is on the path, _core*.so lands there) ---
+
+# Dev profile: our crates unoptimised, dependencies at opt-level 2 (workspace Cargo.toml).
+develop: venv
+	VIRTUAL_ENV=$(abspath $(VENV)) $(MATURIN) develop
+
+develop-release: venv
+	VIRTUAL_ENV=$(abspath $(VENV)) $(MATURIN) develop --release
+
+# --- the steps of `make test` -----------------------------------------------------------------------
+
+rust-lint: venv
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+rust-test: venv
+	cargo test --workspace --locked
+
+python-lint: venv
+	$(BIN)/ruff check $(PY_DIRS)
+	$(BIN)/ruff format --check $(PY_DIRS)
+
+typecheck: venv
+	$(PY) -m mypy
+
+stubtest: develop
+	$(PY) -m mypy.stubtest cursorkit._core --mypy-config-file pyproject.toml --allowlist stubtest-allowlist.txt
+
+pytest: develop
+	$(PY) -m pytest

@@ -1,0 +1,48 @@
+"""pytest configuration of the RangeSet benchmarks: problem sizes per mode and the closing ratio table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the shared workload module, whatever the import mode
+
+import rangeset_workloads as rw  # noqa: E402
+
+
+def benchmarks_disabled(config: pytest.Config) -> bool:
+    """Whether pytest-benchmark runs each body once, untimed (``--benchmark-disable``: the smoke run)."""
+    session = getattr(config, "_benchmarksession", None)
+    if session is not None:
+        return bool(session.disabled)
+    disabled = bool(config.getoption("benchmark_disable", False))
+    return disabled and not config.getoption("benchmark_enable", False)
+
+
+@pytest.fixture(scope="session")
+def sizes(pytestconfig: pytest.Config) -> rw.Sizes:
+    """Problem sizes: the slow peers shrink when benchmarks are disabled."""
+    return rw.Sizes(smoke=benchmarks_disabled(pytestconfig))
+
+
+@pytest.fixture(scope="session")
+def smoke(sizes: rw.Sizes) -> bool:
+    """True in the disabled (smoke) mode."""
+    return sizes.smoke
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Print cursorkit beside each peer, with PASS/MISS against the issue's targets."""
+    if not rw.RESULTS:
+        return
+    if benchmarks_disabled(config):
+        title = (
+            "RangeSet benchmarks - SMOKE RUN (--benchmark-disable): single runs, slow peers shrunk; "
+            "not a measurement, use --benchmark-enable or benches/report_rangeset.py"
+        )
+    else:
+        title = "RangeSet benchmarks - best round of each benchmark (perf_counter around the call)"
+    terminalreporter.write_line("")
+    terminalreporter.write_line(rw.render_table(title, rw.NOTES))

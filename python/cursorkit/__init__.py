@@ -1,0 +1,8 @@
+"""cursorkit: the subscription state of a message broker (ack ranges, delayed delivery, Key_Shared)."""
+
+from __future__ import annotations
+
+from cursorkit import errors
+from cursorkit._core import Position, RangeSet, __version__
+
+__all__ = ["Position", "RangeSet", "__version__", "errors"]

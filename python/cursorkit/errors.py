@@ -1,0 +1,41 @@
+"""The one exception hierarchy of cursorkit; each class also inherits the natural stdlib class."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorruptSnapshot",
+    "CursorkitError",
+    "InvalidArgument",
+    "InvalidInputType",
+    "InvalidPosition",
+    "LengthMismatch",
+    "UnsupportedVersion",
+]
+
+
+class CursorkitError(Exception):
+    """Base of every error cursorkit raises on purpose."""
+
+
+class InvalidPosition(CursorkitError, ValueError):
+    """A ledger or entry id outside its legal range (ledger 0..2^63-1, entry -1..2^32-1 in bitmaps)."""
+
+
+class InvalidArgument(CursorkitError, ValueError):
+    """An argument with a legal type but an unusable value (a negative limit, an unknown name)."""
+
+
+class InvalidInputType(CursorkitError, TypeError):
+    """An argument of the wrong type: a float where an integer id belongs, a 2-D array for a column."""
+
+
+class LengthMismatch(CursorkitError, ValueError):
+    """Bulk columns (ledger ids, entry ids) of different lengths."""
+
+
+class CorruptSnapshot(CursorkitError, ValueError):
+    """Persisted bytes that are truncated, fail their checksum or do not decode."""
+
+
+class UnsupportedVersion(CorruptSnapshot):
+    """Persisted bytes written by a format version this build does not read."""

@@ -1,0 +1,279 @@
+//! Byte forms of a `RangeSet`: the compact versioned form, single-ledger roaring portable bitmaps,
+//! and Pulsar's `LongListMap` words (`java.util.BitSet.toLongArray` layout).
+//!
+//! Compact form, little-endian:
+//! `"CKRS"`, version `u8`, flags `u8` (bit 0: pulsar_quirks), `u32` record count, then per ledger
+//! `i64` id, `u32` length, that many bytes of a run-optimised 32-bit roaring portable bitmap
+//! (length 0: a quirk-mode empty ledger), and last a CRC-32 of everything before it.
+
+use std::collections::BTreeMap;
+
+use roaring::RoaringBitmap;
+
+use crate::error::{CoreError, Result};
+use crate::ledger_bits::LedgerBits;
+use crate::position::{check_ledger, MAX_ENTRY_ID};
+use crate::rangeset::RangeSet;
+
+/// Magic bytes that open the compact form.
+pub const MAGIC: &[u8; 4] = b"CKRS";
+/// Version of the compact form this build writes and reads.
+pub const FORMAT_VERSION: u8 = 1;
+const FLAG_QUIRKS: u8 = 1;
+const HEADER_LEN: usize = 4 + 1 + 1 + 4;
+const CRC_LEN: usize = 4;
+/// Words needed for entry ids up to `u32::MAX`.
+const MAX_WORDS: usize = (MAX_ENTRY_ID as usize + 1) / 64;
+
+impl RangeSet {
+    /// The compact, versioned, checksummed byte form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let blobs: Vec<(i64, Vec<u8>)> = self.ledgers.iter().map(|(&id, l)| (id, l.portable_bytes())).collect();
+        let body: usize = blobs.iter().map(|(_, b)| 12 + b.len()).sum();
+        let mut out = Vec::with_capacity(HEADER_LEN + body + 12 * self.empty_quirk_ledgers.len() + CRC_LEN);
+        out.extend_from_slice(MAGIC);
+        out.push(FORMAT_VERSION);
+        out.push(if self.pulsar_quirks() { FLAG_QUIRKS } else { 0 });
+        let records = blobs.len() + self.empty_quirk_ledgers.len();
+        out.extend_from_slice(&(records as u32).to_le_bytes());
+        let mut empties = self.empty_quirk_ledgers.iter().copied().peekable();
+        for (id, blob) in &blobs {
+            while let Some(e) = empties.next_if(|&e| e < *id) {
+                write_record_header(&mut out, e, 0);
+            }
+            write_record_header(&mut out, *id, blob.len());
+            out.extend_from_slice(blob);
+        }
+        for e in empties {
+            write_record_header(&mut out, e, 0);
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes [`RangeSet::to_bytes`]; damaged or foreign bytes are reported, never half-applied.
+    pub fn from_bytes(data: &[u8]) -> Result<Self> {
+        if data.len() < HEADER_LEN + CRC_LEN {
+            return Err(corrupt(format!("{} bytes is too short for a RangeSet (at least {})", data.len(), HEADER_LEN + CRC_LEN)));
+        }
+        if &data[..4] != MAGIC {
+            return Err(corrupt(format!("bad magic {:02x?}: not a cursorkit RangeSet", &data[..4])));
+        }
+        if data[4] != FORMAT_VERSION {
+            return Err(CoreError::UnsupportedVersion { found: data[4], supported: FORMAT_VERSION });
+        }
+        let (payload, crc) = data.split_at(data.len() - CRC_LEN);
+        let expected = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+        let actual = crc32fast::hash(payload);
+        if expected != actual {
+            return Err(corrupt(format!("checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")));
+        }
+        let flags = payload[5];
+        if flags & !FLAG_QUIRKS != 0 {
+            return Err(corrupt(format!("unknown flags {flags:#04x}")));
+        }
+        let mut rs = RangeSet::new(flags & FLAG_QUIRKS != 0);
+        let count = u32::from_le_bytes(payload[6..10].try_into().expect("4 bytes"));
+        let mut at = HEADER_LEN;
+        let mut previous: Option<i64> = None;
+        for record in 0..count {
+            let header = payload.get(at..at + 12).ok_or_else(|| corrupt(format!("record {record} header truncated at offset {at}")))?;
+            let id = i64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+            let len = u32::from_le_bytes(header[8..].try_into().expect("4 bytes")) as usize;
+            at += 12;
+            check_ledger(id).map_err(|_| corrupt(format!("record {record}: negative ledger id {id}")))?;
+            if previous.is_some_and(|p| p >= id) {
+                return Err(corrupt(format!("record {record}: ledger {id} out of order")));
+            }
+            previous = Some(id);
+            let bytes = payload.get(at..at + len).ok_or_else(|| corrupt(format!("record {record} (ledger {id}) truncated at offset {at}")))?;
+            at += len;
+            if len == 0 {
+                if !rs.pulsar_quirks() {
+                    return Err(corrupt(format!("record {record}: empty ledger {id} outside quirks mode")));
+                }
+                rs.empty_quirk_ledgers.insert(id);
+                continue;
+            }
+            let bits = decode_bitmap(bytes).map_err(|m| corrupt(format!("record {record} (ledger {id}): {m}")))?;
+            if bits.is_empty() {
+                return Err(corrupt(format!("record {record}: ledger {id} holds no entries")));
+            }
+            rs.put_ledger(id, LedgerBits::from_bitmap(bits));
+        }
+        if at != payload.len() {
+            return Err(corrupt(format!("{} trailing bytes after {count} records", payload.len() - at)));
+        }
+        rs.clear_dirty();
+        Ok(rs)
+    }
+
+    /// One ledger's entries as a run-optimised 32-bit roaring portable bitmap (Java/C/Go compatible).
+    pub fn ledger_to_bytes(&self, ledger_id: i64) -> Option<Vec<u8>> {
+        Some(self.ledgers.get(&ledger_id)?.portable_bytes())
+    }
+
+    /// Replaces one ledger's entries with a portable bitmap's (an empty bitmap removes the ledger).
+    pub fn set_ledger_bytes(&mut self, ledger_id: i64, data: &[u8]) -> Result<()> {
+        check_ledger(ledger_id)?;
+        let bits = decode_bitmap(data).map_err(|m| corrupt(format!("ledger {ledger_id}: {m}")))?;
+        self.put_ledger(ledger_id, LedgerBits::from_bitmap(bits));
+        Ok(())
+    }
+
+    /// Pulsar's `toRanges(max)`: ledger → BitSet words, whole ledgers in ascending order.
+    ///
+    /// Without quirks a ledger is kept while the running entry count including it stays within
+    /// `max_entries`; with quirks while the count *before* it does (so the first ledger is always
+    /// kept), as Pulsar's `OpenLongPairRangeSet` does.
+    pub fn to_long_list_map(&self, max_entries: Option<u64>) -> Vec<(i64, Vec<i64>)> {
+        let limit = max_entries.unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        let mut count: u64 = 0;
+        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> = self.ledgers.iter().map(|(&id, l)| (id, Some(l))).collect();
+        if self.pulsar_quirks() && !self.empty_quirk_ledgers.is_empty() {
+            ledgers.extend(self.empty_quirk_ledgers.iter().map(|&id| (id, None)));
+            ledgers.sort_by_key(|&(id, _)| id);
+        }
+        for (id, l) in ledgers {
+            let card = l.map_or(0, LedgerBits::cardinality);
+            let keep = if self.pulsar_quirks() { count <= limit } else { count.saturating_add(card) <= limit };
+            if !keep {
+                break;
+            }
+            count = count.saturating_add(card);
+            out.push((id, l.map_or_else(Vec::new, bitset_words)));
+        }
+        out
+    }
+
+    /// Rebuilds a set from Pulsar's BitSet words (the inverse of [`RangeSet::to_long_list_map`]).
+    pub fn from_long_list_map(words: &[(i64, Vec<i64>)], pulsar_quirks: bool) -> Result<Self> {
+        let mut decoded = BTreeMap::new();
+        for (id, w) in words {
+            check_ledger(*id)?;
+            if w.len() > MAX_WORDS {
+                return Err(CoreError::InvalidPosition(format!(
+                    "ledger {id}: {} words address entries beyond 4294967295 (at most {MAX_WORDS} words)",
+                    w.len()
+                )));
+            }
+            let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+            decoded.insert(*id, RoaringBitmap::from_lsb0_bytes(0, &bytes));
+        }
+        let mut rs = RangeSet::new(pulsar_quirks);
+        for (id, bits) in decoded {
+            if bits.is_empty() {
+                if pulsar_quirks {
+                    rs.empty_quirk_ledgers.insert(id);
+                }
+            } else {
+                rs.put_ledger(id, LedgerBits::from_bitmap(bits));
+            }
+        }
+        rs.clear_dirty();
+        Ok(rs)
+    }
+}
+
+fn write_record_header(out: &mut Vec<u8>, id: i64, len: usize) {
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+}
+
+fn corrupt(message: String) -> CoreError {
+    CoreError::Corrupt(message)
+}
+
+/// Decodes a portable bitmap that must use up exactly `data`.
+fn decode_bitmap(data: &[u8]) -> std::result::Result<RoaringBitmap, String> {
+    let mut cursor = std::io::Cursor::new(data);
+    let bits = RoaringBitmap::deserialize_from(&mut cursor).map_err(|e| format!("bad roaring bitmap: {e}"))?;
+    if cursor.position() as usize != data.len() {
+        return Err(format!("{} trailing bytes after the bitmap", data.len() - cursor.position() as usize));
+    }
+    Ok(bits)
+}
+
+/// `java.util.BitSet.toLongArray()` of one ledger: bit i of word j is entry 64j+i, no trailing zeros.
+fn bitset_words(l: &LedgerBits) -> Vec<i64> {
+    let top = l.max();
+    if top < 0 {
+        return Vec::new();
+    }
+    let mut words = vec![0u64; top as usize / 64 + 1];
+    l.for_each_run(|a, b| {
+        let (a, b) = (a as usize, b as usize);
+        let (wa, wb) = (a / 64, b / 64);
+        let lo_mask = !0u64 << (a % 64);
+        let hi_mask = !0u64 >> (63 - b % 64);
+        if wa == wb {
+            words[wa] |= lo_mask & hi_mask;
+        } else {
+            words[wa] |= lo_mask;
+            words[wa + 1..wb].iter_mut().for_each(|w| *w = !0);
+            words[wb] |= hi_mask;
+        }
+    });
+    words.into_iter().map(|w| w as i64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RangeSet {
+        let mut rs = RangeSet::new(false);
+        rs.add_many(&[1, 1, 1, 4, 4], &[0, 1, 63, 64, 1_000_000]).unwrap();
+        rs
+    }
+
+    #[test]
+    fn compact_round_trip() {
+        let rs = sample();
+        let bytes = rs.to_bytes();
+        assert_eq!(RangeSet::from_bytes(&bytes).unwrap(), rs);
+    }
+
+    #[test]
+    fn detects_every_flipped_byte() {
+        let bytes = sample().to_bytes();
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x40;
+            assert!(RangeSet::from_bytes(&bad).is_err(), "flip at {i} went unnoticed");
+        }
+        for n in 0..bytes.len() {
+            assert!(RangeSet::from_bytes(&bytes[..n]).is_err(), "truncation to {n} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_version() {
+        let mut bytes = sample().to_bytes();
+        bytes[4] = 9;
+        assert_eq!(RangeSet::from_bytes(&bytes), Err(CoreError::UnsupportedVersion { found: 9, supported: 1 }));
+    }
+
+    #[test]
+    fn long_list_words_match_java_layout() {
+        let map = sample().to_long_list_map(None);
+        assert_eq!(map[0], (1, vec![(1i64 | 2) | i64::MIN]));
+        assert_eq!(map[1].1.len(), 1_000_000 / 64 + 1);
+        assert_eq!(map[1].1[1], 1);
+        let back = RangeSet::from_long_list_map(&map, false).unwrap();
+        assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn long_list_truncation_rules() {
+        let rs = sample(); // ledger 1 holds 3 entries, ledger 4 holds 2
+        assert_eq!(rs.to_long_list_map(Some(3)).len(), 1);
+        assert_eq!(rs.to_long_list_map(Some(2)).len(), 0);
+        let mut q = RangeSet::new(true);
+        q.add_many(&[1, 1, 1, 4, 4], &[0, 1, 63, 64, 1_000_000]).unwrap();
+        assert_eq!(q.to_long_list_map(Some(2)).len(), 1);
+        assert_eq!(q.to_long_list_map(Some(3)).len(), 2);
+    }
+}

@@ -1,0 +1,36 @@
+//! The one error type of the core; the Python binding maps each variant to a `cursorkit.errors` class.
+
+use thiserror::Error;
+
+/// Everything the core rejects: bad ids, mismatched columns, damaged or foreign bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CoreError {
+    /// A ledger or entry id outside its legal range; the message names the value.
+    #[error("{0}")]
+    InvalidPosition(String),
+    /// A usable type with an unusable value (a bad limit or name).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Bulk columns of different lengths.
+    #[error("ledger ids and entry ids differ in length: {ledgers} ledger ids, {entries} entry ids")]
+    LengthMismatch {
+        /// Number of ledger ids given.
+        ledgers: usize,
+        /// Number of entry ids given.
+        entries: usize,
+    },
+    /// Persisted bytes that are truncated, fail their checksum or do not decode.
+    #[error("{0}")]
+    Corrupt(String),
+    /// Persisted bytes of a format version this build does not read.
+    #[error("unsupported format version {found} (this build reads version {supported})")]
+    UnsupportedVersion {
+        /// Version byte found in the data.
+        found: u8,
+        /// Version this build writes and reads.
+        supported: u8,
+    },
+}
+
+/// Result alias used across the core.
+pub type Result<T> = std::result::Result<T, CoreError>;

@@ -1,0 +1,358 @@
+//! `LedgerBits`: the acknowledged entries of one ledger as a roaring bitmap plus its run count.
+//!
+//! The run count is what Pulsar's `size()` recounts after every mutation; here it is kept exact
+//! by each mutation (±1 on a split or a merge), so the range count of a whole set is O(1).
+
+use std::ops::RangeInclusive;
+
+use roaring::RoaringBitmap;
+
+/// Mutations between two automatic run-optimisations of a ledger, at the least.
+const MIN_OPTIMIZE_INTERVAL: u64 = 4096;
+/// Per container, mutations between two run-optimisations (bounds the amortised cost per add).
+const OPTIMIZE_INTERVAL_PER_CONTAINER: u64 = 256;
+
+/// One ledger's acknowledged entries.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LedgerBits {
+    bits: RoaringBitmap,
+    runs: u64,
+    /// Highest entry held, or -1 when empty.
+    max: i64,
+    dirty: bool,
+    ops: u64,
+    optimize_at: u64,
+}
+
+impl PartialEq for LedgerBits {
+    fn eq(&self, other: &Self) -> bool {
+        self.bits == other.bits
+    }
+}
+
+impl LedgerBits {
+    pub(crate) fn new() -> Self {
+        Self { max: -1, optimize_at: MIN_OPTIMIZE_INTERVAL, ..Self::default() }
+    }
+
+    /// Builds a ledger from a finished bitmap (decoding), counting its runs once.
+    pub(crate) fn from_bitmap(bits: RoaringBitmap) -> Self {
+        let mut ledger = Self::new();
+        ledger.max = bits.max().map_or(-1, i64::from);
+        ledger.bits = bits;
+        ledger.runs = ledger.count_runs();
+        ledger.optimize();
+        ledger
+    }
+
+    pub(crate) fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.max < 0
+    }
+
+    pub(crate) fn max(&self) -> i64 {
+        self.max
+    }
+
+    pub(crate) fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    pub(crate) fn set_dirty(&mut self, dirty: bool) {
+        self.dirty = dirty;
+    }
+
+    #[inline]
+    pub(crate) fn contains(&self, entry: u32) -> bool {
+        i64::from(entry) <= self.max && self.bits.contains(entry)
+    }
+
+    /// Adds one entry; returns whether it was new.
+    #[inline]
+    pub(crate) fn insert(&mut self, entry: u32) -> bool {
+        let e = i64::from(entry);
+        if e > self.max {
+            // Appending past the end, the in-order ack path: no neighbour look-ups needed.
+            // (`try_push` would rescan a bitmap container for its maximum; we know it already.)
+            self.bits.insert(entry);
+            if !(self.max >= 0 && e == self.max + 1) {
+                self.runs += 1;
+            }
+            self.max = e;
+        } else {
+            if !self.bits.insert(entry) {
+                return false;
+            }
+            let left = entry > 0 && self.bits.contains(entry - 1);
+            let right = self.bits.contains(entry + 1); // entry < max, so no overflow
+            self.runs = self.runs + 1 - u64::from(left) - u64::from(right);
+        }
+        self.touched(1);
+        true
+    }
+
+    /// Removes one entry; returns whether it was present.
+    pub(crate) fn remove(&mut self, entry: u32) -> bool {
+        if !self.contains(entry) {
+            return false;
+        }
+        self.bits.remove(entry);
+        let left = entry > 0 && self.bits.contains(entry - 1);
+        let right = entry < u32::MAX && self.bits.contains(entry + 1);
+        match (left, right) {
+            (true, true) => self.runs += 1,
+            (false, false) => self.runs -= 1,
+            _ => {}
+        }
+        if i64::from(entry) == self.max {
+            self.max = self.bits.max().map_or(-1, i64::from);
+        }
+        self.touched(1);
+        true
+    }
+
+    /// Adds a batch of entries in any order; returns how many were new.
+    ///
+    /// A sorted batch past the current end (in-order acks) is appended run by run with its run
+    /// count taken from the batch itself; a small batch goes entry by entry; a large unsorted
+    /// one is inserted wholesale and the ledger's runs recounted once.
+    pub(crate) fn insert_batch(&mut self, entries: &[u32]) -> u64 {
+        let Some(&first) = entries.first() else {
+            return 0;
+        };
+        let sorted = entries.windows(2).all(|w| w[0] <= w[1]);
+        if sorted && i64::from(first) > self.max {
+            return self.append_sorted(entries);
+        }
+        if (entries.len() as u64) * 4 < self.bits.len() {
+            return entries.iter().map(|&e| u64::from(self.insert(e))).sum();
+        }
+        let before = self.bits.len();
+        if sorted {
+            self.bits.extend(entries.iter().copied());
+        } else {
+            for &e in entries {
+                self.bits.insert(e);
+            }
+        }
+        let added = self.bits.len() - before;
+        if added > 0 {
+            self.runs = self.count_runs();
+            self.max = self.bits.max().map_or(-1, i64::from);
+            self.touched(added);
+        }
+        added
+    }
+
+    /// Appends a sorted batch whose first entry lies past the current maximum.
+    ///
+    /// One pass counts distinct entries and runs; long runs then go in as ranges (W1-style
+    /// in-order acks become run containers at once), short ones through roaring's `append`.
+    fn append_sorted(&mut self, entries: &[u32]) -> u64 {
+        let (mut distinct, mut runs) = (1u64, 1u64);
+        for w in entries.windows(2) {
+            distinct += u64::from(w[1] != w[0]);
+            runs += u64::from(w[1].saturating_sub(w[0]) > 1);
+        }
+        let joins_last = self.max >= 0 && i64::from(entries[0]) == self.max + 1;
+        if distinct >= runs * 16 {
+            let mut start = entries[0];
+            let mut prev = start;
+            for &e in &entries[1..] {
+                if e.saturating_sub(prev) > 1 {
+                    self.bits.insert_range(start..=prev);
+                    start = e;
+                }
+                prev = e;
+            }
+            self.bits.insert_range(start..=prev);
+        } else {
+            let mut last = None;
+            let deduped = entries.iter().copied().filter(|&e| last.replace(e) != Some(e));
+            if self.bits.append(deduped).is_err() {
+                // Unreachable for a sorted batch past the maximum; stay correct regardless.
+                for &e in entries {
+                    self.bits.insert(e);
+                }
+                self.runs = self.count_runs() + u64::from(joins_last) - runs;
+            }
+        }
+        self.runs = self.runs + runs - u64::from(joins_last);
+        self.max = i64::from(*entries.last().unwrap_or(&entries[0]));
+        self.touched(distinct);
+        distinct
+    }
+
+    /// Adds every entry of `range`; returns how many were new.
+    pub(crate) fn insert_range(&mut self, range: RangeInclusive<u32>) -> u64 {
+        let (a, b) = (*range.start(), *range.end());
+        if a > b {
+            return 0;
+        }
+        // Every existing run that overlaps or touches [a, b] merges into one.
+        let touching = self.runs_within(a.saturating_sub(1)..=b.saturating_add(1));
+        let added = self.bits.insert_range(a..=b);
+        if added > 0 {
+            self.runs = self.runs + 1 - touching;
+            self.max = self.max.max(i64::from(b));
+            self.touched(added);
+        }
+        added
+    }
+
+    /// Removes every entry of `range`; returns how many were present.
+    pub(crate) fn remove_range(&mut self, range: RangeInclusive<u32>) -> u64 {
+        let (a, b) = (*range.start(), *range.end());
+        if a > b || self.is_empty() || i64::from(a) > self.max {
+            return 0;
+        }
+        let hit = self.runs_within(a..=b);
+        if hit == 0 {
+            return 0;
+        }
+        let left_rest = a > 0 && self.bits.contains(a - 1) && self.bits.contains(a);
+        let right_rest = b < u32::MAX && self.bits.contains(b + 1) && self.bits.contains(b);
+        let removed = self.bits.remove_range(a..=b);
+        self.runs = self.runs - hit + u64::from(left_rest) + u64::from(right_rest);
+        if i64::from(b) >= self.max {
+            self.max = self.bits.max().map_or(-1, i64::from);
+        }
+        self.touched(removed);
+        removed
+    }
+
+    /// Number of maximal runs of the bitmap restricted to `window`.
+    pub(crate) fn runs_within(&self, window: RangeInclusive<u32>) -> u64 {
+        let mut it = self.bits.range(window);
+        let mut n = 0;
+        while it.next_range().is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    fn count_runs(&self) -> u64 {
+        let mut it = self.bits.iter();
+        let mut n = 0;
+        while it.next_range().is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    /// The maximal run containing `entry`, if the entry is held.
+    pub(crate) fn run_containing(&self, entry: u32) -> Option<RangeInclusive<u32>> {
+        if !self.contains(entry) {
+            return None;
+        }
+        let start = *self.bits.range(..=entry).next_range_back()?.start();
+        let end = *self.bits.range(entry..).next_range()?.end();
+        Some(start..=end)
+    }
+
+    /// First run, if any.
+    pub(crate) fn first_run(&self) -> Option<RangeInclusive<u32>> {
+        self.bits.iter().next_range()
+    }
+
+    /// Last run, if any.
+    pub(crate) fn last_run(&self) -> Option<RangeInclusive<u32>> {
+        self.bits.iter().next_range_back()
+    }
+
+    /// Calls `f(first, last)` with every run in ascending order; stops when `f` returns false.
+    ///
+    /// Short runs are found from values fetched in blocks (about 1 ns a value), long ones with
+    /// roaring's word-level `next_range`, whichever is fewer steps for this ledger's density.
+    pub(crate) fn try_for_each_run(&self, mut f: impl FnMut(u32, u32) -> bool) -> bool {
+        let card = self.bits.len();
+        if card < self.runs * 4 {
+            let mut buf = [0u32; 1024];
+            let mut it = self.bits.iter();
+            let mut open: Option<(u32, u32)> = None;
+            loop {
+                let got = it.next_many(&mut buf);
+                if got.is_empty() {
+                    break;
+                }
+                for &v in got.iter() {
+                    open = match open {
+                        Some((a, b)) if b + 1 == v => Some((a, v)),
+                        Some((a, b)) => {
+                            if !f(a, b) {
+                                return false;
+                            }
+                            Some((v, v))
+                        }
+                        None => Some((v, v)),
+                    };
+                }
+            }
+            return open.is_none_or(|(a, b)| f(a, b));
+        }
+        let mut it = self.bits.iter();
+        while let Some(r) = it.next_range() {
+            if !f(*r.start(), *r.end()) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Calls `f(first, last)` with every run in ascending order.
+    pub(crate) fn for_each_run(&self, mut f: impl FnMut(u32, u32)) {
+        self.try_for_each_run(|a, b| {
+            f(a, b);
+            true
+        });
+    }
+
+    /// Entries held within `range`.
+    pub(crate) fn range_cardinality(&self, range: RangeInclusive<u32>) -> u64 {
+        self.bits.range_cardinality(range)
+    }
+
+    pub(crate) fn cardinality(&self) -> u64 {
+        self.bits.len()
+    }
+
+    /// Run-optimises every container (arrays and bitmaps that hold long runs become run containers).
+    pub(crate) fn optimize(&mut self) {
+        self.bits.optimize();
+        let containers = u64::from(self.bits.statistics().n_containers);
+        self.ops = 0;
+        self.optimize_at = MIN_OPTIMIZE_INTERVAL.max(containers * OPTIMIZE_INTERVAL_PER_CONTAINER);
+    }
+
+    /// The bitmap in the standard portable format, run-optimised the way CRoaring and Java's
+    /// RoaringBitmap do it (a run container only where strictly smaller), so bytes match theirs.
+    pub(crate) fn portable_bytes(&self) -> Vec<u8> {
+        let mut bits = self.bits.clone();
+        bits.remove_run_compression();
+        bits.optimize();
+        let mut out = Vec::with_capacity(bits.serialized_size());
+        bits.serialize_into(&mut out).expect("writing to a Vec cannot fail");
+        out
+    }
+
+    /// Bytes this ledger holds on the heap: container payloads plus per-container bookkeeping.
+    pub(crate) fn memory_usage(&self) -> usize {
+        let s = self.bits.statistics();
+        // roaring's statistics count array capacity in u32s and bitmaps in bits; use real sizes.
+        let payload = s.n_bytes_array_containers / 2 + s.n_bytes_run_containers + u64::from(s.n_bitset_containers) * 8192;
+        // A container is a key plus a store enum holding a Vec/Box: ~32 bytes each.
+        payload as usize + s.n_containers as usize * 32 + std::mem::size_of::<Self>()
+    }
+
+    #[inline]
+    fn touched(&mut self, n: u64) {
+        self.dirty = true;
+        self.ops += n;
+        if self.ops >= self.optimize_at {
+            self.optimize();
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! # cursorkit-core
+//!
+//! The subscription state of a message broker, in pure Rust and without I/O: which positions of a
+//! topic a cursor has acknowledged, kept the way Apache Pulsar's broker keeps them but faster and
+//! smaller. Python reaches it through the `cursorkit` package; a Rust broker depends on this crate.
+//!
+//! * [`Position`]: a `(ledger, entry)` address.
+//! * [`RangeSet`]: acknowledged positions as per-ledger roaring bitmaps, reported as Pulsar's
+//!   open-closed ranges, with an O(1) range count, dirty-ledger tracking, and byte forms
+//!   (compact, roaring portable per ledger, Pulsar's `LongListMap` words).
+//!
+//! Pulsar's quirks that its own tests assert (a cross-ledger removal keeps the lower ledger's last
+//! entry; an empty `(L:x..L:x]` add records ledger `L`; `Integer.MAX_VALUE` entries act as a
+//! sentinel in cross-ledger adds) are reproduced by `RangeSet::new(true)`; the default is correct.
+//!
+//! ```
+//! use cursorkit_core::{Position, RangeSet};
+//! let mut acked = RangeSet::new(false);
+//! acked.add_open_closed(0, 4, 0, 75, None).unwrap();
+//! acked.add_open_closed(0, 96, 0, 105, None).unwrap();
+//! assert_eq!(acked.to_string(), "[(0:4..0:75],(0:96..0:105]]");
+//! assert_eq!(acked.first_range(), Some((Position::new(0, 4).unwrap(), Position::new(0, 75).unwrap())));
+//! assert_eq!(acked.cardinality(0, 0, 0, 100).unwrap(), 71 + 4);
+//! ```
+
+mod codec;
+mod error;
+mod ledger_bits;
+mod position;
+mod rangeset;
+mod wire_size;
+
+pub use codec::{FORMAT_VERSION, MAGIC};
+pub use error::{CoreError, Result};
+pub use position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
+pub use rangeset::{Range, RangeSet};
+pub use wire_size::{long_list_map_field, message_range_field, varint_len};

@@ -1,0 +1,168 @@
+//! Argument extraction: integer ids, id columns (numpy/Arrow/sequences, zero-copy for int64),
+//! and ledger-size mappings, each failing with a `cursorkit.errors` class that names the value.
+
+use std::collections::BTreeMap;
+
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple};
+
+use crate::errors::error;
+
+/// One integer argument; a non-integer is `InvalidInputType`, an out-of-int64 one `InvalidPosition`.
+#[inline]
+pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    match obj.extract::<i64>() {
+        Ok(v) if !obj.is_instance_of::<PyBool>() => Ok(v),
+        _ => Err(int_arg_error(obj, what)),
+    }
+}
+
+#[cold]
+fn int_arg_error(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
+    let py = obj.py();
+    if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
+        error(py, "InvalidPosition", format!("{what} {obj} does not fit in a signed 64-bit integer"))
+    } else {
+        let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let shown = obj.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string());
+        error(py, "InvalidInputType", format!("{what} must be an int, got {type_name} {shown}"))
+    }
+}
+
+/// An optional non-negative limit (`None` means unlimited).
+pub fn limit_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<u64>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => {
+            let v = int_arg(o, what)?;
+            u64::try_from(v).map(Some).map_err(|_| error(o.py(), "InvalidArgument", format!("{what} must be >= 0, got {v}")))
+        }
+    }
+}
+
+/// An int64 column: borrowed from a contiguous int64 array, or converted once by numpy.
+pub enum Column<'py> {
+    /// Zero-copy view of the caller's array.
+    Borrowed(PyReadonlyArray1<'py, i64>),
+    /// Converted values (other dtypes, sequences, object arrays).
+    Owned(Vec<i64>),
+}
+
+impl Column<'_> {
+    /// The ids as a slice.
+    pub fn as_slice(&self) -> &[i64] {
+        match self {
+            Column::Borrowed(a) => a.as_slice().unwrap_or(&[]),
+            Column::Owned(v) => v,
+        }
+    }
+}
+
+fn contiguous_i64<'py>(obj: &Bound<'py, PyAny>) -> Option<PyReadonlyArray1<'py, i64>> {
+    let arr = obj.cast::<PyArray1<i64>>().ok()?;
+    let ro = arr.readonly();
+    ro.as_slice().is_ok().then_some(ro)
+}
+
+/// Extracts one id column from numpy, Arrow, or any sequence of ints.
+pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>> {
+    if let Some(ro) = contiguous_i64(obj) {
+        return Ok(Column::Borrowed(ro));
+    }
+    let py = obj.py();
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        // Python ints already exist one by one; reading them directly keeps exact errors
+        // (numpy would infer float64 for a list mixing -1 and 2**63).
+        let mut out = Vec::with_capacity(obj.len()?);
+        for item in obj.try_iter()? {
+            out.push(int_arg(&item?, what)?);
+        }
+        return Ok(Column::Owned(out));
+    }
+    let np = py.import("numpy")?;
+    let arr = np.call_method1("asarray", (obj,)).map_err(|e| {
+        error(py, "InvalidInputType", format!("{what} must be an integer array or sequence of ints ({e})"))
+    })?;
+    let ndim: usize = arr.getattr("ndim")?.extract()?;
+    if ndim != 1 {
+        return Err(error(py, "InvalidInputType", format!("{what} must be one-dimensional, got {ndim} dimensions")));
+    }
+    let size: usize = arr.getattr("size")?.extract()?;
+    if size == 0 {
+        return Ok(Column::Owned(Vec::new()));
+    }
+    let dtype = arr.getattr("dtype")?;
+    let kind: String = dtype.getattr("kind")?.extract()?;
+    match kind.as_str() {
+        "i" | "u" => {
+            if kind == "u" && dtype.getattr("itemsize")?.extract::<usize>()? == 8 {
+                let top: u64 = arr.call_method0("max")?.extract()?;
+                if top > i64::MAX as u64 {
+                    return Err(error(py, "InvalidPosition", format!("{what} holds {top}, beyond the int64 range")));
+                }
+            }
+            let converted = np.call_method1("ascontiguousarray", (arr, "int64"))?;
+            contiguous_i64(&converted)
+                .map(Column::Borrowed)
+                .ok_or_else(|| error(py, "InvalidInputType", format!("{what} could not be viewed as int64")))
+        }
+        "O" => {
+            let mut out = Vec::with_capacity(size);
+            for item in arr.try_iter()? {
+                out.push(int_arg(&item?, what)?);
+            }
+            Ok(Column::Owned(out))
+        }
+        _ => {
+            let shown = dtype.str().map_or_else(|_| kind.clone(), |s| s.to_string());
+            Err(error(py, "InvalidInputType", format!("{what} must hold integers, got dtype {shown}")))
+        }
+    }
+}
+
+/// `{ledger_id: entry_count}` from any mapping, or `None`.
+pub fn ledger_sizes(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<BTreeMap<i64, u64>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    let mapping = obj
+        .cast::<PyMapping>()
+        .map_err(|_| error(py, "InvalidInputType", "ledger_sizes must be a mapping {ledger_id: entry_count}".to_owned()))?;
+    let mut out = BTreeMap::new();
+    for item in mapping.items()?.try_iter()? {
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
+        let ledger = int_arg(&k, "ledger id in ledger_sizes")?;
+        let size = int_arg(&v, "ledger size")?;
+        let size = u64::try_from(size)
+            .map_err(|_| error(py, "InvalidArgument", format!("ledger {ledger} has negative size {size}")))?;
+        out.insert(ledger, size);
+    }
+    Ok(Some(out))
+}
+
+/// Bytes from `bytes`, `bytearray` or `memoryview`; anything else is `InvalidInputType`.
+pub fn bytes_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if obj.is_instance_of::<PyByteArray>() || obj.is_instance_of::<PyMemoryView>() {
+        let b = obj.py().get_type::<PyBytes>().call1((obj,))?;
+        return Ok(b.cast::<PyBytes>()?.as_bytes().to_vec());
+    }
+    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    Err(error(obj.py(), "InvalidInputType", format!("{what} must be bytes, got {type_name}")))
+}
+
+/// A `str` argument; anything else is `InvalidInputType`.
+pub fn str_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => Ok(s.to_str()?.to_owned()),
+        Err(_) => {
+            let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
+            Err(error(obj.py(), "InvalidInputType", format!("{what} must be a str, got {type_name}")))
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! `cursorkit._core`: the PyO3 binding of `cursorkit-core`. It converts types, maps errors to
+//! `cursorkit.errors`, takes numpy/Arrow columns without copying, and releases the GIL for bulk work.
+
+mod alloc;
+mod args;
+mod errors;
+mod position;
+mod rangeset;
+
+use pyo3::prelude::*;
+
+/// The native module; the public API is re-exported by the `cursorkit` package.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<position::PyPosition>()?;
+    m.add_class::<rangeset::PyRangeSet>()?;
+    m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
+    Ok(())
+}
