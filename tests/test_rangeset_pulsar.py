@@ -44,15 +44,17 @@ def test_hole_example_from_the_article() -> None:
     assert rs.last_range() == (Position(5, 6), Position(5, 7))
 
 
-def test_ranges_returns_position_pairs() -> None:
-    """ranges() is a list of open-closed (lower, upper) Position pairs (contract: ck-spec)."""
+def test_ranges_returns_open_closed_rows() -> None:
+    """ranges() lists open-closed (lk, lv, uk, uv) int tuples, the rows of ranges_array()."""
     rs = RangeSet()
     rs.add_open_closed(5, -1, 5, 5)
     rs.add(5, 7)
-    assert rs.ranges() == [
-        (Position(5, -1), Position(5, 5)),
-        (Position(5, 6), Position(5, 7)),
-    ]
+    assert rs.ranges() == [(5, -1, 5, 5), (5, 6, 5, 7)]
+    assert [tuple(r) for r in rs.ranges_array().tolist()] == rs.ranges()
+    first = rs.first_range()
+    assert first is not None
+    assert (first[0].ledger_id, first[0].entry_id, first[1].ledger_id, first[1].entry_id) == rs.ranges()[0]
+    assert isinstance(first[0], Position)
     assert RangeSet().ranges() == []
 
 

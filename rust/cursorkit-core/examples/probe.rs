@@ -1,5 +1,5 @@
-use std::time::Instant;
 use cursorkit_core::RangeSet;
+use std::time::Instant;
 fn main() {
     let n = 1_000_000i64;
     let ls = vec![0i64; (n / 2) as usize];
@@ -7,7 +7,12 @@ fn main() {
     let mut rs = RangeSet::new(false);
     let t = Instant::now();
     rs.add_many(&ls, &es).unwrap();
-    println!("W2 bulk {:?} len {} mem {}", t.elapsed(), rs.len(), rs.memory_usage());
+    println!(
+        "W2 bulk {:?} len {} mem {}",
+        t.elapsed(),
+        rs.len(),
+        rs.memory_usage()
+    );
     let t = Instant::now();
     let rows = rs.ranges_rows(None);
     println!("rows {:?} {}", t.elapsed(), rows.len());
@@ -21,7 +26,12 @@ fn main() {
     let mut rs = RangeSet::new(false);
     let t = Instant::now();
     rs.add_many(&l1, &e1).unwrap();
-    println!("W1 bulk {:?} len {} mem {}", t.elapsed(), rs.len(), rs.memory_usage());
+    println!(
+        "W1 bulk {:?} len {} mem {}",
+        t.elapsed(),
+        rs.len(),
+        rs.memory_usage()
+    );
     let t = Instant::now();
     let c = rs.contains_many(&l1, &e1).unwrap();
     println!("contains_many {:?} {}", t.elapsed(), c.len());

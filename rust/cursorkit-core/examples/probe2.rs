@@ -1,19 +1,24 @@
+use cursorkit_core::RangeSet;
 use std::time::Instant;
-use roaring::RoaringBitmap;
-fn time_runs(name: &str, bm: &RoaringBitmap) {
-    let t = Instant::now();
-    let mut it = bm.iter(); let mut n = 0u64;
-    while let Some(r) = it.next_range() { n += *r.end() as u64; }
-    println!("{name} next_range {:?} {} {:?}", t.elapsed(), n, bm.statistics().n_bitset_containers);
-}
 fn main() {
-    let mut a = RoaringBitmap::new();
-    for v in (1..1_000_000u32).step_by(2) { a.insert(v); }
-    time_runs("insert", &a);
-    let mut b = RoaringBitmap::new();
-    b.append((1..1_000_000u32).step_by(2)).unwrap();
-    time_runs("append", &b);
-    let mut c = a.clone(); c.optimize();
-    time_runs("optimized", &c);
-    time_runs("insert again", &a);
+    let mut rs = RangeSet::new(false);
+    let t = Instant::now();
+    rs.add_open_closed(0, -1, 0, u32::MAX as i64, None).unwrap();
+    println!("add full {:?}", t.elapsed());
+    let t = Instant::now();
+    let b = rs.ledger_to_bytes(0).unwrap();
+    println!("ledger_to_bytes {:?} {}", t.elapsed(), b.len());
+    let t = Instant::now();
+    let r = rs.ranges_flat(None);
+    println!("ranges {:?} {}", t.elapsed(), r.len());
+    let t = Instant::now();
+    let c = rs.cardinality(0, 0, 0, 1 << 31).unwrap();
+    println!("card {:?} {c}", t.elapsed());
+    let t = Instant::now();
+    rs.remove_at_most(0, 1 << 31).unwrap();
+    println!("remove_at_most {:?}", t.elapsed());
+    let t = Instant::now();
+    rs.remove_open_closed(0, 1 << 31, 0, (1 << 31) + (1 << 30))
+        .unwrap();
+    println!("remove_oc {:?}", t.elapsed());
 }

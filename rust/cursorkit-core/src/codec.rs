@@ -28,9 +28,14 @@ const MAX_WORDS: usize = (MAX_ENTRY_ID as usize + 1) / 64;
 impl RangeSet {
     /// The compact, versioned, checksummed byte form.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let blobs: Vec<(i64, Vec<u8>)> = self.ledgers.iter().map(|(&id, l)| (id, l.portable_bytes())).collect();
+        let blobs: Vec<(i64, Vec<u8>)> = self
+            .ledgers
+            .iter()
+            .map(|(&id, l)| (id, l.portable_bytes()))
+            .collect();
         let body: usize = blobs.iter().map(|(_, b)| 12 + b.len()).sum();
-        let mut out = Vec::with_capacity(HEADER_LEN + body + 12 * self.empty_quirk_ledgers.len() + CRC_LEN);
+        let mut out =
+            Vec::with_capacity(HEADER_LEN + body + 12 * self.empty_quirk_ledgers.len() + CRC_LEN);
         out.extend_from_slice(MAGIC);
         out.push(FORMAT_VERSION);
         out.push(if self.pulsar_quirks() { FLAG_QUIRKS } else { 0 });
@@ -55,19 +60,31 @@ impl RangeSet {
     /// Decodes [`RangeSet::to_bytes`]; damaged or foreign bytes are reported, never half-applied.
     pub fn from_bytes(data: &[u8]) -> Result<Self> {
         if data.len() < HEADER_LEN + CRC_LEN {
-            return Err(corrupt(format!("{} bytes is too short for a RangeSet (at least {})", data.len(), HEADER_LEN + CRC_LEN)));
+            return Err(corrupt(format!(
+                "{} bytes is too short for a RangeSet (at least {})",
+                data.len(),
+                HEADER_LEN + CRC_LEN
+            )));
         }
         if &data[..4] != MAGIC {
-            return Err(corrupt(format!("bad magic {:02x?}: not a cursorkit RangeSet", &data[..4])));
+            return Err(corrupt(format!(
+                "bad magic {:02x?}: not a cursorkit RangeSet",
+                &data[..4]
+            )));
         }
         if data[4] != FORMAT_VERSION {
-            return Err(CoreError::UnsupportedVersion { found: data[4], supported: FORMAT_VERSION });
+            return Err(CoreError::UnsupportedVersion {
+                found: data[4],
+                supported: FORMAT_VERSION,
+            });
         }
         let (payload, crc) = data.split_at(data.len() - CRC_LEN);
         let expected = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
         let actual = crc32fast::hash(payload);
         if expected != actual {
-            return Err(corrupt(format!("checksum mismatch: stored {expected:#010x}, computed {actual:#010x}")));
+            return Err(corrupt(format!(
+                "checksum mismatch: stored {expected:#010x}, computed {actual:#010x}"
+            )));
         }
         let flags = payload[5];
         if flags & !FLAG_QUIRKS != 0 {
@@ -78,32 +95,49 @@ impl RangeSet {
         let mut at = HEADER_LEN;
         let mut previous: Option<i64> = None;
         for record in 0..count {
-            let header = payload.get(at..at + 12).ok_or_else(|| corrupt(format!("record {record} header truncated at offset {at}")))?;
+            let header = payload.get(at..at + 12).ok_or_else(|| {
+                corrupt(format!("record {record} header truncated at offset {at}"))
+            })?;
             let id = i64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
             let len = u32::from_le_bytes(header[8..].try_into().expect("4 bytes")) as usize;
             at += 12;
-            check_ledger(id).map_err(|_| corrupt(format!("record {record}: negative ledger id {id}")))?;
+            check_ledger(id)
+                .map_err(|_| corrupt(format!("record {record}: negative ledger id {id}")))?;
             if previous.is_some_and(|p| p >= id) {
-                return Err(corrupt(format!("record {record}: ledger {id} out of order")));
+                return Err(corrupt(format!(
+                    "record {record}: ledger {id} out of order"
+                )));
             }
             previous = Some(id);
-            let bytes = payload.get(at..at + len).ok_or_else(|| corrupt(format!("record {record} (ledger {id}) truncated at offset {at}")))?;
+            let bytes = payload.get(at..at + len).ok_or_else(|| {
+                corrupt(format!(
+                    "record {record} (ledger {id}) truncated at offset {at}"
+                ))
+            })?;
             at += len;
             if len == 0 {
                 if !rs.pulsar_quirks() {
-                    return Err(corrupt(format!("record {record}: empty ledger {id} outside quirks mode")));
+                    return Err(corrupt(format!(
+                        "record {record}: empty ledger {id} outside quirks mode"
+                    )));
                 }
                 rs.empty_quirk_ledgers.insert(id);
                 continue;
             }
-            let bits = decode_bitmap(bytes).map_err(|m| corrupt(format!("record {record} (ledger {id}): {m}")))?;
+            let bits = decode_bitmap(bytes)
+                .map_err(|m| corrupt(format!("record {record} (ledger {id}): {m}")))?;
             if bits.is_empty() {
-                return Err(corrupt(format!("record {record}: ledger {id} holds no entries")));
+                return Err(corrupt(format!(
+                    "record {record}: ledger {id} holds no entries"
+                )));
             }
             rs.put_ledger(id, LedgerBits::from_bitmap(bits));
         }
         if at != payload.len() {
-            return Err(corrupt(format!("{} trailing bytes after {count} records", payload.len() - at)));
+            return Err(corrupt(format!(
+                "{} trailing bytes after {count} records",
+                payload.len() - at
+            )));
         }
         rs.clear_dirty();
         Ok(rs)
@@ -131,14 +165,19 @@ impl RangeSet {
         let limit = max_entries.unwrap_or(u64::MAX);
         let mut out = Vec::new();
         let mut count: u64 = 0;
-        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> = self.ledgers.iter().map(|(&id, l)| (id, Some(l))).collect();
+        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> =
+            self.ledgers.iter().map(|(&id, l)| (id, Some(l))).collect();
         if self.pulsar_quirks() && !self.empty_quirk_ledgers.is_empty() {
             ledgers.extend(self.empty_quirk_ledgers.iter().map(|&id| (id, None)));
             ledgers.sort_by_key(|&(id, _)| id);
         }
         for (id, l) in ledgers {
             let card = l.map_or(0, LedgerBits::cardinality);
-            let keep = if self.pulsar_quirks() { count <= limit } else { count.saturating_add(card) <= limit };
+            let keep = if self.pulsar_quirks() {
+                count <= limit
+            } else {
+                count.saturating_add(card) <= limit
+            };
             if !keep {
                 break;
             }
@@ -189,9 +228,13 @@ fn corrupt(message: String) -> CoreError {
 /// Decodes a portable bitmap that must use up exactly `data`.
 fn decode_bitmap(data: &[u8]) -> std::result::Result<RoaringBitmap, String> {
     let mut cursor = std::io::Cursor::new(data);
-    let bits = RoaringBitmap::deserialize_from(&mut cursor).map_err(|e| format!("bad roaring bitmap: {e}"))?;
+    let bits = RoaringBitmap::deserialize_from(&mut cursor)
+        .map_err(|e| format!("bad roaring bitmap: {e}"))?;
     if cursor.position() as usize != data.len() {
-        return Err(format!("{} trailing bytes after the bitmap", data.len() - cursor.position() as usize));
+        return Err(format!(
+            "{} trailing bytes after the bitmap",
+            data.len() - cursor.position() as usize
+        ));
     }
     Ok(bits)
 }
@@ -225,7 +268,8 @@ mod tests {
 
     fn sample() -> RangeSet {
         let mut rs = RangeSet::new(false);
-        rs.add_many(&[1, 1, 1, 4, 4], &[0, 1, 63, 64, 1_000_000]).unwrap();
+        rs.add_many(&[1, 1, 1, 4, 4], &[0, 1, 63, 64, 1_000_000])
+            .unwrap();
         rs
     }
 
@@ -242,10 +286,16 @@ mod tests {
         for i in 0..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x40;
-            assert!(RangeSet::from_bytes(&bad).is_err(), "flip at {i} went unnoticed");
+            assert!(
+                RangeSet::from_bytes(&bad).is_err(),
+                "flip at {i} went unnoticed"
+            );
         }
         for n in 0..bytes.len() {
-            assert!(RangeSet::from_bytes(&bytes[..n]).is_err(), "truncation to {n} went unnoticed");
+            assert!(
+                RangeSet::from_bytes(&bytes[..n]).is_err(),
+                "truncation to {n} went unnoticed"
+            );
         }
     }
 
@@ -253,7 +303,13 @@ mod tests {
     fn rejects_unknown_version() {
         let mut bytes = sample().to_bytes();
         bytes[4] = 9;
-        assert_eq!(RangeSet::from_bytes(&bytes), Err(CoreError::UnsupportedVersion { found: 9, supported: 1 }));
+        assert_eq!(
+            RangeSet::from_bytes(&bytes),
+            Err(CoreError::UnsupportedVersion {
+                found: 9,
+                supported: 1
+            })
+        );
     }
 
     #[test]
@@ -272,7 +328,8 @@ mod tests {
         assert_eq!(rs.to_long_list_map(Some(3)).len(), 1);
         assert_eq!(rs.to_long_list_map(Some(2)).len(), 0);
         let mut q = RangeSet::new(true);
-        q.add_many(&[1, 1, 1, 4, 4], &[0, 1, 63, 64, 1_000_000]).unwrap();
+        q.add_many(&[1, 1, 1, 4, 4], &[0, 1, 63, 64, 1_000_000])
+            .unwrap();
         assert_eq!(q.to_long_list_map(Some(2)).len(), 1);
         assert_eq!(q.to_long_list_map(Some(3)).len(), 2);
     }

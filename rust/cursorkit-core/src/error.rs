@@ -12,7 +12,9 @@ pub enum CoreError {
     #[error("{0}")]
     InvalidArgument(String),
     /// Bulk columns of different lengths.
-    #[error("ledger ids and entry ids differ in length: {ledgers} ledger ids, {entries} entry ids")]
+    #[error(
+        "ledger ids and entry ids differ in length: {ledgers} ledger ids, {entries} entry ids"
+    )]
     LengthMismatch {
         /// Number of ledger ids given.
         ledgers: usize,

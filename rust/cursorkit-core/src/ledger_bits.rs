@@ -11,9 +11,11 @@ use roaring::RoaringBitmap;
 const MIN_OPTIMIZE_INTERVAL: u64 = 4096;
 /// Per container, mutations between two run-optimisations (bounds the amortised cost per add).
 const OPTIMIZE_INTERVAL_PER_CONTAINER: u64 = 256;
+/// Largest container roaring keeps as an array.
+const ARRAY_LIMIT: u64 = 4096;
 
 /// One ledger's acknowledged entries.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct LedgerBits {
     bits: RoaringBitmap,
     runs: u64,
@@ -24,6 +26,19 @@ pub(crate) struct LedgerBits {
     optimize_at: u64,
 }
 
+impl Default for LedgerBits {
+    fn default() -> Self {
+        Self {
+            bits: RoaringBitmap::new(),
+            runs: 0,
+            max: -1,
+            dirty: false,
+            ops: 0,
+            optimize_at: MIN_OPTIMIZE_INTERVAL,
+        }
+    }
+}
+
 impl PartialEq for LedgerBits {
     fn eq(&self, other: &Self) -> bool {
         self.bits == other.bits
@@ -32,7 +47,11 @@ impl PartialEq for LedgerBits {
 
 impl LedgerBits {
     pub(crate) fn new() -> Self {
-        Self { max: -1, optimize_at: MIN_OPTIMIZE_INTERVAL, ..Self::default() }
+        Self {
+            max: -1,
+            optimize_at: MIN_OPTIMIZE_INTERVAL,
+            ..Self::default()
+        }
     }
 
     /// Builds a ledger from a finished bitmap (decoding), counting its runs once.
@@ -171,7 +190,10 @@ impl LedgerBits {
             self.bits.insert_range(start..=prev);
         } else {
             let mut last = None;
-            let deduped = entries.iter().copied().filter(|&e| last.replace(e) != Some(e));
+            let deduped = entries
+                .iter()
+                .copied()
+                .filter(|&e| last.replace(e) != Some(e));
             if self.bits.append(deduped).is_err() {
                 // Unreachable for a sorted batch past the maximum; stay correct regardless.
                 for &e in entries {
@@ -215,7 +237,17 @@ impl LedgerBits {
         }
         let left_rest = a > 0 && self.bits.contains(a - 1) && self.bits.contains(a);
         let right_rest = b < u32::MAX && self.bits.contains(b + 1) && self.bits.contains(b);
-        let removed = self.bits.remove_range(a..=b);
+        let removed = if (b >> 16) - (a >> 16) > 2 {
+            // roaring's remove_range drops emptied containers one Vec::remove at a time
+            // (quadratic over many containers); a set difference is one linear merge.
+            let before = self.bits.len();
+            let mut mask = RoaringBitmap::new();
+            mask.insert_range(a..=b);
+            self.bits -= mask;
+            before - self.bits.len()
+        } else {
+            self.bits.remove_range(a..=b)
+        };
         self.runs = self.runs - hit + u64::from(left_rest) + u64::from(right_rest);
         if i64::from(b) >= self.max {
             self.max = self.bits.max().map_or(-1, i64::from);
@@ -328,13 +360,45 @@ impl LedgerBits {
     }
 
     /// The bitmap in the standard portable format, run-optimised the way CRoaring and Java's
-    /// RoaringBitmap do it (a run container only where strictly smaller), so bytes match theirs.
+    /// RoaringBitmap do it, so bytes match theirs: a container of at most 4096 entries starts as
+    /// an array and becomes a run container only where that is strictly smaller.
     pub(crate) fn portable_bytes(&self) -> Vec<u8> {
-        let mut bits = self.bits.clone();
-        bits.remove_run_compression();
-        bits.optimize();
-        let mut out = Vec::with_capacity(bits.serialized_size());
-        bits.serialize_into(&mut out).expect("writing to a Vec cannot fail");
+        let mut canonical = RoaringBitmap::new();
+        let mut small: Vec<u32> = Vec::new();
+        let mut key_card: Option<(u32, u64)> = None;
+        self.for_each_run(|a, b| {
+            let mut start = a;
+            loop {
+                let key = start >> 16;
+                let end = b.min(start | 0xFFFF);
+                let card = match key_card {
+                    Some((k, c)) if k == key => c,
+                    _ => {
+                        let c = self
+                            .bits
+                            .range_cardinality(key << 16..=(key << 16) | 0xFFFF);
+                        key_card = Some((key, c));
+                        c
+                    }
+                };
+                if card <= ARRAY_LIMIT {
+                    small.extend(start..=end);
+                } else {
+                    canonical.insert_range(start..=end);
+                }
+                if end == b {
+                    break;
+                }
+                start = end + 1;
+            }
+        });
+        // Small containers go in as sorted values (array containers), never as ranges.
+        canonical |= RoaringBitmap::from_sorted_iter(small).expect("runs come in ascending order");
+        canonical.optimize();
+        let mut out = Vec::with_capacity(canonical.serialized_size());
+        canonical
+            .serialize_into(&mut out)
+            .expect("writing to a Vec cannot fail");
         out
     }
 
@@ -342,7 +406,9 @@ impl LedgerBits {
     pub(crate) fn memory_usage(&self) -> usize {
         let s = self.bits.statistics();
         // roaring's statistics count array capacity in u32s and bitmaps in bits; use real sizes.
-        let payload = s.n_bytes_array_containers / 2 + s.n_bytes_run_containers + u64::from(s.n_bitset_containers) * 8192;
+        let payload = s.n_bytes_array_containers / 2
+            + s.n_bytes_run_containers
+            + u64::from(s.n_bitset_containers) * 8192;
         // A container is a key plus a store enum holding a Vec/Box: ~32 bytes each.
         payload as usize + s.n_containers as usize * 32 + std::mem::size_of::<Self>()
     }

@@ -37,7 +37,10 @@ impl Position {
                 "entry id {entry_id} is below -1 (position {ledger_id}:{entry_id})"
             )));
         }
-        Ok(Self { ledger_id, entry_id })
+        Ok(Self {
+            ledger_id,
+            entry_id,
+        })
     }
 }
 
@@ -51,7 +54,8 @@ impl FromStr for Position {
     type Err = CoreError;
 
     fn from_str(text: &str) -> Result<Self> {
-        let bad = || CoreError::InvalidPosition(format!("cannot parse {text:?} as a position \"L:E\""));
+        let bad =
+            || CoreError::InvalidPosition(format!("cannot parse {text:?} as a position \"L:E\""));
         let (l, e) = text.trim().split_once(':').ok_or_else(bad)?;
         let ledger = l.trim().parse::<i64>().map_err(|_| bad())?;
         let entry = e.trim().parse::<i64>().map_err(|_| bad())?;
@@ -107,7 +111,10 @@ mod tests {
 
     #[test]
     fn parses_and_rejects() {
-        assert_eq!("7:-1".parse::<Position>().unwrap(), Position::new(7, -1).unwrap());
+        assert_eq!(
+            "7:-1".parse::<Position>().unwrap(),
+            Position::new(7, -1).unwrap()
+        );
         assert!("7".parse::<Position>().is_err());
         assert!("-1:0".parse::<Position>().is_err());
         assert!("1:-2".parse::<Position>().is_err());

@@ -53,7 +53,10 @@ impl PartialEq for RangeSet {
 impl RangeSet {
     /// An empty set; `pulsar_quirks` reproduces Pulsar's test-asserted quirks (see the crate docs).
     pub fn new(pulsar_quirks: bool) -> Self {
-        Self { quirks: pulsar_quirks, ..Self::default() }
+        Self {
+            quirks: pulsar_quirks,
+            ..Self::default()
+        }
     }
 
     /// Whether Pulsar's quirks are reproduced.
@@ -83,7 +86,7 @@ impl RangeSet {
         if self.quirks && !self.empty_quirk_ledgers.is_empty() {
             self.empty_quirk_ledgers.remove(&ledger_id);
         }
-        self.ledgers.entry(ledger_id).or_insert_with(LedgerBits::new)
+        self.ledgers.entry(ledger_id).or_default()
     }
 
     /// Applies `f` to one ledger (created on demand), keeping the run total and dropping it if emptied.
@@ -132,7 +135,11 @@ impl RangeSet {
             let mut start = 0;
             while start < ledger_ids.len() {
                 let ledger_id = ledger_ids[start];
-                let end = start + ledger_ids[start..].iter().take_while(|&&l| l == ledger_id).count();
+                let end = start
+                    + ledger_ids[start..]
+                        .iter()
+                        .take_while(|&&l| l == ledger_id)
+                        .count();
                 let entries: Vec<u32> = entry_ids[start..end].iter().map(|&e| e as u32).collect();
                 added += self.with_ledger(ledger_id, |l| l.insert_batch(&entries));
                 start = end;
@@ -166,11 +173,24 @@ impl RangeSet {
         if let Some(sizes) = ledger_sizes {
             validate_sizes(sizes)?;
         }
-        self.add_open_closed_checked(lower_ledger, lower_entry, upper_ledger, upper_entry, ledger_sizes);
+        self.add_open_closed_checked(
+            lower_ledger,
+            lower_entry,
+            upper_ledger,
+            upper_entry,
+            ledger_sizes,
+        );
         Ok(())
     }
 
-    fn add_open_closed_checked(&mut self, lk: i64, lv: i64, uk: i64, uv: i64, sizes: Option<&BTreeMap<i64, u64>>) {
+    fn add_open_closed_checked(
+        &mut self,
+        lk: i64,
+        lv: i64,
+        uk: i64,
+        uv: i64,
+        sizes: Option<&BTreeMap<i64, u64>>,
+    ) {
         if lk == uk {
             if uv > lv {
                 self.with_ledger(lk, |l| l.insert_range((lv + 1) as u32..=uv as u32));
@@ -194,7 +214,9 @@ impl RangeSet {
             Some(sizes) => {
                 let lower_size = sizes.get(&lk).copied().unwrap_or(0) as i64;
                 if lower_size - 1 > lv && !sentinel(lv + 1) {
-                    self.with_ledger(lk, |l| l.insert_range((lv + 1) as u32..=(lower_size - 1) as u32));
+                    self.with_ledger(lk, |l| {
+                        l.insert_range((lv + 1) as u32..=(lower_size - 1) as u32)
+                    });
                 }
                 for (&ledger_id, &size) in sizes.range(lk + 1..uk) {
                     if size > 0 {
@@ -209,7 +231,11 @@ impl RangeSet {
     }
 
     /// Adds many open-closed ranges given as `(lk, lv, uk, uv)` rows; validated before any change.
-    pub fn add_ranges(&mut self, rows: &[[i64; 4]], ledger_sizes: Option<&BTreeMap<i64, u64>>) -> Result<()> {
+    pub fn add_ranges(
+        &mut self,
+        rows: &[[i64; 4]],
+        ledger_sizes: Option<&BTreeMap<i64, u64>>,
+    ) -> Result<()> {
         for row in rows {
             check_bound(row[0], row[1])?;
             check_bound(row[2], row[3])?;
@@ -227,14 +253,24 @@ impl RangeSet {
     #[inline]
     pub fn contains(&self, ledger_id: i64, entry_id: i64) -> Result<bool> {
         check_bound(ledger_id, entry_id)?;
-        Ok(entry_id >= 0 && self.ledgers.get(&ledger_id).is_some_and(|l| l.contains(entry_id as u32)))
+        Ok(entry_id >= 0
+            && self
+                .ledgers
+                .get(&ledger_id)
+                .is_some_and(|l| l.contains(entry_id as u32)))
     }
 
     /// Membership of many positions, written into `out` (same length as the columns).
-    pub fn contains_many_into(&self, ledger_ids: &[i64], entry_ids: &[i64], out: &mut [bool]) -> Result<()> {
+    pub fn contains_many_into(
+        &self,
+        ledger_ids: &[i64],
+        entry_ids: &[i64],
+        out: &mut [bool],
+    ) -> Result<()> {
         validate_columns(ledger_ids, entry_ids, -1)?;
         let mut cached: Option<(i64, Option<&LedgerBits>)> = None;
-        for ((&ledger_id, &entry_id), slot) in ledger_ids.iter().zip(entry_ids).zip(out.iter_mut()) {
+        for ((&ledger_id, &entry_id), slot) in ledger_ids.iter().zip(entry_ids).zip(out.iter_mut())
+        {
             let ledger = match cached {
                 Some((l, bits)) if l == ledger_id => bits,
                 _ => {
@@ -256,13 +292,25 @@ impl RangeSet {
     }
 
     /// The CLOSED run `[L:first, L:last]` containing the entry, as Pulsar's `rangeContaining`.
-    pub fn range_containing(&self, ledger_id: i64, entry_id: i64) -> Result<Option<(Position, Position)>> {
+    pub fn range_containing(
+        &self,
+        ledger_id: i64,
+        entry_id: i64,
+    ) -> Result<Option<(Position, Position)>> {
         check_bound(ledger_id, entry_id)?;
         if entry_id < 0 {
             return Ok(None);
         }
-        let run = self.ledgers.get(&ledger_id).and_then(|l| l.run_containing(entry_id as u32));
-        Ok(run.map(|r| (pos(ledger_id, i64::from(*r.start())), pos(ledger_id, i64::from(*r.end())))))
+        let run = self
+            .ledgers
+            .get(&ledger_id)
+            .and_then(|l| l.run_containing(entry_id as u32));
+        Ok(run.map(|r| {
+            (
+                pos(ledger_id, i64::from(*r.start())),
+                pos(ledger_id, i64::from(*r.end())),
+            )
+        }))
     }
 
     /// Removes every position `<= (ledger_id, entry_id)`.
@@ -356,7 +404,10 @@ impl RangeSet {
 
     /// The first `max_ranges` ranges as rows `(L, first-1, L, last)`.
     pub fn ranges_rows(&self, max_ranges: Option<u64>) -> Vec<[i64; 4]> {
-        self.ranges_flat(max_ranges).chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect()
+        self.ranges_flat(max_ranges)
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect()
     }
 
     /// The first `max_ranges` ranges as one flat row-major buffer of `(L, first-1, L, last)` rows,
@@ -410,7 +461,12 @@ impl RangeSet {
     /// Ledgers whose entries changed since the last [`RangeSet::clear_dirty`], ascending.
     pub fn dirty_ledgers(&self) -> Vec<i64> {
         let mut out: BTreeSet<i64> = self.removed.clone();
-        out.extend(self.ledgers.iter().filter(|(_, l)| l.is_dirty()).map(|(&id, _)| id));
+        out.extend(
+            self.ledgers
+                .iter()
+                .filter(|(_, l)| l.is_dirty())
+                .map(|(&id, _)| id),
+        );
         out.into_iter().collect()
     }
 
@@ -434,7 +490,11 @@ impl RangeSet {
         // A BTreeMap entry costs its key and value plus roughly a sixth of a node's edges and header.
         let per_entry = std::mem::size_of::<i64>() + 16;
         std::mem::size_of::<Self>()
-            + self.ledgers.values().map(|l| l.memory_usage() + per_entry).sum::<usize>()
+            + self
+                .ledgers
+                .values()
+                .map(|l| l.memory_usage() + per_entry)
+                .sum::<usize>()
             + (self.removed.len() + self.empty_quirk_ledgers.len()) * 16
     }
 
@@ -470,12 +530,18 @@ impl fmt::Display for RangeSet {
 
 #[inline]
 fn pos(ledger_id: i64, entry_id: i64) -> Position {
-    Position { ledger_id, entry_id }
+    Position {
+        ledger_id,
+        entry_id,
+    }
 }
 
 #[inline]
 fn open_closed(ledger_id: i64, first: u32, last: u32) -> Range {
-    (pos(ledger_id, i64::from(first) - 1), pos(ledger_id, i64::from(last)))
+    (
+        pos(ledger_id, i64::from(first) - 1),
+        pos(ledger_id, i64::from(last)),
+    )
 }
 
 fn count_stretches(ledger_ids: &[i64]) -> usize {
@@ -506,20 +572,37 @@ fn group_by_ledger(ledger_ids: &[i64], entry_ids: &[i64]) -> Vec<(i64, Vec<u32>)
 /// Checks equal lengths and every id (entries from `min_entry`: 0 for adds, -1 for look-ups).
 fn validate_columns(ledger_ids: &[i64], entry_ids: &[i64], min_entry: i64) -> Result<()> {
     if ledger_ids.len() != entry_ids.len() {
-        return Err(CoreError::LengthMismatch { ledgers: ledger_ids.len(), entries: entry_ids.len() });
+        return Err(CoreError::LengthMismatch {
+            ledgers: ledger_ids.len(),
+            entries: entry_ids.len(),
+        });
     }
     let is_bad = |l: i64, e: i64| (l < 0) | (e < min_entry) | (e > MAX_ENTRY_ID);
     // A branch-free scan finds whether anything is wrong; only then is the culprit located.
-    let bad = ledger_ids.iter().zip(entry_ids).fold(false, |acc, (&l, &e)| acc | is_bad(l, e));
+    let bad = ledger_ids
+        .iter()
+        .zip(entry_ids)
+        .fold(false, |acc, (&l, &e)| acc | is_bad(l, e));
     if !bad {
         return Ok(());
     }
-    let Some((i, (&l, &e))) = ledger_ids.iter().zip(entry_ids).enumerate().find(|(_, (&l, &e))| is_bad(l, e)) else {
+    let Some((i, (&l, &e))) = ledger_ids
+        .iter()
+        .zip(entry_ids)
+        .enumerate()
+        .find(|(_, (&l, &e))| is_bad(l, e))
+    else {
         return Ok(());
     };
-    let err = if min_entry >= 0 { check_entry(l, e).err() } else { check_bound(l, e).err() };
+    let err = if min_entry >= 0 {
+        check_entry(l, e).err()
+    } else {
+        check_bound(l, e).err()
+    };
     Err(match err {
-        Some(CoreError::InvalidPosition(m)) => CoreError::InvalidPosition(format!("{m} (at index {i})")),
+        Some(CoreError::InvalidPosition(m)) => {
+            CoreError::InvalidPosition(format!("{m} (at index {i})"))
+        }
         Some(other) => other,
         None => CoreError::InvalidPosition(format!("position {l}:{e} at index {i} is invalid")),
     })

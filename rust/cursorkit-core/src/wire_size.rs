@@ -28,25 +28,37 @@ fn nested_position(ledger_id: i64, entry_id: i64) -> usize {
 
 /// Bytes of one `MessageRange` as an element of a repeated field (tag, length and payload).
 pub fn message_range_field(row: &[i64; 4]) -> usize {
-    let payload = delimited(nested_position(row[0], row[1])) + delimited(nested_position(row[2], row[3]));
+    let payload =
+        delimited(nested_position(row[0], row[1])) + delimited(nested_position(row[2], row[3]));
     delimited(payload)
 }
 
 /// Bytes of one `LongListMap` as an element of a repeated field.
 pub fn long_list_map_field(key: i64, words: &[i64]) -> usize {
-    let payload = 1 + varint_len(key as u64) + words.iter().map(|&w| 1 + varint_len(w as u64)).sum::<usize>();
+    let payload = 1
+        + varint_len(key as u64)
+        + words
+            .iter()
+            .map(|&w| 1 + varint_len(w as u64))
+            .sum::<usize>();
     delimited(payload)
 }
 
 impl RangeSet {
     /// Bytes the first `max_ranges` ranges take as `PositionInfo` field 3.
     pub fn message_range_wire_size(&self, max_ranges: Option<u64>) -> usize {
-        self.ranges_rows(max_ranges).iter().map(message_range_field).sum()
+        self.ranges_rows(max_ranges)
+            .iter()
+            .map(message_range_field)
+            .sum()
     }
 
     /// Bytes `to_long_list_map(max_entries)` takes as `PositionInfo` field 6.
     pub fn long_list_map_wire_size(&self, max_entries: Option<u64>) -> usize {
-        self.to_long_list_map(max_entries).iter().map(|(k, w)| long_list_map_field(*k, w)).sum()
+        self.to_long_list_map(max_entries)
+            .iter()
+            .map(|(k, w)| long_list_map_field(*k, w))
+            .sum()
     }
 }
 

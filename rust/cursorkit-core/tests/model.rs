@@ -46,7 +46,10 @@ impl Model {
     }
 
     fn top(&self, ledger: i64) -> Option<i64> {
-        self.set.range((ledger, 0)..=(ledger, i64::MAX)).next_back().map(|p| p.1)
+        self.set
+            .range((ledger, 0)..=(ledger, i64::MAX))
+            .next_back()
+            .map(|p| p.1)
     }
 
     fn add_range(&mut self, ledger: i64, from: i64, to: i64) {
@@ -55,7 +58,14 @@ impl Model {
         }
     }
 
-    fn add_open_closed(&mut self, lk: i64, lv: i64, uk: i64, uv: i64, sizes: Option<&BTreeMap<i64, u64>>) {
+    fn add_open_closed(
+        &mut self,
+        lk: i64,
+        lv: i64,
+        uk: i64,
+        uv: i64,
+        sizes: Option<&BTreeMap<i64, u64>>,
+    ) {
         if lk == uk {
             self.add_range(lk, lv + 1, uv);
             return;
@@ -84,8 +94,13 @@ impl Model {
         if (lk, lv) >= (uk, uv) {
             return;
         }
-        let keep_top = if quirks && lk != uk { self.top(lk) } else { None };
-        self.set.retain(|&p| !(p > (lk, lv) && p <= (uk, uv)) || Some(p) == keep_top.map(|t| (lk, t)));
+        let keep_top = if quirks && lk != uk {
+            self.top(lk)
+        } else {
+            None
+        };
+        self.set
+            .retain(|&p| !(p > (lk, lv) && p <= (uk, uv)) || Some(p) == keep_top.map(|t| (lk, t)));
     }
 }
 
@@ -96,11 +111,23 @@ fn check(rs: &RangeSet, model: &Model, rng: &mut Rng) {
     assert_eq!(rs.total_cardinality() as usize, model.set.len());
     for _ in 0..20 {
         let (l, e) = (rng.below(4) as i64, rng.entry());
-        assert_eq!(rs.contains(l, e).unwrap(), model.set.contains(&(l, e)), "contains {l}:{e}");
+        assert_eq!(
+            rs.contains(l, e).unwrap(),
+            model.set.contains(&(l, e)),
+            "contains {l}:{e}"
+        );
         let (l2, e2) = (rng.below(4) as i64, rng.entry() - 1);
-        let want = model.set.range((l, e)..).take_while(|&&p| p <= (l2, e2)).count() as u64;
+        let want = model
+            .set
+            .range((l, e)..)
+            .take_while(|&&p| p <= (l2, e2))
+            .count() as u64;
         if (l, e) <= (l2, e2) {
-            assert_eq!(rs.cardinality(l, e, l2, e2).unwrap(), want, "cardinality {l}:{e}..{l2}:{e2}");
+            assert_eq!(
+                rs.cardinality(l, e, l2, e2).unwrap(),
+                want,
+                "cardinality {l}:{e}..{l2}:{e2}"
+            );
         }
     }
 }
@@ -113,10 +140,18 @@ fn run(seed: u64, quirks: bool) {
         let (l, e) = (rng.below(4) as i64, rng.entry());
         match rng.below(9) {
             0 | 1 => {
-                assert_eq!(rs.add(l, e).unwrap(), model.set.insert((l, e)), "step {step}");
+                assert_eq!(
+                    rs.add(l, e).unwrap(),
+                    model.set.insert((l, e)),
+                    "step {step}"
+                );
             }
             2 => {
-                assert_eq!(rs.remove(l, e).unwrap(), model.set.remove(&(l, e)), "step {step}");
+                assert_eq!(
+                    rs.remove(l, e).unwrap(),
+                    model.set.remove(&(l, e)),
+                    "step {step}"
+                );
             }
             3 => {
                 let n = rng.below(300) as usize;
@@ -126,18 +161,36 @@ fn run(seed: u64, quirks: bool) {
                 let mut next = e;
                 for _ in 0..n {
                     ls.push(if sorted { l } else { rng.below(4) as i64 });
-                    next = if sorted { next + rng.below(3) as i64 } else { rng.entry() };
+                    next = if sorted {
+                        next + rng.below(3) as i64
+                    } else {
+                        rng.entry()
+                    };
                     es.push(next.min(u32::MAX as i64));
                 }
-                let fresh = ls.iter().zip(&es).filter(|(&a, &b)| !model.set.contains(&(a, b))).collect::<BTreeSet<_>>().len();
-                assert_eq!(rs.add_many(&ls, &es).unwrap() as usize, fresh, "step {step}");
+                let fresh = ls
+                    .iter()
+                    .zip(&es)
+                    .filter(|(&a, &b)| !model.set.contains(&(a, b)))
+                    .collect::<BTreeSet<_>>()
+                    .len();
+                assert_eq!(
+                    rs.add_many(&ls, &es).unwrap() as usize,
+                    fresh,
+                    "step {step}"
+                );
                 model.set.extend(ls.into_iter().zip(es));
             }
             4 => {
                 let uk = l + rng.below(3) as i64;
                 let lv = e - 1;
-                let uv = if uk == l { lv + rng.below(80) as i64 } else { rng.below(90) as i64 - 1 };
-                let sizes: Option<BTreeMap<i64, u64>> = (rng.below(2) == 0).then(|| (0..4).map(|x| (x, rng.below(100))).collect());
+                let uv = if uk == l {
+                    lv + rng.below(80) as i64
+                } else {
+                    rng.below(90) as i64 - 1
+                };
+                let sizes: Option<BTreeMap<i64, u64>> =
+                    (rng.below(2) == 0).then(|| (0..4).map(|x| (x, rng.below(100))).collect());
                 rs.add_open_closed(l, lv, uk, uv, sizes.as_ref()).unwrap();
                 model.add_open_closed(l, lv, uk, uv, sizes.as_ref());
             }

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple,
+};
 
 use crate::errors::error;
 
@@ -22,11 +24,24 @@ pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 fn int_arg_error(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
     let py = obj.py();
     if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
-        error(py, "InvalidPosition", format!("{what} {obj} does not fit in a signed 64-bit integer"))
+        error(
+            py,
+            "InvalidPosition",
+            format!("{what} {obj} does not fit in a signed 64-bit integer"),
+        )
     } else {
-        let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-        let shown = obj.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string());
-        error(py, "InvalidInputType", format!("{what} must be an int, got {type_name} {shown}"))
+        let type_name = obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let shown = obj
+            .repr()
+            .map_or_else(|_| "?".to_owned(), |r| r.to_string());
+        error(
+            py,
+            "InvalidInputType",
+            format!("{what} must be an int, got {type_name} {shown}"),
+        )
     }
 }
 
@@ -35,9 +50,22 @@ pub fn limit_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<
     match obj {
         None => Ok(None),
         Some(o) if o.is_none() => Ok(None),
+        Some(o)
+            if o.is_instance_of::<PyInt>()
+                && !o.is_instance_of::<PyBool>()
+                && o.extract::<u64>().is_ok_and(|v| v > i64::MAX as u64) =>
+        {
+            Ok(Some(u64::MAX)) // beyond any count a set can hold: no limit
+        }
         Some(o) => {
             let v = int_arg(o, what)?;
-            u64::try_from(v).map(Some).map_err(|_| error(o.py(), "InvalidArgument", format!("{what} must be >= 0, got {v}")))
+            u64::try_from(v).map(Some).map_err(|_| {
+                error(
+                    o.py(),
+                    "InvalidArgument",
+                    format!("{what} must be >= 0, got {v}"),
+                )
+            })
         }
     }
 }
@@ -83,11 +111,19 @@ pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>>
     }
     let np = py.import("numpy")?;
     let arr = np.call_method1("asarray", (obj,)).map_err(|e| {
-        error(py, "InvalidInputType", format!("{what} must be an integer array or sequence of ints ({e})"))
+        error(
+            py,
+            "InvalidInputType",
+            format!("{what} must be an integer array or sequence of ints ({e})"),
+        )
     })?;
     let ndim: usize = arr.getattr("ndim")?.extract()?;
     if ndim != 1 {
-        return Err(error(py, "InvalidInputType", format!("{what} must be one-dimensional, got {ndim} dimensions")));
+        return Err(error(
+            py,
+            "InvalidInputType",
+            format!("{what} must be one-dimensional, got {ndim} dimensions"),
+        ));
     }
     let size: usize = arr.getattr("size")?.extract()?;
     if size == 0 {
@@ -100,13 +136,23 @@ pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>>
             if kind == "u" && dtype.getattr("itemsize")?.extract::<usize>()? == 8 {
                 let top: u64 = arr.call_method0("max")?.extract()?;
                 if top > i64::MAX as u64 {
-                    return Err(error(py, "InvalidPosition", format!("{what} holds {top}, beyond the int64 range")));
+                    return Err(error(
+                        py,
+                        "InvalidPosition",
+                        format!("{what} holds {top}, beyond the int64 range"),
+                    ));
                 }
             }
             let converted = np.call_method1("ascontiguousarray", (arr, "int64"))?;
             contiguous_i64(&converted)
                 .map(Column::Borrowed)
-                .ok_or_else(|| error(py, "InvalidInputType", format!("{what} could not be viewed as int64")))
+                .ok_or_else(|| {
+                    error(
+                        py,
+                        "InvalidInputType",
+                        format!("{what} could not be viewed as int64"),
+                    )
+                })
         }
         "O" => {
             let mut out = Vec::with_capacity(size);
@@ -117,7 +163,11 @@ pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>>
         }
         _ => {
             let shown = dtype.str().map_or_else(|_| kind.clone(), |s| s.to_string());
-            Err(error(py, "InvalidInputType", format!("{what} must hold integers, got dtype {shown}")))
+            Err(error(
+                py,
+                "InvalidInputType",
+                format!("{what} must hold integers, got dtype {shown}"),
+            ))
         }
     }
 }
@@ -128,16 +178,25 @@ pub fn ledger_sizes(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<BTreeMap<
         return Ok(None);
     };
     let py = obj.py();
-    let mapping = obj
-        .cast::<PyMapping>()
-        .map_err(|_| error(py, "InvalidInputType", "ledger_sizes must be a mapping {ledger_id: entry_count}".to_owned()))?;
+    let mapping = obj.cast::<PyMapping>().map_err(|_| {
+        error(
+            py,
+            "InvalidInputType",
+            "ledger_sizes must be a mapping {ledger_id: entry_count}".to_owned(),
+        )
+    })?;
     let mut out = BTreeMap::new();
     for item in mapping.items()?.try_iter()? {
         let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
         let ledger = int_arg(&k, "ledger id in ledger_sizes")?;
         let size = int_arg(&v, "ledger size")?;
-        let size = u64::try_from(size)
-            .map_err(|_| error(py, "InvalidArgument", format!("ledger {ledger} has negative size {size}")))?;
+        let size = u64::try_from(size).map_err(|_| {
+            error(
+                py,
+                "InvalidArgument",
+                format!("ledger {ledger} has negative size {size}"),
+            )
+        })?;
         out.insert(ledger, size);
     }
     Ok(Some(out))
@@ -152,8 +211,15 @@ pub fn bytes_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
         let b = obj.py().get_type::<PyBytes>().call1((obj,))?;
         return Ok(b.cast::<PyBytes>()?.as_bytes().to_vec());
     }
-    let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-    Err(error(obj.py(), "InvalidInputType", format!("{what} must be bytes, got {type_name}")))
+    let type_name = obj
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+    Err(error(
+        obj.py(),
+        "InvalidInputType",
+        format!("{what} must be bytes, got {type_name}"),
+    ))
 }
 
 /// A `str` argument; anything else is `InvalidInputType`.
@@ -161,8 +227,33 @@ pub fn str_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     match obj.cast::<PyString>() {
         Ok(s) => Ok(s.to_str()?.to_owned()),
         Err(_) => {
-            let type_name = obj.get_type().name().map_or_else(|_| "?".to_owned(), |n| n.to_string());
-            Err(error(obj.py(), "InvalidInputType", format!("{what} must be a str, got {type_name}")))
+            let type_name = obj
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+            Err(error(
+                obj.py(),
+                "InvalidInputType",
+                format!("{what} must be a str, got {type_name}"),
+            ))
+        }
+    }
+}
+
+/// A `bool` argument; anything else is `InvalidInputType`.
+pub fn bool_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
+    match obj.cast::<PyBool>() {
+        Ok(b) => Ok(b.is_true()),
+        Err(_) => {
+            let type_name = obj
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+            Err(error(
+                obj.py(),
+                "InvalidInputType",
+                format!("{what} must be a bool, got {type_name}"),
+            ))
         }
     }
 }

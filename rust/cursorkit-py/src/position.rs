@@ -32,7 +32,10 @@ impl PyPosition {
     #[new]
     fn new(ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = ledger_id.py();
-        let (l, e) = (int_arg(ledger_id, "ledger_id")?, int_arg(entry_id, "entry_id")?);
+        let (l, e) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
         Position::new(l, e).py_err(py).map(Self)
     }
 
@@ -40,7 +43,10 @@ impl PyPosition {
     #[staticmethod]
     fn parse(text: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = text.py();
-        str_arg(text, "text")?.parse::<Position>().py_err(py).map(Self)
+        str_arg(text, "text")?
+            .parse::<Position>()
+            .py_err(py)
+            .map(Self)
     }
 
     #[getter]

@@ -11,7 +11,7 @@ use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyMapping, PyTuple};
 
-use crate::args::{bytes_arg, column, int_arg, ledger_sizes, limit_arg, Column};
+use crate::args::{bool_arg, bytes_arg, column, int_arg, ledger_sizes, limit_arg, Column};
 use crate::errors::{error, IntoPy};
 use crate::position::PyPosition;
 
@@ -23,7 +23,9 @@ pub struct PyRangeSet {
 
 impl PyRangeSet {
     fn from_core(rs: RangeSet) -> Self {
-        Self { inner: Mutex::new(rs) }
+        Self {
+            inner: Mutex::new(rs),
+        }
     }
 
     /// Locks the set; if another thread holds it, waits with the GIL released.
@@ -46,12 +48,23 @@ impl PyRangeSet {
     }
 }
 
-fn pair<'py>(py: Python<'py>, range: Option<(Position, Position)>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    range.map(|(a, b)| PyTuple::new(py, [PyPosition::wrap(py, a)?, PyPosition::wrap(py, b)?])).transpose()
+fn pair<'py>(
+    py: Python<'py>,
+    range: Option<(Position, Position)>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    range
+        .map(|(a, b)| PyTuple::new(py, [PyPosition::wrap(py, a)?, PyPosition::wrap(py, b)?]))
+        .transpose()
 }
 
-fn columns<'py>(ledger_ids: &Bound<'py, PyAny>, entry_ids: &Bound<'py, PyAny>) -> PyResult<(Column<'py>, Column<'py>)> {
-    Ok((column(ledger_ids, "ledger_ids")?, column(entry_ids, "entry_ids")?))
+fn columns<'py>(
+    ledger_ids: &Bound<'py, PyAny>,
+    entry_ids: &Bound<'py, PyAny>,
+) -> PyResult<(Column<'py>, Column<'py>)> {
+    Ok((
+        column(ledger_ids, "ledger_ids")?,
+        column(entry_ids, "entry_ids")?,
+    ))
 }
 
 /// An `(n, 4)` int64 array that takes over a flat row-major buffer without copying it.
@@ -63,9 +76,10 @@ fn rows_array(py: Python<'_>, flat: Vec<i64>) -> PyResult<Bound<'_, PyAny>> {
 #[pymethods]
 impl PyRangeSet {
     #[new]
-    #[pyo3(signature = (pulsar_quirks = false))]
-    fn new(pulsar_quirks: bool) -> Self {
-        Self::from_core(RangeSet::new(pulsar_quirks))
+    #[pyo3(signature = (pulsar_quirks = None))]
+    fn new(pulsar_quirks: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let quirks = pulsar_quirks.map_or(Ok(false), |q| bool_arg(q, "pulsar_quirks"))?;
+        Ok(Self::from_core(RangeSet::new(quirks)))
     }
 
     /// Whether Pulsar's test-asserted quirks are reproduced.
@@ -77,12 +91,19 @@ impl PyRangeSet {
     /// Acknowledges one entry; returns whether it was new.
     fn add(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = ledger_id.py();
-        let (l, e) = (int_arg(ledger_id, "ledger_id")?, int_arg(entry_id, "entry_id")?);
+        let (l, e) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
         self.lock(py).add(l, e).py_err(py)
     }
 
     /// Acknowledges many entries (numpy/Arrow columns or sequences); returns how many were new.
-    fn add_many(&self, ledger_ids: &Bound<'_, PyAny>, entry_ids: &Bound<'_, PyAny>) -> PyResult<u64> {
+    fn add_many(
+        &self,
+        ledger_ids: &Bound<'_, PyAny>,
+        entry_ids: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
         let py = ledger_ids.py();
         let (ls, es) = columns(ledger_ids, entry_ids)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
@@ -105,64 +126,112 @@ impl PyRangeSet {
         let uk = int_arg(upper_ledger, "upper_ledger")?;
         let uv = int_arg(upper_entry, "upper_entry")?;
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        self.lock(py).add_open_closed(lk, lv, uk, uv, sizes.as_ref()).py_err(py)
+        self.lock(py)
+            .add_open_closed(lk, lv, uk, uv, sizes.as_ref())
+            .py_err(py)
     }
 
     /// Adds many open-closed ranges given as an (n, 4) array of (lk, lv, uk, uv) rows.
     #[pyo3(signature = (rows, ledger_sizes = None))]
-    fn add_ranges(&self, rows: &Bound<'_, PyAny>, ledger_sizes: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn add_ranges(
+        &self,
+        rows: &Bound<'_, PyAny>,
+        ledger_sizes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let py = rows.py();
         let np = py.import("numpy")?;
-        let flat = np
-            .call_method1("asarray", (rows,))
-            .map_err(|e| error(py, "InvalidInputType", format!("rows must be an (n, 4) integer array ({e})")))?;
+        let flat = np.call_method1("asarray", (rows,)).map_err(|e| {
+            error(
+                py,
+                "InvalidInputType",
+                format!("rows must be an (n, 4) integer array ({e})"),
+            )
+        })?;
         let shape: Vec<usize> = flat.getattr("shape")?.extract()?;
         let ok_shape = matches!(shape.as_slice(), [_, 4]) || matches!(shape.as_slice(), [0]);
         if !ok_shape {
-            return Err(error(py, "InvalidInputType", format!("rows must have shape (n, 4), got {shape:?}")));
+            return Err(error(
+                py,
+                "InvalidInputType",
+                format!("rows must have shape (n, 4), got {shape:?}"),
+            ));
         }
         let col = column(&flat.call_method1("reshape", (-1,))?, "rows")?;
         let values = col.as_slice();
-        let parsed: Vec<[i64; 4]> = values.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        let parsed: Vec<[i64; 4]> = values
+            .chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect();
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        self.detached(py, |rs| rs.add_ranges(&parsed, sizes.as_ref())).py_err(py)
+        self.detached(py, |rs| rs.add_ranges(&parsed, sizes.as_ref()))
+            .py_err(py)
     }
 
     /// Removes one entry; returns whether it was held.
     fn remove(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = ledger_id.py();
-        let (l, e) = (int_arg(ledger_id, "ledger_id")?, int_arg(entry_id, "entry_id")?);
+        let (l, e) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
         self.lock(py).remove(l, e).py_err(py)
     }
 
     /// Whether the entry is held (entry -1 never is).
-    fn contains(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn contains(
+        &self,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
         let py = ledger_id.py();
-        let (l, e) = (int_arg(ledger_id, "ledger_id")?, int_arg(entry_id, "entry_id")?);
+        let (l, e) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
         self.lock(py).contains(l, e).py_err(py)
     }
 
     /// Membership of many positions as a numpy bool array.
-    fn contains_many<'py>(&self, ledger_ids: &Bound<'py, PyAny>, entry_ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn contains_many<'py>(
+        &self,
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = ledger_ids.py();
         let (ls, es) = columns(ledger_ids, entry_ids)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
-        let out = self.detached(py, |rs| rs.contains_many(ls, es)).py_err(py)?;
+        let out = self
+            .detached(py, |rs| rs.contains_many(ls, es))
+            .py_err(py)?;
         Ok(PyArray1::from_vec(py, out).into_any())
     }
 
     /// The CLOSED run [L:first, L:last] holding the entry, or None.
-    fn range_containing<'py>(&self, ledger_id: &Bound<'py, PyAny>, entry_id: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    fn range_containing<'py>(
+        &self,
+        ledger_id: &Bound<'py, PyAny>,
+        entry_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let py = ledger_id.py();
-        let (l, e) = (int_arg(ledger_id, "ledger_id")?, int_arg(entry_id, "entry_id")?);
+        let (l, e) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
         let found = self.lock(py).range_containing(l, e).py_err(py)?;
         pair(py, found)
     }
 
     /// Removes every position <= (ledger_id, entry_id).
-    fn remove_at_most(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn remove_at_most(
+        &self,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let py = ledger_id.py();
-        let (l, e) = (int_arg(ledger_id, "ledger_id")?, int_arg(entry_id, "entry_id")?);
+        let (l, e) = (
+            int_arg(ledger_id, "ledger_id")?,
+            int_arg(entry_id, "entry_id")?,
+        );
         self.lock(py).remove_at_most(l, e).py_err(py)
     }
 
@@ -225,7 +294,11 @@ impl PyRangeSet {
 
     /// The first max_ranges ranges as an (n, 4) int64 array of (L, first-1, L, last) rows.
     #[pyo3(signature = (max_ranges = None))]
-    fn ranges_array<'py>(&self, py: Python<'py>, max_ranges: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn ranges_array<'py>(
+        &self,
+        py: Python<'py>,
+        max_ranges: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let limit = limit_arg(max_ranges, "max_ranges")?;
         let flat = self.detached(py, |rs| rs.ranges_flat(limit));
         rows_array(py, flat)
@@ -233,7 +306,11 @@ impl PyRangeSet {
 
     /// Same rows as ranges_array: the MessageRange list Pulsar persists.
     #[pyo3(signature = (max_ranges = None))]
-    fn to_message_ranges<'py>(&self, py: Python<'py>, max_ranges: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn to_message_ranges<'py>(
+        &self,
+        py: Python<'py>,
+        max_ranges: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.ranges_array(py, max_ranges)
     }
 
@@ -322,7 +399,10 @@ impl PyRangeSet {
     }
 
     /// One ledger as a run-optimised 32-bit roaring portable bitmap, or None.
-    fn ledger_to_bytes<'py>(&self, ledger_id: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    fn ledger_to_bytes<'py>(
+        &self,
+        ledger_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         check_ledger(l).py_err(py)?;
@@ -331,16 +411,25 @@ impl PyRangeSet {
     }
 
     /// Replaces one ledger's entries with a portable bitmap's (empty removes the ledger).
-    fn set_ledger_bytes(&self, ledger_id: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_ledger_bytes(
+        &self,
+        ledger_id: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let data = bytes_arg(data, "data")?;
-        self.detached(py, |rs| rs.set_ledger_bytes(l, &data)).py_err(py)
+        self.detached(py, |rs| rs.set_ledger_bytes(l, &data))
+            .py_err(py)
     }
 
     /// Pulsar's toRanges(max): {ledger: int64 BitSet words}, whole ledgers in ascending order.
     #[pyo3(signature = (max_entries = None))]
-    fn to_long_list_map<'py>(&self, py: Python<'py>, max_entries: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    fn to_long_list_map<'py>(
+        &self,
+        py: Python<'py>,
+        max_entries: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let limit = limit_arg(max_entries, "max_entries")?;
         let map = self.detached(py, |rs| rs.to_long_list_map(limit));
         let out = PyDict::new(py);
@@ -355,29 +444,43 @@ impl PyRangeSet {
     #[pyo3(signature = (words, pulsar_quirks = false))]
     fn from_long_list_map(words: &Bound<'_, PyAny>, pulsar_quirks: bool) -> PyResult<Self> {
         let py = words.py();
-        let mapping = words
-            .cast::<PyMapping>()
-            .map_err(|_| error(py, "InvalidInputType", "words must be a mapping {ledger_id: words}".to_owned()))?;
+        let mapping = words.cast::<PyMapping>().map_err(|_| {
+            error(
+                py,
+                "InvalidInputType",
+                "words must be a mapping {ledger_id: words}".to_owned(),
+            )
+        })?;
         let mut parsed = Vec::new();
         for item in mapping.items()?.try_iter()? {
             let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item?.extract()?;
             let ledger = int_arg(&k, "ledger id")?;
             parsed.push((ledger, column(&v, "words")?.as_slice().to_vec()));
         }
-        let rs = py.detach(|| RangeSet::from_long_list_map(&parsed, pulsar_quirks)).py_err(py)?;
+        let rs = py
+            .detach(|| RangeSet::from_long_list_map(&parsed, pulsar_quirks))
+            .py_err(py)?;
         Ok(Self::from_core(rs))
     }
 
     /// Exact bytes of the first max_ranges ranges as PositionInfo's MessageRange list (field 3).
     #[pyo3(signature = (max_ranges = None))]
-    fn message_range_wire_size(&self, py: Python<'_>, max_ranges: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    fn message_range_wire_size(
+        &self,
+        py: Python<'_>,
+        max_ranges: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
         let limit = limit_arg(max_ranges, "max_ranges")?;
         Ok(self.detached(py, |rs| rs.message_range_wire_size(limit)))
     }
 
     /// Exact bytes of to_long_list_map(max_entries) as PositionInfo's LongListMap list (field 6).
     #[pyo3(signature = (max_entries = None))]
-    fn long_list_map_wire_size(&self, py: Python<'_>, max_entries: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    fn long_list_map_wire_size(
+        &self,
+        py: Python<'_>,
+        max_entries: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
         let limit = limit_arg(max_entries, "max_entries")?;
         Ok(self.detached(py, |rs| rs.long_list_map_wire_size(limit)))
     }
@@ -396,8 +499,11 @@ impl PyRangeSet {
             if n <= 20 {
                 (rs.to_string(), n)
             } else {
-                let head: Vec<String> =
-                    rs.ranges_rows(Some(10)).iter().map(|r| format!("({}:{}..{}:{}]", r[0], r[1], r[2], r[3])).collect();
+                let head: Vec<String> = rs
+                    .ranges_rows(Some(10))
+                    .iter()
+                    .map(|r| format!("({}:{}..{}:{}]", r[0], r[1], r[2], r[3]))
+                    .collect();
                 (format!("[{},...]", head.join(",")), n)
             }
         });
@@ -418,7 +524,11 @@ impl PyRangeSet {
             true
         } else {
             // Lock in address order so two threads comparing a == b and b == a cannot deadlock.
-            let (first, second) = if (self as *const Self) < (other as *const Self) { (self, other) } else { (other, self) };
+            let (first, second) = if (self as *const Self) < (other as *const Self) {
+                (self, other)
+            } else {
+                (other, self)
+            };
             py.detach(|| {
                 let a = first.inner.lock().unwrap_or_else(|p| p.into_inner());
                 let b = second.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -432,7 +542,9 @@ impl PyRangeSet {
         }
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
         let py = slf.py();
         let ctor = py.get_type::<PyRangeSet>().getattr("from_bytes")?;
         Ok((ctor, (slf.get().to_bytes(py),)))
