@@ -239,6 +239,7 @@ def test_add_many_with_one_bad_position_at_the_end_adds_nothing(
 def test_pyarrow_columns() -> None:
     """Arrow int arrays are accepted like numpy ones; Arrow float arrays are InvalidInputType."""
     import pyarrow as pa
+
     rs = RangeSet()
     assert rs.add_many(pa.array([1, 1, 2], pa.int64()), pa.array([0, 1, 0], pa.int32())) == 3
     assert rs.contains_many(pa.array([1, 2]), pa.array([1, 1])).tolist() == [True, False]
