@@ -165,8 +165,11 @@ impl RangeSet {
         let limit = max_entries.unwrap_or(u64::MAX);
         let mut out = Vec::new();
         let mut count: u64 = 0;
-        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> =
-            self.ledgers.iter().map(|(&id, l)| (id, Some(l))).collect();
+        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> = self
+            .ledgers
+            .iter()
+            .map(|(&id, l)| (id, Some(&**l)))
+            .collect();
         if self.pulsar_quirks() && !self.empty_quirk_ledgers.is_empty() {
             ledgers.extend(self.empty_quirk_ledgers.iter().map(|&id| (id, None)));
             ledgers.sort_by_key(|&(id, _)| id);

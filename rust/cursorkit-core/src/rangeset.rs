@@ -35,7 +35,8 @@ pub type Range = (Position, Position);
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct RangeSet {
-    pub(crate) ledgers: BTreeMap<i64, LedgerBits>,
+    /// Boxed so a B-tree node stays small (a one-ledger set costs one short leaf, not ~800 B).
+    pub(crate) ledgers: BTreeMap<i64, Box<LedgerBits>>,
     runs: u64,
     quirks: bool,
     /// Ledgers dropped since the last `clear_dirty` (their persisted record must go too).
@@ -141,12 +142,12 @@ impl RangeSet {
                         .take_while(|&&l| l == ledger_id)
                         .count();
                 let entries: Vec<u32> = entry_ids[start..end].iter().map(|&e| e as u32).collect();
-                added += self.with_ledger(ledger_id, |l| l.insert_batch(&entries));
+                added += self.with_ledger(ledger_id, |l| l.insert_batch(entries));
                 start = end;
             }
         } else {
             for (ledger_id, entries) in group_by_ledger(ledger_ids, entry_ids) {
-                added += self.with_ledger(ledger_id, |l| l.insert_batch(&entries));
+                added += self.with_ledger(ledger_id, |l| l.insert_batch(entries));
             }
         }
         Ok(added)
@@ -206,7 +207,7 @@ impl RangeSet {
         let sentinel = move |v: i64| quirks && v == PULSAR_INT_SENTINEL;
         match sizes {
             None => {
-                let top = self.ledgers.get(&lk).map_or(-1, LedgerBits::max);
+                let top = self.ledgers.get(&lk).map_or(-1, |l| l.max());
                 if top > lv && !sentinel(lv + 1) {
                     self.with_ledger(lk, |l| l.insert_range((lv + 1) as u32..=top as u32));
                 }
@@ -267,19 +268,30 @@ impl RangeSet {
         entry_ids: &[i64],
         out: &mut [bool],
     ) -> Result<()> {
-        validate_columns(ledger_ids, entry_ids, -1)?;
+        if ledger_ids.len() != entry_ids.len() || out.len() != ledger_ids.len() {
+            return Err(CoreError::LengthMismatch {
+                ledgers: ledger_ids.len(),
+                entries: entry_ids.len(),
+            });
+        }
+        // Validation rides along in the probing loop (read-only, so a late error changes nothing).
+        let mut bad = false;
         let mut cached: Option<(i64, Option<&LedgerBits>)> = None;
         for ((&ledger_id, &entry_id), slot) in ledger_ids.iter().zip(entry_ids).zip(out.iter_mut())
         {
+            bad |= (ledger_id < 0) | !(-1..=MAX_ENTRY_ID).contains(&entry_id);
             let ledger = match cached {
                 Some((l, bits)) if l == ledger_id => bits,
                 _ => {
-                    let bits = self.ledgers.get(&ledger_id);
+                    let bits = self.ledgers.get(&ledger_id).map(|b| &**b);
                     cached = Some((ledger_id, bits));
                     bits
                 }
             };
             *slot = entry_id >= 0 && ledger.is_some_and(|l| l.contains(entry_id as u32));
+        }
+        if bad {
+            validate_columns(ledger_ids, entry_ids, -1)?;
         }
         Ok(())
     }
@@ -350,7 +362,7 @@ impl RangeSet {
             }
             return Ok(());
         }
-        if let Some(top) = self.ledgers.get(&lk).map(LedgerBits::max) {
+        if let Some(top) = self.ledgers.get(&lk).map(|l| l.max()) {
             let end = if self.quirks { top - 1 } else { MAX_ENTRY_ID };
             if end > lv {
                 self.with_ledger(lk, |l| l.remove_range((lv + 1) as u32..=end as u32));
@@ -450,7 +462,7 @@ impl RangeSet {
 
     /// Number of held entries.
     pub fn total_cardinality(&self) -> u64 {
-        self.ledgers.values().map(LedgerBits::cardinality).sum()
+        self.ledgers.values().map(|l| l.cardinality()).sum()
     }
 
     /// Ids of the ledgers that hold at least one entry, ascending.
@@ -505,7 +517,7 @@ impl RangeSet {
         }
         if !bits.is_empty() {
             self.runs += bits.runs();
-            self.ledgers.insert(ledger_id, bits);
+            self.ledgers.insert(ledger_id, Box::new(bits));
         }
     }
 }
