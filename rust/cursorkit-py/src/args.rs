@@ -30,10 +30,7 @@ fn int_arg_error(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
             format!("{what} {obj} does not fit in a signed 64-bit integer"),
         )
     } else {
-        let type_name = obj
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let type_name = type_name(obj);
         let shown = obj
             .repr()
             .map_or_else(|_| "?".to_owned(), |r| r.to_string());
@@ -211,32 +208,14 @@ pub fn bytes_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
         let b = obj.py().get_type::<PyBytes>().call1((obj,))?;
         return Ok(b.cast::<PyBytes>()?.as_bytes().to_vec());
     }
-    let type_name = obj
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-    Err(error(
-        obj.py(),
-        "InvalidInputType",
-        format!("{what} must be bytes, got {type_name}"),
-    ))
+    Err(wrong_type(obj, what, "bytes"))
 }
 
 /// A `str` argument; anything else is `InvalidInputType`.
 pub fn str_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     match obj.cast::<PyString>() {
         Ok(s) => Ok(s.to_str()?.to_owned()),
-        Err(_) => {
-            let type_name = obj
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-            Err(error(
-                obj.py(),
-                "InvalidInputType",
-                format!("{what} must be a str, got {type_name}"),
-            ))
-        }
+        Err(_) => Err(wrong_type(obj, what, "a str")),
     }
 }
 
@@ -244,16 +223,24 @@ pub fn str_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
 pub fn bool_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
     match obj.cast::<PyBool>() {
         Ok(b) => Ok(b.is_true()),
-        Err(_) => {
-            let type_name = obj
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-            Err(error(
-                obj.py(),
-                "InvalidInputType",
-                format!("{what} must be a bool, got {type_name}"),
-            ))
-        }
+        Err(_) => Err(wrong_type(obj, what, "a bool")),
     }
+}
+
+/// The name of an object's type, for messages.
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// `InvalidInputType`: `what` must be `expected`, and names the type it got.
+#[cold]
+fn wrong_type(obj: &Bound<'_, PyAny>, what: &str, expected: &str) -> PyErr {
+    let got = type_name(obj);
+    error(
+        obj.py(),
+        "InvalidInputType",
+        format!("{what} must be {expected}, got {got}"),
+    )
 }

@@ -57,6 +57,32 @@ fn pair<'py>(
         .transpose()
 }
 
+/// `(ledger_id, entry_id)` arguments.
+fn position_args(
+    ledger_id: &Bound<'_, PyAny>,
+    entry_id: &Bound<'_, PyAny>,
+) -> PyResult<(i64, i64)> {
+    Ok((
+        int_arg(ledger_id, "ledger_id")?,
+        int_arg(entry_id, "entry_id")?,
+    ))
+}
+
+/// `(lower_ledger, lower_entry, upper_ledger, upper_entry)` arguments of a range.
+fn bounds(
+    lower_ledger: &Bound<'_, PyAny>,
+    lower_entry: &Bound<'_, PyAny>,
+    upper_ledger: &Bound<'_, PyAny>,
+    upper_entry: &Bound<'_, PyAny>,
+) -> PyResult<[i64; 4]> {
+    Ok([
+        int_arg(lower_ledger, "lower_ledger")?,
+        int_arg(lower_entry, "lower_entry")?,
+        int_arg(upper_ledger, "upper_ledger")?,
+        int_arg(upper_entry, "upper_entry")?,
+    ])
+}
+
 fn columns<'py>(
     ledger_ids: &Bound<'py, PyAny>,
     entry_ids: &Bound<'py, PyAny>,
@@ -91,10 +117,7 @@ impl PyRangeSet {
     /// Acknowledges one entry; returns whether it was new.
     fn add(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = ledger_id.py();
-        let (l, e) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (l, e) = position_args(ledger_id, entry_id)?;
         self.lock(py).add(l, e).py_err(py)
     }
 
@@ -121,10 +144,7 @@ impl PyRangeSet {
         ledger_sizes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let py = lower_ledger.py();
-        let lk = int_arg(lower_ledger, "lower_ledger")?;
-        let lv = int_arg(lower_entry, "lower_entry")?;
-        let uk = int_arg(upper_ledger, "upper_ledger")?;
-        let uv = int_arg(upper_entry, "upper_entry")?;
+        let [lk, lv, uk, uv] = bounds(lower_ledger, lower_entry, upper_ledger, upper_entry)?;
         let sizes = self::ledger_sizes(ledger_sizes)?;
         self.lock(py)
             .add_open_closed(lk, lv, uk, uv, sizes.as_ref())
@@ -170,10 +190,7 @@ impl PyRangeSet {
     /// Removes one entry; returns whether it was held.
     fn remove(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = ledger_id.py();
-        let (l, e) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (l, e) = position_args(ledger_id, entry_id)?;
         self.lock(py).remove(l, e).py_err(py)
     }
 
@@ -184,10 +201,7 @@ impl PyRangeSet {
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let py = ledger_id.py();
-        let (l, e) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (l, e) = position_args(ledger_id, entry_id)?;
         self.lock(py).contains(l, e).py_err(py)
     }
 
@@ -213,10 +227,7 @@ impl PyRangeSet {
         entry_id: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let py = ledger_id.py();
-        let (l, e) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (l, e) = position_args(ledger_id, entry_id)?;
         let found = self.lock(py).range_containing(l, e).py_err(py)?;
         pair(py, found)
     }
@@ -228,10 +239,7 @@ impl PyRangeSet {
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = ledger_id.py();
-        let (l, e) = (
-            int_arg(ledger_id, "ledger_id")?,
-            int_arg(entry_id, "entry_id")?,
-        );
+        let (l, e) = position_args(ledger_id, entry_id)?;
         self.lock(py).remove_at_most(l, e).py_err(py)
     }
 
@@ -244,10 +252,7 @@ impl PyRangeSet {
         upper_entry: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = lower_ledger.py();
-        let lk = int_arg(lower_ledger, "lower_ledger")?;
-        let lv = int_arg(lower_entry, "lower_entry")?;
-        let uk = int_arg(upper_ledger, "upper_ledger")?;
-        let uv = int_arg(upper_entry, "upper_entry")?;
+        let [lk, lv, uk, uv] = bounds(lower_ledger, lower_entry, upper_ledger, upper_entry)?;
         self.lock(py).remove_open_closed(lk, lv, uk, uv).py_err(py)
     }
 
@@ -323,10 +328,7 @@ impl PyRangeSet {
         upper_entry: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
         let py = lower_ledger.py();
-        let lk = int_arg(lower_ledger, "lower_ledger")?;
-        let lv = int_arg(lower_entry, "lower_entry")?;
-        let uk = int_arg(upper_ledger, "upper_ledger")?;
-        let uv = int_arg(upper_entry, "upper_entry")?;
+        let [lk, lv, uk, uv] = bounds(lower_ledger, lower_entry, upper_ledger, upper_entry)?;
         self.lock(py).cardinality(lk, lv, uk, uv).py_err(py)
     }
 
