@@ -6,6 +6,7 @@
 #   make lint    static checks only (no build): cargo fmt/clippy, ruff, mypy
 #   make fmt     rewrite Rust and Python sources in the house style
 #   make wheel   an abi3 release wheel in dist/
+#   make proto   regenerate python/cursorkit/proto/*_pb2.py[i] from the .proto sources
 #   make clean   build outputs and tool caches; `make distclean` also removes the venv
 
 PYTHON ?= python3
@@ -27,7 +28,7 @@ export PYO3_PYTHON := $(abspath $(PY))
 MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
 
 .NOTPARALLEL:
-.PHONY: test demo bench lint fmt wheel clean distclean venv develop develop-release \
+.PHONY: test demo bench lint fmt wheel proto clean distclean venv develop develop-release \
 	rust-lint rust-test python-lint typecheck stubtest pytest
 
 test: lint rust-test develop stubtest pytest
@@ -47,6 +48,9 @@ fmt: venv
 
 wheel: venv
 	$(MATURIN) build --release --out dist
+
+proto: venv
+	$(PY) -m grpc_tools.protoc -Ipython --python_out=python --pyi_out=python python/cursorkit/proto/*.proto
 
 clean:
 	cargo clean

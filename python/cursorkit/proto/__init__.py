@@ -1,0 +1,1 @@
+"""Protobuf sources (``*.proto``) and their generated modules; ``make proto`` regenerates them."""
