@@ -22,6 +22,7 @@ import math
 import pickle
 import time
 import tracemalloc
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -272,7 +273,7 @@ def _sorted_from_runs(runs: dict[int, list[tuple[int, int]]]) -> SortedRangeSet:
 # ----------------------------------------------------------------------------------- implementations
 
 
-class Impl:
+class Impl(ABC):
     """One implementation: how to build it, add, probe, list, encode and size it."""
 
     name: ClassVar[str]
@@ -280,9 +281,9 @@ class Impl:
     contains_drivers: ClassVar[tuple[str, ...]]
     memory_label: ClassVar[str] = "tracemalloc"
 
+    @abstractmethod
     def new(self) -> Any:
         """An empty structure."""
-        raise NotImplementedError
 
     def add_input(self, wl: Workload, driver: str) -> Any:
         """Input for ``add`` prepared outside the timed region."""
@@ -290,21 +291,21 @@ class Impl:
             return wl.by_ledger
         return wl.ledger_list, wl.entry_list
 
+    @abstractmethod
     def add(self, s: Any, inp: Any, driver: str) -> None:
         """Add the prepared positions with ``driver`` ("bulk", "for" or "map")."""
-        raise NotImplementedError
 
     def contains_input(self, q: Workload, driver: str) -> Any:
         """Probe input prepared outside the timed region."""
         return q.ledger_list, q.entry_list
 
+    @abstractmethod
     def contains(self, s: Any, inp: Any, driver: str) -> Any:
         """Probe every prepared position: the hit count ("for"), a bool array ("bulk") or None ("map")."""
-        raise NotImplementedError
 
+    @abstractmethod
     def ranges(self, s: Any) -> list[Any]:
         """Every range as a Python object per range."""
-        raise NotImplementedError
 
     def n_ranges(self, s: Any) -> int:
         """Number of ranges."""

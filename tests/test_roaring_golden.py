@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+import pyroaring
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cursorkit import RangeSet
-
-pyroaring = pytest.importorskip("pyroaring")
 
 LEDGER = 42
 C = 65536  # values per roaring container
