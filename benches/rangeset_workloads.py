@@ -514,6 +514,16 @@ class SortedImpl(Impl):
         return len(s)
 
 
+def per_ledger_hits(s: dict[int, Any], inp: Any) -> int:
+    """Probes a ``{ledger: interval set}`` peer with ``entry in set``; returns the hit count."""
+    hits = 0
+    for ledger, entry in zip(*inp, strict=True):
+        per_ledger = s.get(ledger)
+        if per_ledger is not None and entry in per_ledger:
+            hits += 1
+    return hits
+
+
 class PortionImpl(Impl):
     """Portion: ``{ledger: Interval}``, a position is ``closedopen(e, e + 1)``; bulk: ``Interval(*atoms)``."""
 
@@ -536,12 +546,7 @@ class PortionImpl(Impl):
                 s[ledger] = s.get(ledger, empty) | closedopen(entry, entry + 1)
 
     def contains(self, s: Any, inp: Any, driver: str) -> Any:
-        hits = 0
-        for ledger, entry in zip(*inp, strict=True):
-            interval = s.get(ledger)
-            if interval is not None and entry in interval:
-                hits += 1
-        return hits
+        return per_ledger_hits(s, inp)
 
     def ranges(self, s: Any) -> list[Any]:
         return [(ledger, atom.lower, atom.upper) for ledger in sorted(s) for atom in s[ledger]]
@@ -577,12 +582,7 @@ class PyrangesImpl(Impl):
                 rs.add(range_(entry, entry + 1))
 
     def contains(self, s: Any, inp: Any, driver: str) -> Any:
-        hits = 0
-        for ledger, entry in zip(*inp, strict=True):
-            rs = s.get(ledger)
-            if rs is not None and entry in rs:
-                hits += 1
-        return hits
+        return per_ledger_hits(s, inp)
 
     def ranges(self, s: Any) -> list[Any]:
         return [(ledger, r.start, r.end) for ledger in sorted(s) for r in s[ledger].ranges()]

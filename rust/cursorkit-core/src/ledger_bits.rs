@@ -47,11 +47,7 @@ impl PartialEq for LedgerBits {
 
 impl LedgerBits {
     pub(crate) fn new() -> Self {
-        Self {
-            max: -1,
-            optimize_at: MIN_OPTIMIZE_INTERVAL,
-            ..Self::default()
-        }
+        Self::default()
     }
 
     /// Builds a ledger from a finished bitmap (decoding), counting its runs once.
@@ -200,11 +196,11 @@ impl LedgerBits {
                 for &e in entries {
                     self.bits.insert(e);
                 }
-                self.runs = self.count_runs() + u64::from(joins_last) - runs;
+                runs = self.count_runs() - self.runs + u64::from(joins_last);
             }
         }
         self.runs = self.runs + runs - u64::from(joins_last);
-        self.max = i64::from(*entries.last().unwrap_or(&entries[0]));
+        self.max = i64::from(entries[entries.len() - 1]);
         self.touched(distinct);
         distinct
     }
@@ -268,12 +264,7 @@ impl LedgerBits {
     }
 
     fn count_runs(&self) -> u64 {
-        let mut it = self.bits.iter();
-        let mut n = 0;
-        while it.next_range().is_some() {
-            n += 1;
-        }
-        n
+        self.runs_within(0..=u32::MAX)
     }
 
     /// The maximal run containing `entry`, if the entry is held.
