@@ -1,4 +1,4 @@
-"""pytest configuration of the RangeSet benchmarks: problem sizes per mode and the closing ratio table."""
+"""pytest configuration of the benchmarks: problem sizes per mode and the closing ratio tables."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the shared workload module, wh
 # (Effective only when numpy is not imported yet, e.g. ``pytest benches``.)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import cursor_workloads as cw  # noqa: E402
 import rangeset_workloads as rw  # noqa: E402
 
 
@@ -39,9 +40,14 @@ def smoke(sizes: rw.Sizes) -> bool:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """Print cursorkit beside each peer, with PASS/MISS against the issue's targets."""
+    smoke = benchmarks_disabled(config)
+    if cw.TABLE.cells:
+        mode = "SMOKE RUN (--benchmark-disable): single shrunk runs, not a measurement"
+        title = f"Cursor / CursorStore benchmarks - {mode if smoke else 'best round'}"
+        terminalreporter.write_line("")
+        terminalreporter.write_line(cw.TABLE.render(title, judge=not smoke))
     if not rw.RESULTS:
         return
-    smoke = benchmarks_disabled(config)
     if smoke:
         title = (
             "RangeSet benchmarks - SMOKE RUN (--benchmark-disable): single runs, slow peers shrunk; "

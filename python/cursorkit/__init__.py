@@ -4,5 +4,16 @@ from __future__ import annotations
 
 from cursorkit import errors
 from cursorkit._core import Position, RangeSet, __version__
+from cursorkit.ackstate import Cursor, CursorStore, DispatchPausePolicy, PersistLimits, PersistResult
 
-__all__ = ["Position", "RangeSet", "__version__", "errors"]
+__all__ = [
+    "Cursor",
+    "CursorStore",
+    "DispatchPausePolicy",
+    "PersistLimits",
+    "PersistResult",
+    "Position",
+    "RangeSet",
+    "__version__",
+    "errors",
+]

@@ -9,6 +9,8 @@ __all__ = [
     "InvalidInputType",
     "InvalidPosition",
     "LengthMismatch",
+    "PersistFailed",
+    "UnknownLedger",
     "UnsupportedVersion",
 ]
 
@@ -39,3 +41,14 @@ class CorruptSnapshot(CursorkitError, ValueError):
 
 class UnsupportedVersion(CorruptSnapshot):
     """Persisted bytes written by a format version this build does not read."""
+
+
+class UnknownLedger(CursorkitError, KeyError):
+    """A position in a ledger the cursor does not know, when its ledger sizes are set."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class PersistFailed(CursorkitError, OSError):
+    """A flush that could not be made durable; recovery still returns the previous flush."""

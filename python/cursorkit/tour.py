@@ -6,9 +6,14 @@ cursor: how many ack holes it has, what Pulsar would persist of them, and what c
 
 from __future__ import annotations
 
+import tempfile
+import time
+from pathlib import Path
+
 import numpy as np
 
-from cursorkit import RangeSet
+from cursorkit import Cursor, Position, RangeSet
+from cursorkit.ackstate import CursorStore, DispatchPausePolicy
 
 PULSAR_MAX_UNACKED_RANGES = 10_000
 """Pulsar's ``managedLedgerMaxUnackedRangesToPersist`` default."""
@@ -63,6 +68,50 @@ def main() -> None:
         f"{PULSAR_MAX_UNACKED_RANGES:,} ranges;\nthe compact form (roaring portable bitmaps "
         "per ledger, CRC-checked) keeps every range."
     )
+
+    _cursor_tour()
+
+
+def _cursor_tour() -> None:
+    """A subscription with holes: what each form persists, the store's incremental flush, PIP-299."""
+    print("\nA Shared subscription that leaves every other message unacked in 20 ledgers of 100k entries:")
+    cursor = Cursor(
+        Position(1, -1), name="tour-sub", ledger_sizes={ledger: 100_000 for ledger in range(1, 21)}
+    )
+    odd = np.arange(1, 100_000, 2, dtype=np.int64)
+    cursor.ack_many(np.repeat(np.arange(1, 21, dtype=np.int64), odd.size), np.tile(odd, 20))
+    print(
+        f"  mark-delete {cursor.mark_delete_position}, {cursor.non_contiguous_deleted_ranges:,} ranges, "
+        f"backlog {cursor.backlog():,}, fully persistable: {cursor.is_fully_persistable()}"
+    )
+    for form in ("message_range", "long_list_map", "compact"):
+        r = cursor.persist(form)
+        print(
+            f"  {form:<14} {_kib(r.size):>11}  keeps {r.ranges_written:>9,} ranges"
+            f"  cut {r.ranges_cut:>9,}{'  (reported, counted)' if r.truncated else ''}"
+        )
+    policy = DispatchPausePolicy(broker=True)
+    print(
+        f"  PIP-299 with the broker switch on: Key_Shared pauses new reads: "
+        f"{policy.should_pause(cursor, 'Key_Shared')}, Failover: {policy.should_pause(cursor, 'Failover')}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        store = CursorStore.create(Path(tmp) / "tour-sub", name="tour-sub")
+        first = store.flush(cursor)
+        cursor.ack(Position(7, 2))
+        t0 = time.perf_counter()
+        second = store.flush(cursor)
+        took = (time.perf_counter() - t0) * 1e3
+        store.close()
+        reopened = CursorStore.open(Path(tmp) / "tour-sub")
+        recovered = reopened.recover()
+        reopened.close()
+    print(
+        f"  CursorStore: first flush {_kib(first.bytes_written)}; after one more ack, the next flush writes "
+        f"{second.ledgers_written} ledger ({_kib(second.bytes_written)}, {took:.1f} ms incl. fsync)"
+    )
+    same = recovered.individually_deleted == cursor.individually_deleted
+    print(f"  reopened and recovered: {recovered.non_contiguous_deleted_ranges:,} ranges, identical: {same}")
 
 
 if __name__ == "__main__":

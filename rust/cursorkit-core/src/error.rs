@@ -8,6 +8,9 @@ pub enum CoreError {
     /// A ledger or entry id outside its legal range; the message names the value.
     #[error("{0}")]
     InvalidPosition(String),
+    /// A position in a ledger the cursor does not know (when ledger sizes are set).
+    #[error("{0}")]
+    UnknownLedger(String),
     /// A usable type with an unusable value (a bad limit or name).
     #[error("{0}")]
     InvalidArgument(String),

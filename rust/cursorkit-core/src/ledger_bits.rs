@@ -326,6 +326,26 @@ impl LedgerBits {
         true
     }
 
+    /// Calls `f(first, last)` for every maximal stretch of entries NOT held inside `window`, in
+    /// ascending order; stops (returning false) when `f` returns false.
+    pub(crate) fn try_for_each_gap(
+        &self,
+        window: RangeInclusive<u32>,
+        mut f: impl FnMut(u32, u32) -> bool,
+    ) -> bool {
+        let (lo, hi) = (u64::from(*window.start()), u64::from(*window.end()));
+        let mut next = lo;
+        let mut it = self.bits.range(window);
+        while let Some(r) = it.next_range() {
+            let (a, b) = (u64::from(*r.start()), u64::from(*r.end()));
+            if a > next && !f(next as u32, (a - 1) as u32) {
+                return false;
+            }
+            next = b + 1;
+        }
+        next > hi || f(next as u32, hi as u32)
+    }
+
     /// Calls `f(first, last)` with every run in ascending order.
     pub(crate) fn for_each_run(&self, mut f: impl FnMut(u32, u32)) {
         self.try_for_each_run(|a, b| {

@@ -8,6 +8,8 @@
 //! * [`RangeSet`]: acknowledged positions as per-ledger roaring bitmaps, reported as Pulsar's
 //!   open-closed ranges, with an O(1) range count, dirty-ledger tracking, and byte forms
 //!   (compact, roaring portable per ledger, Pulsar's `LongListMap` words).
+//! * [`Cursor`]: mark-delete + [`RangeSet`] + [`BatchAcks`] per partial batch, with Pulsar's
+//!   individual, cumulative and batch-index acks, roll-forward, backlog and read-path look-ups.
 //!
 //! Pulsar's quirks that its own tests assert (a cross-ledger removal keeps the lower ledger's last
 //! entry; an empty `(L:x..L:x]` add records ledger `L`; `Integer.MAX_VALUE` entries act as a
@@ -23,15 +25,19 @@
 //! assert_eq!(acked.cardinality(0, 0, 0, 100).unwrap(), 71 + 4);
 //! ```
 
+mod batch;
 mod codec;
+mod cursor;
 mod error;
 mod ledger_bits;
 mod position;
 mod rangeset;
-mod wire_size;
+mod wire;
 
+pub use batch::{BatchAcks, MAX_BATCH_SIZE};
 pub use codec::{FORMAT_VERSION, MAGIC};
+pub use cursor::{Cursor, CursorCounters};
 pub use error::{CoreError, Result};
 pub use position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
 pub use rangeset::{Range, RangeSet};
-pub use wire_size::{long_list_map_field, message_range_field, varint_len};
+pub use wire::{long_list_map_field, message_range_field, varint_len};

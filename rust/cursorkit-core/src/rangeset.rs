@@ -65,6 +65,14 @@ impl RangeSet {
         self.quirks
     }
 
+    /// Turns Pulsar's quirks on or off for later operations.
+    pub fn set_pulsar_quirks(&mut self, pulsar_quirks: bool) {
+        self.quirks = pulsar_quirks;
+        if !pulsar_quirks {
+            self.empty_quirk_ledgers.clear();
+        }
+    }
+
     /// Number of ranges (maximal runs per ledger), in O(1).
     pub fn len(&self) -> u64 {
         self.runs
@@ -482,6 +490,21 @@ impl RangeSet {
         out.into_iter().collect()
     }
 
+    /// Number of ledgers holding at least one entry, in O(1).
+    pub fn ledger_count(&self) -> usize {
+        self.ledgers.len()
+    }
+
+    /// Marks one ledger changed (a persist that failed must write it again).
+    pub fn mark_dirty(&mut self, ledger_id: i64) {
+        match self.ledgers.get_mut(&ledger_id) {
+            Some(l) => l.set_dirty(true),
+            None => {
+                self.removed.insert(ledger_id);
+            }
+        }
+    }
+
     /// Forgets which ledgers changed (call after persisting them).
     pub fn clear_dirty(&mut self) {
         self.removed.clear();
@@ -582,7 +605,11 @@ fn group_by_ledger(ledger_ids: &[i64], entry_ids: &[i64]) -> Vec<(i64, Vec<u32>)
 }
 
 /// Checks equal lengths and every id (entries from `min_entry`: 0 for adds, -1 for look-ups).
-fn validate_columns(ledger_ids: &[i64], entry_ids: &[i64], min_entry: i64) -> Result<()> {
+pub(crate) fn validate_columns(
+    ledger_ids: &[i64],
+    entry_ids: &[i64],
+    min_entry: i64,
+) -> Result<()> {
     if ledger_ids.len() != entry_ids.len() {
         return Err(CoreError::LengthMismatch {
             ledgers: ledger_ids.len(),
@@ -620,7 +647,7 @@ fn validate_columns(ledger_ids: &[i64], entry_ids: &[i64], min_entry: i64) -> Re
     })
 }
 
-fn validate_sizes(sizes: &BTreeMap<i64, u64>) -> Result<()> {
+pub(crate) fn validate_sizes(sizes: &BTreeMap<i64, u64>) -> Result<()> {
     for (&id, &size) in sizes {
         check_ledger(id)?;
         if size > MAX_ENTRY_ID as u64 + 1 {

@@ -24,6 +24,7 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
     let name = match &e {
         CoreError::InvalidPosition(_) => "InvalidPosition",
         CoreError::InvalidArgument(_) => "InvalidArgument",
+        CoreError::UnknownLedger(_) => "UnknownLedger",
         CoreError::LengthMismatch { .. } => "LengthMismatch",
         CoreError::Corrupt(_) => "CorruptSnapshot",
         CoreError::UnsupportedVersion { .. } => "UnsupportedVersion",

@@ -3,9 +3,11 @@
 
 mod alloc;
 mod args;
+mod cursor;
 mod errors;
 mod position;
 mod rangeset;
+mod sync;
 
 use pyo3::prelude::*;
 
@@ -15,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<position::PyPosition>()?;
     m.add_class::<rangeset::PyRangeSet>()?;
+    m.add_class::<cursor::PyCursorState>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     Ok(())
 }

@@ -1,9 +1,8 @@
 //! `cursorkit.RangeSet`: a frozen pyclass around the core `RangeSet` behind a mutex.
 //!
-//! Per-call methods lock without releasing the GIL (uncontended, that is cheaper than a detach);
-//! bulk methods borrow their columns, release the GIL, and make one call into the core.
+//! Bulk methods borrow their columns, release the GIL, and make one call into the core.
 
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard};
 
 use cursorkit_core::{check_ledger, Position, RangeSet};
 use numpy::{PyArray1, PyArrayMethods};
@@ -14,6 +13,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyMapping, PyTuple};
 use crate::args::{bool_arg, bytes_arg, column, int_arg, ledger_sizes, limit_arg, Column};
 use crate::errors::{error, IntoPy};
 use crate::position::PyPosition;
+use crate::sync;
 
 /// Acknowledged (ledger, entry) positions as per-ledger roaring bitmaps, reported as open-closed ranges.
 #[pyclass(name = "RangeSet", module = "cursorkit", frozen)]
@@ -22,29 +22,20 @@ pub struct PyRangeSet {
 }
 
 impl PyRangeSet {
-    fn from_core(rs: RangeSet) -> Self {
+    pub(crate) fn from_core(rs: RangeSet) -> Self {
         Self {
             inner: Mutex::new(rs),
         }
     }
 
     /// Locks the set; if another thread holds it, waits with the GIL released.
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, RangeSet> {
-        loop {
-            match self.inner.try_lock() {
-                Ok(guard) => return guard,
-                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(TryLockError::WouldBlock) => py.detach(|| drop(self.inner.lock())),
-            }
-        }
+    pub(crate) fn lock(&self, py: Python<'_>) -> MutexGuard<'_, RangeSet> {
+        sync::lock(py, &self.inner)
     }
 
     /// Runs `f` on the locked set with the GIL released (for work proportional to the set's size).
     fn detached<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut RangeSet) -> T + Send) -> T {
-        py.detach(|| {
-            let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut guard)
-        })
+        sync::detached(py, &self.inner, f)
     }
 }
 
@@ -83,7 +74,7 @@ fn bounds(
     ])
 }
 
-fn columns<'py>(
+pub(crate) fn columns<'py>(
     ledger_ids: &Bound<'py, PyAny>,
     entry_ids: &Bound<'py, PyAny>,
 ) -> PyResult<(Column<'py>, Column<'py>)> {
@@ -485,6 +476,30 @@ impl PyRangeSet {
     ) -> PyResult<usize> {
         let limit = limit_arg(max_entries, "max_entries")?;
         Ok(self.detached(py, |rs| rs.long_list_map_wire_size(limit)))
+    }
+
+    /// The first max_ranges ranges as PositionInfo field 3 bytes (what protobuf would write).
+    #[pyo3(signature = (max_ranges = None))]
+    fn message_range_field_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        max_ranges: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let limit = limit_arg(max_ranges, "max_ranges")?;
+        let bytes = self.detached(py, |rs| rs.message_range_field_bytes(limit));
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// to_long_list_map(max_entries) as PositionInfo field 6 bytes (what protobuf would write).
+    #[pyo3(signature = (max_entries = None))]
+    fn long_list_map_field_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        max_entries: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let limit = limit_arg(max_entries, "max_entries")?;
+        let bytes = self.detached(py, |rs| rs.long_list_map_field_bytes(limit));
+        Ok(PyBytes::new(py, &bytes))
     }
 
     fn __len__(&self, py: Python<'_>) -> usize {

@@ -1,0 +1,1081 @@
+"""``CursorStore``: a cursor's ack state made durable on local files, incrementally and crash-safely.
+
+The embedded stand-in for Pulsar's cursor ledger + metadata store, in the layout PIP-81 proposed and
+Pulsar never shipped: a flush appends one record per *dirty* ledger and a checkpoint marker naming the
+live record of every ledger, so its cost follows what changed rather than the whole backlog.
+
+One directory per cursor::
+
+    store.meta           current log generation (replaced atomically: temp, fsync, rename, fsync dir)
+    cursor-<gen>.log     append-only log of that generation
+
+A log starts with ``_LOG_MAGIC`` (8 bytes) and a HEADER record; then LEDGER and MARKER records. A
+record is ``sync "CK" | kind u8 | flags u8 (0) | payload length u32 | payload | CRC-32 u32``, little
+endian, the CRC covering header and payload. Payloads are protobuf (``cursor_store.proto``): HEADER a
+``LogHeader``, LEDGER a ``cursor_snapshot.LedgerAcks`` (roaring portable bitmap), MARKER a
+``Checkpoint`` (mark-delete, batches, properties, and (ledger, offset, length) of every live record).
+``store.meta`` is ``_META_MAGIC | length u32 | StoreMeta | CRC-32 u32`` (CRC over all before it).
+
+Recovery uses the last marker whose record and referenced ledger records are intact; damage is
+reported in :class:`RecoveryReport` and only a store with no usable marker left raises
+``CorruptSnapshot``. Compaction rolls the live records into a new generation once dead bytes exceed
+``StoreOptions``' threshold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from google.protobuf.message import DecodeError
+
+from cursorkit._core import CursorState, Position, RangeSet
+from cursorkit.ackstate.cursor import Cursor
+from cursorkit.ackstate.limits import PersistLimits
+from cursorkit.ackstate.persist import BatchRow
+from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed, UnsupportedVersion
+from cursorkit.proto import cursor_snapshot_pb2 as snap
+from cursorkit.proto import cursor_store_pb2 as pb
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CursorStore",
+    "DamagedRecord",
+    "FlushResult",
+    "Opener",
+    "RecoveryReport",
+    "StoreFile",
+    "StoreOptions",
+]
+
+FORMAT_VERSION = 1
+"""Version of the store format this build writes and reads (log header and metadata file)."""
+
+META_FILE = "store.meta"
+_META_TMP = "store.meta.tmp"
+_LOG_MAGIC = b"\x89CKLOG\r\n"
+_META_MAGIC = b"\x89CKMETA\n"
+_LOG_NAME = re.compile(r"cursor-(\d{12})\.log")
+
+_SYNC = b"CK"
+_HEAD = struct.Struct("<2sBBI")  # sync, kind, flags, payload length
+_U32 = struct.Struct("<I")
+_OVERHEAD = _HEAD.size + _U32.size
+_MAX_PAYLOAD = 1 << 31
+KIND_HEADER, KIND_LEDGER, KIND_MARKER = 1, 2, 3
+_KINDS = {KIND_HEADER: "header", KIND_LEDGER: "ledger", KIND_MARKER: "marker"}
+_INITIAL_MARK_DELETE = Position(0, -1)
+_MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreOptions:
+    """When a flush rolls the log into a new generation (Pulsar rolls its cursor ledger by entry count)."""
+
+    compact_min_dead_bytes: int = 4 * _MiB
+    """Dead bytes (superseded records and markers) below which the log is never compacted."""
+    compact_dead_ratio: float = 1.0
+    """Compact once dead bytes exceed both this multiple of the live bytes and the minimum above."""
+
+    def __post_init__(self) -> None:
+        dead: object = self.compact_min_dead_bytes
+        ratio: object = self.compact_dead_ratio
+        if isinstance(dead, bool) or not isinstance(dead, int) or dead < 0:
+            raise InvalidArgument(f"compact_min_dead_bytes must be a non-negative int, got {dead!r}")
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio >= 0:
+            raise InvalidArgument(f"compact_dead_ratio must be a number >= 0, got {ratio!r}")
+
+
+class StoreFile(Protocol):
+    """The writable file a store appends to: an unbuffered binary file (``open(p, m, buffering=0)``)."""
+
+    def write(self, data: memoryview, /) -> int | None:
+        """Writes some of ``data``; returns the count (a short write is retried)."""
+        ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        """Moves the write position."""
+        ...
+
+    def truncate(self, size: int | None = None, /) -> int:
+        """Cuts the file to ``size`` bytes."""
+        ...
+
+    def fileno(self) -> int:
+        """The descriptor that ``os.fsync`` is called on."""
+        ...
+
+    def close(self) -> None:
+        """Closes the file."""
+        ...
+
+
+Opener = Callable[[str, str], StoreFile]
+"""``opener(path, mode)`` with mode ``"ab"`` (existing log), ``"xb"`` (new log) or ``"wb"`` (meta temp)."""
+
+
+def default_opener(path: str, mode: str) -> StoreFile:
+    """Plain unbuffered binary file: every ``write`` reaches the OS before ``fsync``."""
+    f: StoreFile = open(path, mode, buffering=0)  # noqa: SIM115 - the store owns and closes it
+    return f
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedRecord:
+    """A piece of a store that recovery could not use, and why."""
+
+    file: str
+    offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file} at byte {self.offset}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryReport:
+    """What :meth:`CursorStore.open` found: the marker it used and any damage it stepped over."""
+
+    log_file: str
+    generation: int
+    marker_offset: int
+    """Byte offset of the checkpoint marker the state was rebuilt from."""
+    marker_sequence: int
+    """Flush number of that marker (0: the empty marker written by ``create``)."""
+    records_scanned: int
+    """Intact records read from the log."""
+    ledgers: int
+    """Ledger records the marker references."""
+    log_bytes: int
+    torn_tail_bytes: int = 0
+    """Bytes of an incomplete record at the end of the log (a write cut short by a crash)."""
+    unused_tail_bytes: int = 0
+    """Bytes after the marker used (an unfinished flush, torn tail included); dropped on the next flush."""
+    corrupt_records: tuple[DamagedRecord, ...] = ()
+    fallbacks: tuple[DamagedRecord, ...] = ()
+    """Markers (and logs) passed over for an older one, newest first, with the reason."""
+    meta_error: str | None = None
+    """Why ``store.meta`` was unusable (the log generation was then found by scanning the directory)."""
+    stale_files_removed: tuple[str, ...] = ()
+
+    @property
+    def damaged(self) -> bool:
+        """Whether anything was torn, corrupt or passed over."""
+        return bool(
+            self.torn_tail_bytes or self.corrupt_records or self.fallbacks or self.meta_error is not None
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlushResult:
+    """One :meth:`CursorStore.flush`: what it wrote (nothing when ``skipped``)."""
+
+    skipped: bool
+    """Nothing changed since the last flush, so nothing was written."""
+    bytes_written: int
+    ledgers_written: int
+    ledgers_dropped: int
+    """Ledgers emptied since the last flush: dropped from the marker's index."""
+    marker_bytes: int
+    compacted: bool
+    """The flush rolled the log into a new generation (all live ledgers written)."""
+    generation: int
+    sequence: int
+    """Flush number of the marker now current."""
+    duration_s: float
+
+
+@dataclass(slots=True)
+class _Record:
+    offset: int
+    kind: int
+    start: int
+    end: int
+
+    @property
+    def total(self) -> int:
+        return self.end + _U32.size - self.offset
+
+
+@dataclass(slots=True)
+class _Checkpoint:
+    """The content of a marker, apart from its ledger index."""
+
+    sequence: int
+    mark_delete: Position
+    batches: list[BatchRow]
+    properties: dict[str, int]
+
+
+@dataclass(slots=True)
+class _LogRecovery:
+    generation: int
+    name: str | None
+    checkpoint: _Checkpoint
+    index: dict[int, tuple[int, int]]
+    bitmaps: list[tuple[int, bytes]]
+    preamble: int
+    marker_offset: int
+    marker_end: int
+    size: int
+    records: int
+    torn_offset: int | None
+    corrupt: list[DamagedRecord]
+    skipped: list[DamagedRecord]
+
+
+class _Unusable(CorruptSnapshot):
+    """A log holding no usable marker; ``offset`` is the first damage found (or the end of the log)."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class _Switched(Exception):
+    """The metadata file was renamed into place but the directory fsync failed."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _record(kind: int, payload: bytes) -> bytes:
+    head = _HEAD.pack(_SYNC, kind, 0, len(payload))
+    return head + payload + _U32.pack(zlib.crc32(payload, zlib.crc32(head)))
+
+
+def _parse_at(data: bytes, pos: int) -> tuple[_Record | None, str, bool]:
+    """The record at ``pos``, or ``None``, the reason and whether it is merely incomplete."""
+    left = len(data) - pos
+    if left < _HEAD.size:
+        return None, f"incomplete record header ({left} bytes)", True
+    sync, kind, flags, length = _HEAD.unpack_from(data, pos)
+    if sync != _SYNC or flags != 0 or kind not in _KINDS or length > _MAX_PAYLOAD:
+        return None, "bad record header", False
+    end = pos + _HEAD.size + length
+    if end + _U32.size > len(data):
+        return None, f"{_KINDS[kind]} record of {length} bytes runs past the end of the file", True
+    (stored,) = _U32.unpack_from(data, end)
+    if zlib.crc32(memoryview(data)[pos:end]) != stored:
+        return None, f"{_KINDS[kind]} record fails its checksum", False
+    return _Record(pos, kind, pos + _HEAD.size, end), "", False
+
+
+def _resync(data: bytes, pos: int) -> int | None:
+    """Offset of the first intact record after ``pos`` (records stay findable past a damaged one)."""
+    i = data.find(_SYNC, pos + 1)
+    while i != -1:
+        if _parse_at(data, i)[0] is not None:
+            return i
+        i = data.find(_SYNC, i + 1)
+    return None
+
+
+def _scan(data: bytes, where: str) -> tuple[list[_Record], list[DamagedRecord], int | None]:
+    """Intact records, damaged spans and the offset of a torn tail."""
+    records: list[_Record] = []
+    corrupt: list[DamagedRecord] = []
+    if len(data) < len(_LOG_MAGIC):
+        return records, corrupt, 0
+    if data[: len(_LOG_MAGIC)] != _LOG_MAGIC:
+        corrupt.append(DamagedRecord(where, 0, "bad log magic"))
+    pos = len(_LOG_MAGIC)
+    while pos < len(data):
+        rec, reason, incomplete = _parse_at(data, pos)
+        if rec is not None:
+            records.append(rec)
+            pos = rec.end + _U32.size
+            continue
+        nxt = _resync(data, pos)
+        if nxt is None:
+            if incomplete:
+                return records, corrupt, pos
+            corrupt.append(
+                DamagedRecord(where, pos, f"{reason}; nothing intact in the last {len(data) - pos} bytes")
+            )
+            break
+        corrupt.append(DamagedRecord(where, pos, f"{reason} ({nxt - pos} bytes skipped)"))
+        pos = nxt
+    return records, corrupt, None
+
+
+def _checkpoint_of(msg: pb.Checkpoint) -> _Checkpoint:
+    return _Checkpoint(
+        sequence=msg.sequence,
+        mark_delete=Position(msg.mark_delete_ledger_id, msg.mark_delete_entry_id),
+        batches=[(b.ledger_id, b.entry_id, b.batch_size, b.unacked_words) for b in msg.batches],
+        properties={p.name: p.value for p in msg.properties},
+    )
+
+
+def _marker_payload(cp: _Checkpoint, index: Mapping[int, tuple[int, int]]) -> bytes:
+    msg = pb.Checkpoint(
+        sequence=cp.sequence,
+        mark_delete_ledger_id=cp.mark_delete.ledger_id,
+        mark_delete_entry_id=cp.mark_delete.entry_id,
+    )
+    refs = sorted(index.items())
+    msg.ledger_ids.extend([lid for lid, _ in refs])
+    msg.offsets.extend([off for _, (off, _) in refs])
+    msg.lengths.extend([n for _, (_, n) in refs])
+    for ledger, entry, size, words in cp.batches:
+        msg.batches.add(ledger_id=ledger, entry_id=entry, batch_size=size, unacked_words=words)
+    for name, value in cp.properties.items():
+        msg.properties.add(name=name, value=value)
+    return msg.SerializeToString()
+
+
+def _ledger_record(ledger_id: int, bitmap: bytes) -> bytes:
+    return _record(KIND_LEDGER, snap.LedgerAcks(ledger_id=ledger_id, bitmap=bitmap).SerializeToString())
+
+
+def _read_ledger(data: bytes, rec: _Record) -> tuple[int, bytes]:
+    msg = snap.LedgerAcks.FromString(data[rec.start : rec.end])
+    return msg.ledger_id, msg.bitmap
+
+
+def _use_marker(
+    data: bytes, marker: _Record, ledgers: Mapping[int, _Record], cache: dict[int, tuple[int, bytes] | str]
+) -> tuple[_Checkpoint, dict[int, tuple[int, int]], list[tuple[int, bytes]]]:
+    """The state a marker describes; ``CorruptSnapshot`` when it or a record it names is unusable."""
+    try:
+        msg = pb.Checkpoint.FromString(data[marker.start : marker.end])
+        cp = _checkpoint_of(msg)
+    except (DecodeError, ValueError) as e:
+        raise CorruptSnapshot(f"marker does not decode ({e})") from e
+    if not len(msg.ledger_ids) == len(msg.offsets) == len(msg.lengths):
+        raise CorruptSnapshot("marker's ledger index arrays differ in length")
+    try:  # batches are checked as restore() will check them
+        CursorState(cp.mark_delete).restore(cp.mark_delete, RangeSet(), cp.batches)
+    except ValueError as e:
+        raise CorruptSnapshot(f"marker's batches are invalid ({e})") from e
+    index: dict[int, tuple[int, int]] = {}
+    bitmaps: list[tuple[int, bytes]] = []
+    probe = RangeSet()
+    for lid, off, length in zip(msg.ledger_ids, msg.offsets, msg.lengths, strict=True):
+        rec = ledgers.get(off)
+        if rec is None or rec.total != length or off >= marker.offset or lid in index:
+            raise CorruptSnapshot(f"ledger {lid}: no intact record of {length} bytes at byte {off}")
+        got = cache.get(off)
+        if got is None:
+            try:
+                got = _read_ledger(data, rec)
+                probe.set_ledger_bytes(got[0], got[1])
+            except (DecodeError, ValueError) as e:
+                got = f"ledger record at byte {off} does not decode ({e})"
+            cache[off] = got
+        if isinstance(got, str):
+            raise CorruptSnapshot(got)
+        if got[0] != lid:
+            raise CorruptSnapshot(f"record at byte {off} holds ledger {got[0]}, the marker says {lid}")
+        index[lid] = (off, length)
+        bitmaps.append(got)
+    return cp, index, bitmaps
+
+
+def _recover_log(path: Path, generation: int) -> _LogRecovery:
+    """The newest usable state in one log file; ``_Unusable`` when there is none."""
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise _Unusable(f"unreadable ({e})", 0) from e
+    records, corrupt, torn = _scan(data, where)
+    name: str | None = None
+    preamble = len(_LOG_MAGIC)
+    if records and records[0].kind == KIND_HEADER and records[0].offset == len(_LOG_MAGIC):
+        preamble += records[0].total
+        try:
+            header = pb.LogHeader.FromString(data[records[0].start : records[0].end])
+        except DecodeError:
+            corrupt.append(DamagedRecord(where, records[0].offset, "header record does not decode"))
+        else:
+            if header.format_version > FORMAT_VERSION:
+                version = header.format_version
+                raise UnsupportedVersion(
+                    f"{where}: store format {version} (this build reads {FORMAT_VERSION})"
+                )
+            name = header.cursor_name
+            if header.generation != generation:
+                corrupt.append(
+                    DamagedRecord(where, records[0].offset, f"header names generation {header.generation}")
+                )
+    elif not any(d.offset == len(_LOG_MAGIC) for d in corrupt):
+        corrupt.append(DamagedRecord(where, len(_LOG_MAGIC), "no header record"))
+    ledgers = {r.offset: r for r in records if r.kind == KIND_LEDGER}
+    cache: dict[int, tuple[int, bytes] | str] = {}
+    skipped: list[DamagedRecord] = []
+    for marker in reversed([r for r in records if r.kind == KIND_MARKER]):
+        try:
+            cp, index, bitmaps = _use_marker(data, marker, ledgers, cache)
+        except CorruptSnapshot as e:
+            skipped.append(DamagedRecord(where, marker.offset, str(e)))
+            continue
+        return _LogRecovery(
+            generation=generation,
+            name=name,
+            checkpoint=cp,
+            index=index,
+            bitmaps=bitmaps,
+            preamble=preamble,
+            marker_offset=marker.offset,
+            marker_end=marker.offset + marker.total,
+            size=len(data),
+            records=len(records),
+            torn_offset=torn,
+            corrupt=corrupt,
+            skipped=skipped,
+        )
+    damage = sorted(corrupt + skipped, key=lambda d: d.offset)
+    if torn is not None:
+        damage.append(DamagedRecord(where, torn, f"torn tail of {len(data) - torn} bytes"))
+    if damage:
+        first = damage[0]
+        more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+        raise _Unusable(f"no usable checkpoint marker; first damage: {first.reason}{more}", first.offset)
+    raise _Unusable(f"no checkpoint marker in {len(data)} bytes", len(data))
+
+
+def _read_meta(path: Path) -> tuple[pb.StoreMeta | None, str | None]:
+    """The metadata record, or ``None`` and why it is unusable (naming the byte offset)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, f"{path} is missing"
+    except OSError as e:
+        return None, f"{path} is unreadable ({e})"
+    fixed = len(_META_MAGIC) + 2 * _U32.size
+    if len(data) < fixed:
+        return None, f"{path}: truncated at byte {len(data)}"
+    if data[: len(_META_MAGIC)] != _META_MAGIC:
+        return None, f"{path}: bad magic at byte 0"
+    (length,) = _U32.unpack_from(data, len(_META_MAGIC))
+    if fixed + length != len(data):
+        return None, f"{path}: length {length} at byte {len(_META_MAGIC)} does not match {len(data)} bytes"
+    body_end = len(data) - _U32.size
+    if zlib.crc32(data[:body_end]) != _U32.unpack_from(data, body_end)[0]:
+        return None, f"{path}: checksum mismatch at byte {body_end}"
+    try:
+        meta = pb.StoreMeta.FromString(data[len(_META_MAGIC) + _U32.size : body_end])
+    except DecodeError as e:
+        return None, f"{path}: does not decode at byte {len(_META_MAGIC) + _U32.size} ({e})"
+    if meta.format_version > FORMAT_VERSION:
+        raise UnsupportedVersion(
+            f"{path}: store format version {meta.format_version} (this build reads {FORMAT_VERSION})"
+        )
+    return meta, None
+
+
+def _write_all(f: StoreFile, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if not n:
+            raise OSError(errno.EIO, "write returned no progress")
+        view = view[n:]
+
+
+def _datasync(fd: int) -> None:
+    sync = getattr(os, "fdatasync", os.fsync)
+    sync(fd)
+
+
+class CursorStore:
+    """A durable home for one cursor's ack state: incremental flushes, crash recovery, compaction.
+
+    Create with :meth:`create`, reopen with :meth:`open` (recovery happens there), rebuild the cursor
+    with :meth:`recover`, persist with :meth:`flush`. One lock serialises flushes and compactions; the
+    store directory is locked (``flock``) against a second opener.
+    """
+
+    def __init__(self, path: Path, options: StoreOptions | None, opener: Opener | None) -> None:
+        """Locks the directory; use :meth:`create` or :meth:`open`."""
+        self._path = path
+        self._options = options if options is not None else StoreOptions()
+        self._opener: Opener = opener if opener is not None else default_opener
+        self._lock = threading.Lock()
+        self._dir_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            os.close(self._dir_fd)
+            raise BlockingIOError(errno.EAGAIN, "cursor store is open elsewhere", str(path)) from e
+        self._closed = False
+        self.name = ""
+        self._file: StoreFile | None = None
+        self._generation = 0
+        self._next_generation = 1
+        self._index: dict[int, tuple[int, int]] = {}
+        self._ledger_bytes = 0
+        self._preamble_bytes = 0
+        self._marker_bytes = 0
+        self._log_size = 0
+        self._checkpoint = _Checkpoint(0, _INITIAL_MARK_DELETE, [], {})
+        self._bound: Cursor | None = None
+        self._bound_mutations = -1
+        self._bitmaps: list[tuple[int, bytes]] | None = None
+        self._truncate_to: int | None = None
+        self._needs_roll = False
+        self.report = RecoveryReport(
+            log_file="",
+            generation=0,
+            marker_offset=0,
+            marker_sequence=0,
+            records_scanned=0,
+            ledgers=0,
+            log_bytes=0,
+        )
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str = "cursor",
+        options: StoreOptions | None = None,
+        opener: Opener | None = None,
+    ) -> CursorStore:
+        """A new, empty store in ``path`` (created if missing); ``FileExistsError`` if one is there."""
+        root = Path(path)
+        root.mkdir(parents=True, exist_ok=True)
+        if (root / META_FILE).exists() or any(_LOG_NAME.fullmatch(p.name) for p in root.iterdir()):
+            raise FileExistsError(errno.EEXIST, "a cursor store already exists", str(root))
+        store = cls(root, options, opener)
+        try:
+            store.name = name
+            with store._lock:
+                try:
+                    written = store._roll([], store._checkpoint)
+                except (OSError, _Switched) as e:
+                    raise store._failed(e, "create") from e
+            store.report = RecoveryReport(
+                log_file=str(store.log_path),
+                generation=store._generation,
+                marker_offset=store._log_size - store._marker_bytes,
+                marker_sequence=0,
+                records_scanned=2,
+                ledgers=0,
+                log_bytes=written,
+            )
+            store._bitmaps = []
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        options: StoreOptions | None = None,
+        opener: Opener | None = None,
+    ) -> CursorStore:
+        """An existing store, recovered: :attr:`report` says what was found, :meth:`recover` rebuilds it."""
+        store = cls(Path(path), options, opener)
+        try:
+            store._load()
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def _log_files(self) -> dict[int, Path]:
+        found: dict[int, Path] = {}
+        for p in self._path.iterdir():
+            m = _LOG_NAME.fullmatch(p.name)
+            if m:
+                found[int(m.group(1))] = p
+        return found
+
+    def _log_for(self, generation: int) -> Path:
+        return self._path / f"cursor-{generation:012d}.log"
+
+    def _load(self) -> None:
+        meta_path = self._path / META_FILE
+        meta, meta_error = _read_meta(meta_path)
+        logs = self._log_files()
+        if meta is not None:
+            primary: int | None = meta.generation
+            order = [meta.generation, *sorted((g for g in logs if g != meta.generation), reverse=True)]
+        else:
+            primary = None
+            order = sorted(logs, reverse=True)
+        passed: list[DamagedRecord] = []
+        found: _LogRecovery | None = None
+        for gen in order:
+            path = self._log_for(gen)
+            if gen not in logs:
+                passed.append(DamagedRecord(str(path), 0, "log file missing"))
+                continue
+            try:
+                found = _recover_log(path, gen)
+            except _Unusable as e:
+                passed.append(DamagedRecord(str(path), e.offset, str(e)))
+                continue
+            break
+        if found is None:
+            why = [meta_error] if meta_error is not None else []
+            why.extend(str(d) for d in passed)
+            if not logs:
+                why.append("no log file")
+            raise CorruptSnapshot(f"cursor store {self._path}: nothing recoverable: {'; '.join(why)}")
+        self.name = meta.cursor_name if meta is not None else (found.name or self._path.name)
+        removed: list[str] = []
+        if found.generation == primary:
+            for gen, path in logs.items():
+                if gen != primary:
+                    path.unlink(missing_ok=True)
+                    removed.append(path.name)
+            tmp = self._path / _META_TMP
+            if tmp.exists():
+                tmp.unlink()
+                removed.append(tmp.name)
+            if removed:
+                os.fsync(self._dir_fd)
+        else:
+            self._needs_roll = True
+        self._install(found)
+        passed_markers = [*passed, *found.skipped]
+        torn_bytes = found.size - found.torn_offset if found.torn_offset is not None else 0
+        self.report = RecoveryReport(
+            log_file=str(self._log_for(found.generation)),
+            generation=found.generation,
+            marker_offset=found.marker_offset,
+            marker_sequence=found.checkpoint.sequence,
+            records_scanned=found.records,
+            ledgers=len(found.index),
+            log_bytes=found.size,
+            torn_tail_bytes=torn_bytes,
+            unused_tail_bytes=found.size - found.marker_end,
+            corrupt_records=tuple(found.corrupt),
+            fallbacks=tuple(passed_markers),
+            meta_error=meta_error,
+            stale_files_removed=tuple(sorted(removed)),
+        )
+        self._next_generation = max([found.generation, *logs]) + 1
+        if found.corrupt or found.skipped:
+            self._needs_roll = True
+        elif found.marker_end != found.size:
+            self._truncate_to = found.marker_end
+
+    def _install(self, found: _LogRecovery) -> None:
+        self._generation = found.generation
+        self._checkpoint = found.checkpoint
+        self._index = found.index
+        self._ledger_bytes = sum(n for _, n in found.index.values())
+        self._preamble_bytes = found.preamble
+        self._marker_bytes = found.marker_end - found.marker_offset
+        self._log_size = found.size
+        self._bitmaps = found.bitmaps
+
+    # -- state -------------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The store directory."""
+        return self._path
+
+    @property
+    def generation(self) -> int:
+        """Current log generation."""
+        return self._generation
+
+    @property
+    def log_path(self) -> Path:
+        """The current log file."""
+        return self._log_for(self._generation)
+
+    @property
+    def sequence(self) -> int:
+        """Flush number of the current marker."""
+        return self._checkpoint.sequence
+
+    @property
+    def log_bytes(self) -> int:
+        """Size of the current log file."""
+        return self._log_size
+
+    @property
+    def live_bytes(self) -> int:
+        """Bytes of the current log that recovery needs: header, live ledger records, last marker."""
+        return self._preamble_bytes + self._ledger_bytes + self._marker_bytes
+
+    @property
+    def dead_bytes(self) -> int:
+        """Bytes of the current log that compaction would drop."""
+        return self._log_size - self.live_bytes
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidArgument(f"cursor store {self._path} is closed")
+
+    # -- recovery ----------------------------------------------------------------------------------
+
+    def recover(
+        self,
+        *,
+        ledger_sizes: Mapping[int, int] | None = None,
+        limits: PersistLimits | None = None,
+        pulsar_quirks: bool = False,
+    ) -> Cursor:
+        """The cursor as of the current marker; later :meth:`flush` calls with it are incremental."""
+        with self._lock:
+            self._check_open()
+            bitmaps = self._bitmaps if self._bitmaps is not None else self._read_bitmaps()
+            self._bitmaps = None
+            cp = self._checkpoint
+            acked = RangeSet(pulsar_quirks)
+            for lid, bitmap in bitmaps:
+                acked.set_ledger_bytes(lid, bitmap)
+            cursor = Cursor(
+                cp.mark_delete,
+                name=self.name,
+                pulsar_quirks=pulsar_quirks,
+                ledger_sizes=ledger_sizes,
+                limits=limits,
+                properties=cp.properties,
+            )
+            cursor.restore(cp.mark_delete, acked, cp.batches)
+            cursor.clear_dirty()  # the state is exactly what the marker holds
+            self._bound = cursor
+            self._bound_mutations = cursor.mutations
+            return cursor
+
+    def _read_bitmaps(self) -> list[tuple[int, bytes]]:
+        path = self.log_path
+        data = path.read_bytes()
+        out: list[tuple[int, bytes]] = []
+        for lid, (off, length) in sorted(self._index.items()):
+            rec, reason, _ = _parse_at(data, off)
+            if rec is None or rec.kind != KIND_LEDGER or rec.total != length:
+                raise CorruptSnapshot(
+                    f"{path}: ledger {lid} record at byte {off}: {reason or 'wrong record'}"
+                )
+            try:
+                got = _read_ledger(data, rec)
+            except DecodeError as e:
+                raise CorruptSnapshot(f"{path}: ledger {lid} record at byte {off} does not decode") from e
+            out.append(got)
+        return out
+
+    # -- flush -------------------------------------------------------------------------------------
+
+    @property
+    def compaction_due(self) -> bool:
+        """Whether the next flush rolls into a new generation (dead bytes over the threshold, or damage)."""
+        live = self.live_bytes
+        threshold = max(int(live * self._options.compact_dead_ratio), self._options.compact_min_dead_bytes)
+        return self._needs_roll or self._log_size - live > threshold
+
+    def flush(self, cursor: Cursor, *, full: bool = False, force: bool = False) -> FlushResult:
+        """Persists the cursor: its dirty ledgers and a marker, in one write, fsynced before returning.
+
+        Writes every ledger when ``full``, when ``cursor`` is not the one last flushed or recovered,
+        or when the log rolls into a new generation (compaction, or after damage). Skips the write
+        when nothing changed unless ``force``. A failed write raises ``PersistFailed``, leaves the
+        previous flush recoverable and marks the ledgers dirty again.
+        """
+        return self._flush(cursor, full=full, force=force, roll=False)
+
+    def compact(self, cursor: Cursor | None = None) -> FlushResult:
+        """Rolls the log into a new generation now.
+
+        With ``cursor``, a full flush of its current state; without, a copy of the live records and
+        the current marker.
+        """
+        if cursor is not None:
+            return self._flush(cursor, full=True, force=True, roll=True)
+        started = time.perf_counter()
+        with self._lock:
+            self._check_open()
+            data = self.log_path.read_bytes()
+            records: list[tuple[int, bytes]] = []
+            for lid, (off, length) in sorted(self._index.items()):
+                rec, reason, _ = _parse_at(data, off)
+                if rec is None or rec.total != length:
+                    raise CorruptSnapshot(f"{self.log_path}: ledger {lid} record at byte {off}: {reason}")
+                records.append((lid, data[off : off + length]))
+            cp = self._checkpoint
+            nxt = _Checkpoint(cp.sequence + 1, cp.mark_delete, cp.batches, cp.properties)
+            try:
+                written = self._roll(records, nxt)
+            except (OSError, _Switched) as e:
+                raise self._failed(e, "compaction") from e
+            return FlushResult(
+                skipped=False,
+                bytes_written=written,
+                ledgers_written=len(records),
+                ledgers_dropped=0,
+                marker_bytes=self._marker_bytes,
+                compacted=True,
+                generation=self._generation,
+                sequence=nxt.sequence,
+                duration_s=time.perf_counter() - started,
+            )
+
+    def _flush(self, cursor: Cursor, *, full: bool, force: bool, roll: bool) -> FlushResult:
+        started = time.perf_counter()
+        with self._lock:
+            self._check_open()
+            roll = roll or self.compaction_due
+            whole = full or roll or cursor is not self._bound
+            md, ledgers, live, batches, mutations = cursor.flush_state(dirty_only=not whole, clear_dirty=True)
+            properties = dict(cursor.properties)
+            cp = self._checkpoint
+            if (
+                not (whole or force or ledgers)
+                and mutations == self._bound_mutations
+                and md == cp.mark_delete
+                and batches == cp.batches
+                and properties == cp.properties
+            ):
+                return FlushResult(
+                    skipped=True,
+                    bytes_written=0,
+                    ledgers_written=0,
+                    ledgers_dropped=0,
+                    marker_bytes=0,
+                    compacted=False,
+                    generation=self._generation,
+                    sequence=cp.sequence,
+                    duration_s=time.perf_counter() - started,
+                )
+            if not whole and not self._index_follows(ledgers, live):
+                # The cursor's ledgers are not the store's (its state was replaced): write them all.
+                md, ledgers, live, batches, mutations = cursor.flush_state(dirty_only=False, clear_dirty=True)
+                whole = True
+            touched = {lid for lid, _ in ledgers}
+            dropped = len(set(self._index) - set(live))
+            if whole:
+                touched.update(self._index)
+            nxt = _Checkpoint(cp.sequence + 1, md, batches, properties)
+            records = [(lid, _ledger_record(lid, blob)) for lid, blob in ledgers if blob is not None]
+            try:
+                written = self._roll(records, nxt) if roll else self._append(records, set(live), nxt, whole)
+            except (OSError, _Switched) as e:
+                cursor.mark_dirty(sorted(touched))
+                raise self._failed(e, "flush") from e
+            self._bound = cursor
+            self._bound_mutations = mutations
+            self._bitmaps = None
+            return FlushResult(
+                skipped=False,
+                bytes_written=written,
+                ledgers_written=len(records),
+                ledgers_dropped=dropped,
+                marker_bytes=self._marker_bytes,
+                compacted=roll,
+                generation=self._generation,
+                sequence=nxt.sequence,
+                duration_s=time.perf_counter() - started,
+            )
+
+    def _index_follows(self, ledgers: Iterable[tuple[int, bytes | None]], live: list[int]) -> bool:
+        keys = set(self._index)
+        for lid, blob in ledgers:
+            if blob is None:
+                keys.discard(lid)
+            else:
+                keys.add(lid)
+        return keys == set(live)
+
+    def _failed(self, e: BaseException, what: str) -> PersistFailed:
+        cause = e.cause if isinstance(e, _Switched) else e
+        code = cause.errno if isinstance(cause, OSError) and cause.errno is not None else errno.EIO
+        return PersistFailed(
+            code,
+            f"cursor store {self._path}: {what} failed ({cause}); the previous flush is still recoverable",
+        )
+
+    def _writer(self) -> StoreFile:
+        """The append handle of the current log, after cutting off any unused tail found at recovery."""
+        if self._file is None:
+            path = str(self.log_path)
+            try:
+                f = self._opener(path, "ab")
+                if self._truncate_to is not None:
+                    f.truncate(self._truncate_to)
+                    f.seek(self._truncate_to)
+                    os.fsync(f.fileno())
+                    self._log_size = self._truncate_to
+                    self._truncate_to = None
+            except OSError:
+                self._needs_roll = True
+                raise
+            self._file = f
+        return self._file
+
+    def _append(self, records: list[tuple[int, bytes]], live: set[int], cp: _Checkpoint, whole: bool) -> int:
+        """Appends ledger records and a marker in one write and fsyncs; undone on failure."""
+        f = self._writer()
+        start = self._log_size
+        index = {} if whole else {lid: ref for lid, ref in self._index.items() if lid in live}
+        parts: list[bytes] = []
+        pos = start
+        for lid, rec in records:
+            index[lid] = (pos, len(rec))
+            parts.append(rec)
+            pos += len(rec)
+        marker = _record(KIND_MARKER, _marker_payload(cp, index))
+        parts.append(marker)
+        blob_out = b"".join(parts)
+        stage = "write"
+        try:
+            _write_all(f, blob_out)
+            stage = "sync"
+            _datasync(f.fileno())
+        except OSError:
+            self._undo_append(f, start, synced_failed=stage == "sync")
+            raise
+        self._log_size = start + len(blob_out)
+        self._index = index
+        self._ledger_bytes = sum(n for _, n in index.values())
+        self._marker_bytes = len(marker)
+        self._checkpoint = cp
+        return len(blob_out)
+
+    def _undo_append(self, f: StoreFile, start: int, *, synced_failed: bool) -> None:
+        """Cuts a failed flush off the log; if that fails too (or fsync failed), rolls next time."""
+        if synced_failed:
+            self._needs_roll = True
+        try:
+            f.truncate(start)
+            f.seek(start)
+            os.fsync(f.fileno())
+        except OSError:
+            self._needs_roll = True
+
+    def _roll(self, records: list[tuple[int, bytes]], cp: _Checkpoint) -> int:
+        """Writes a new generation (live records + marker), switches the metadata, drops the old log."""
+        gen = self._next_generation
+        self._next_generation += 1
+        path = self._log_for(gen)
+        head = pb.LogHeader(format_version=FORMAT_VERSION, generation=gen, cursor_name=self.name)
+        header = _record(KIND_HEADER, head.SerializeToString())
+        parts = [_LOG_MAGIC, header]
+        preamble = pos = len(_LOG_MAGIC) + len(header)
+        index: dict[int, tuple[int, int]] = {}
+        for lid, rec in records:
+            index[lid] = (pos, len(rec))
+            parts.append(rec)
+            pos += len(rec)
+        marker = _record(KIND_MARKER, _marker_payload(cp, index))
+        parts.append(marker)
+        data = b"".join(parts)
+        f: StoreFile | None = None
+        try:
+            f = self._opener(str(path), "xb")
+            _write_all(f, data)
+            os.fsync(f.fileno())
+            os.fsync(self._dir_fd)
+            self._write_meta(gen)
+        except OSError:
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            raise
+        except _Switched:
+            # The metadata now names the new log, durable or not: it is the current one either way.
+            self._switch_to(gen, f, data, index, preamble, len(marker), cp)
+            self._needs_roll = True
+            raise
+        self._switch_to(gen, f, data, index, preamble, len(marker), cp)
+        self._needs_roll = False
+        for other, stale in self._log_files().items():
+            if other != gen:
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+        return len(data)
+
+    def _switch_to(
+        self,
+        gen: int,
+        f: StoreFile | None,
+        data: bytes,
+        index: dict[int, tuple[int, int]],
+        preamble: int,
+        marker_bytes: int,
+        cp: _Checkpoint,
+    ) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+        self._file = f
+        self._generation = gen
+        self._index = index
+        self._ledger_bytes = sum(n for _, n in index.values())
+        self._preamble_bytes = preamble
+        self._marker_bytes = marker_bytes
+        self._log_size = len(data)
+        self._checkpoint = cp
+        self._truncate_to = None
+
+    def _write_meta(self, gen: int) -> None:
+        payload = pb.StoreMeta(format_version=FORMAT_VERSION, generation=gen, cursor_name=self.name)
+        body = payload.SerializeToString()
+        head = _META_MAGIC + _U32.pack(len(body)) + body
+        tmp = self._path / _META_TMP
+        f = self._opener(str(tmp), "wb")
+        try:
+            _write_all(f, head + _U32.pack(zlib.crc32(head)))
+            os.fsync(f.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                f.close()
+            tmp.unlink(missing_ok=True)
+            raise
+        f.close()
+        os.replace(tmp, self._path / META_FILE)
+        try:
+            os.fsync(self._dir_fd)
+        except OSError as e:
+            raise _Switched(e) from e
+
+    # -- lifetime ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the log and unlocks the directory (nothing is flushed: call :meth:`flush` first)."""
+        with self._lock:
+            if not self._closed:
+                self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
+        with contextlib.suppress(OSError):
+            os.close(self._dir_fd)
+
+    def __enter__(self) -> CursorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"generation {self._generation}, {self._log_size} bytes"
+        return f"CursorStore({str(self._path)!r}, name={self.name!r}, {state})"
