@@ -120,7 +120,8 @@ def test_flush_grows_with_dirty_ledgers(benchmark: Any, smoke: bool, tmp_path: P
     result = benchmark.pedantic(timer, setup=setup, rounds=7, warmup_rounds=1)
     assert result.ledgers_written == dirty
     store.close()
-    TABLE.record(f"flush, {dirty} dirty of 200 ledgers (1M holes)", CURSORKIT, timer.best * 1e3)
+    note = f"({result.bytes_written / KB:,.1f} KB written)"
+    TABLE.record(f"flush, {dirty} dirty of 200 ledgers (1M holes)", CURSORKIT, timer.best * 1e3, note)
 
 
 @pytest.mark.parametrize("mode", ["one dirty", "full", "recovery"])
@@ -153,10 +154,10 @@ def test_store_million_holes(benchmark: Any, smoke: bool, tmp_path: Path, mode: 
 
     timer = cw.BestTimer(store.flush)
     benchmark.group = "store 1M holes"
-    benchmark.pedantic(timer, setup=setup, rounds=7, warmup_rounds=1)
+    result = benchmark.pedantic(timer, setup=setup, rounds=7, warmup_rounds=1)
     store.close()
     metric = FLUSH_ONE if mode == "one dirty" else FLUSH_FULL
-    TABLE.record(metric, CURSORKIT, timer.best * 1e3)
+    TABLE.record(metric, CURSORKIT, timer.best * 1e3, f"({result.bytes_written / KB:,.1f} KB written)")
 
 
 @pytest.mark.parametrize(("impl", "encoding"), [(PULSAR_MR, "message_range"), (PULSAR_LLM, "long_list_map")])
@@ -173,9 +174,9 @@ def test_pulsar_rewrite_flush(benchmark: Any, smoke: bool, tmp_path: Path, impl:
 
     timer = cw.BestTimer(run)
     benchmark.group = "store 1M holes"
-    benchmark.pedantic(timer, rounds=3, warmup_rounds=0)
+    size = benchmark.pedantic(timer, rounds=3, warmup_rounds=0)
     for metric in (FLUSH_ONE, FLUSH_FULL):
-        TABLE.record(metric, impl, timer.best * 1e3)
+        TABLE.record(metric, impl, timer.best * 1e3, f"({size / KB:,.0f} KB written)")
 
 
 def test_persisted_sizes(benchmark: Any) -> None:
