@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cursor_model import ModelCursor, Pos
 from cursorkit import Cursor, PersistLimits, Position
-from cursorkit.ackstate import ENCODINGS, NETTY_MAX_FRAME_BYTES, TruncationCounters, persist
+from cursorkit.ackstate import NETTY_MAX_FRAME_BYTES, TruncationCounters, persist
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import pulsar_ml_pb2 as ml
@@ -28,6 +28,8 @@ BIG_ENTRIES = (*SMALL_BIG_ENTRIES, 2**31 - 1, 2**32 - 2, 2**32 - 1)
 KINDS = ("ack",) * 6 + ("run",) * 3 + ("batch",) * 5 + ("batch_many", "cumulative", "cumulative_batch")
 
 Row = tuple[int, int, int, int]
+FORMS = ("message_range", "long_list_map", "compact")
+"""The three forms under test (the ``ENCODINGS`` tuple may grow)."""
 
 
 def batch_size_of(p: Pos) -> int:
@@ -88,7 +90,7 @@ def cursors(
 
 def model_ranges(m: ModelCursor) -> list[Row]:
     """The model's acked entries as Pulsar's open-closed per-ledger runs, ascending."""
-    rows = []
+    rows: list[Row] = []
     for ledger, e in sorted(m.acked):
         if rows and rows[-1][0] == ledger and rows[-1][3] == e - 1:
             rows[-1] = (ledger, rows[-1][1], ledger, e)
@@ -99,17 +101,13 @@ def model_ranges(m: ModelCursor) -> list[Row]:
 
 def bitset_words(bits: Iterable[int]) -> list[int]:
     """``java.util.BitSet.toLongArray()``: bit i of word j is 64j+i; signed; no trailing zero words."""
-    value = sum(1 << b for b in set(bits))
-    words = []
-    while value:
-        w = value & (2**64 - 1)
-        words.append(w - 2**64 if w >= 2**63 else w)
-        value >>= 64
+    ordered = sorted(set(bits))
+    if not ordered:
+        return []
+    flags = np.zeros((ordered[-1] // 64 + 1) * 64, dtype=np.uint8)
+    flags[ordered] = 1
+    words: list[int] = np.packbits(flags, bitorder="little").view("<i8").tolist()
     return words
-
-
-def words_of(raw: bytes) -> list[int]:
-    return np.frombuffer(raw, dtype="<i8").tolist()
 
 
 def unacked_of(raw: bytes) -> set[int]:
@@ -129,19 +127,21 @@ def counters(c: Cursor) -> TruncationCounters:
 # Exact round trips
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("encoding", FORMS)
 @given(data=st.data())
 def test_round_trip_is_exact(encoding: str, data: st.DataObject) -> None:
     """Without a limit hit, every form gives back mark-delete, ranges, batch words and properties."""
     big = SMALL_BIG_ENTRIES if encoding == "long_list_map" else BIG_ENTRIES
-    c, _ = data.draw(cursors(big))
+    quirks = data.draw(st.booleans(), label="pulsar_quirks")  # (quirks change cuts, not content)
+    c, _ = data.draw(cursors(big, quirks=quirks))
     before = counters(c)
     r = c.persist(encoding)
     assert r.encoding == encoding and r.size == len(r.data)
     assert not r.truncated and r.ranges_cut == 0 and r.batches_cut == 0
     assert (r.ranges_total, r.batches_total) == (c.non_contiguous_deleted_ranges, c.batch_count)
     assert c.truncations == before
-    d = Cursor.decode(r.data, encoding)
+    d = Cursor.decode(r.data, encoding, pulsar_quirks=quirks)
+    assert d.pulsar_quirks == quirks
     assert d.mark_delete_position == c.mark_delete_position
     assert d.individually_deleted == c.individually_deleted
     assert batch_words(d) == batch_words(c)
@@ -158,27 +158,12 @@ def test_round_trip_is_exact(encoding: str, data: st.DataObject) -> None:
         unacked = unacked_of(words)
         acked = [i for i in range(size) if i not in unacked]
         assert acked and unacked and max(unacked) < size
-        if len(unacked) >= 2:  # (completing a batch restored with size 0: see the xfail test below)
-            assert d.ack_batch_index(p, min(unacked), size)
-            assert d.is_batch_index_acked(p, min(unacked))
-        else:
-            assert not d.ack_batch_index(p, acked[0], size)
+        assert not d.ack_batch_index(p, acked[0], size)
         got = d.batch(p)
         assert got is not None and got[0] == size
-        assert not d.is_acked(p)
-
-
-@pytest.mark.parametrize("encoding", ENCODINGS)
-@given(data=st.data())
-def test_round_trip_keeps_pulsar_quirks_cursors(encoding: str, data: st.DataObject) -> None:
-    """A pulsar_quirks cursor round-trips the same way (its LongListMap cut differs, not its content)."""
-    c, _ = data.draw(cursors(SMALL_BIG_ENTRIES, quirks=True, max_ops=20))
-    r = c.persist(encoding)
-    assert not r.truncated
-    d = Cursor.decode(r.data, encoding, pulsar_quirks=True)
-    assert d.pulsar_quirks
-    assert (d.mark_delete_position, d.individually_deleted) == (c.mark_delete_position, c.individually_deleted)
-    assert batch_words(d) == batch_words(c) and d.properties == c.properties
+        assert d.ack_batch_index(p, min(unacked), size)
+        assert d.is_batch_index_acked(p, min(unacked))
+        assert d.is_acked(p) == (len(unacked) == 1)
 
 
 def test_round_trip_edge_positions() -> None:
@@ -186,13 +171,14 @@ def test_round_trip_edge_positions() -> None:
     c = Cursor(Position(5, -1), properties={"": -(2**63), "k": 2**63 - 1})
     c.ack_many([6, 6, 6, 6, 7], [0, 63, 64, 2**32 - 1, 2**32 - 2])
     c.ack_batch_index(Position(8, 0), 64, 65)
-    c.ack_cumulative(Position(8, 3), batch_index=70, batch_size=1000)
+    c.ack_cumulative(Position(5, 3), batch_index=70, batch_size=1000)  # mark-delete 5:2, 5:3 partial
     for encoding in ("message_range", "compact"):
         d = Cursor.decode(c.encode(encoding), encoding)
         assert str(d.individually_deleted) == (
             "[(6:-1..6:0],(6:62..6:64],(6:4294967294..6:4294967295],(7:4294967293..7:4294967294]]"
         )
-        assert d.mark_delete_position == Position(8, 2)
+        assert d.mark_delete_position == Position(5, 2)
+        assert [(b[0], b[1]) for b in d.batches()] == [(5, 3), (8, 0)]
         assert batch_words(d) == batch_words(c)
         assert d.properties == c.properties
 
@@ -210,13 +196,21 @@ def test_pulsar_forms_are_position_info(encoding: str, data: st.DataObject) -> N
     assert info.IsInitialized()
     assert (info.ledgerId, info.entryId) == m.md
     assert [(p.name, p.value) for p in info.properties] == list(c.properties.items())
-    batches = [(b.position.ledgerId, b.position.entryId, list(b.deleteSet)) for b in info.batchedEntryDeletionIndexInfo]
+    batches = [
+        (b.position.ledgerId, b.position.entryId, list(b.deleteSet))
+        for b in info.batchedEntryDeletionIndexInfo
+    ]
     # BatchedEntryDeletionIndexInfo.deleteSet: BitSet words in which a SET bit is a still-UNacked index.
     assert batches == [(p[0], p[1], bitset_words(m.batches[p][1])) for p in sorted(m.batches)]
     if encoding == "message_range":
         assert not info.individualDeletedMessageRanges
         got = [
-            (r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId, r.upperEndpoint.ledgerId, r.upperEndpoint.entryId)
+            (
+                r.lowerEndpoint.ledgerId,
+                r.lowerEndpoint.entryId,
+                r.upperEndpoint.ledgerId,
+                r.upperEndpoint.entryId,
+            )
             for r in info.individualDeletedMessages
         ]
         assert got == model_ranges(m)  # open-closed, lower -1 for a run from entry 0
@@ -238,7 +232,10 @@ def test_position_info_layout_by_example() -> None:
     mr = ml.PositionInfo.FromString(c.encode("message_range"))
     assert (mr.ledgerId, mr.entryId) == (3, 9)
     ranges = [
-        ((r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId), (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId))
+        (
+            (r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId),
+            (r.upperEndpoint.ledgerId, r.upperEndpoint.entryId),
+        )
         for r in mr.individualDeletedMessages
     ]
     assert ranges == [((3, 10), (3, 11)), ((4, -1), (4, 2)), ((4, 62), (4, 64))]
@@ -325,13 +322,15 @@ def test_default_limits_are_pulsars() -> None:
     assert Cursor(max_unacked_ranges_to_persist=5).limits == PersistLimits(max_unacked_ranges_to_persist=5)
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("encoding", FORMS)
 @given(data=st.data())
 def test_count_limits_cut_a_prefix_and_say_so(encoding: str, data: st.DataObject) -> None:
     """Range and batch limits: the result's counts are right and the decoded cursor holds the prefix."""
     c, _ = data.draw(cursors(SMALL_BIG_ENTRIES, with_properties=False))
     max_ranges, max_batches = data.draw(st.integers(0, 8)), data.draw(st.integers(0, 4))
-    c.limits = PersistLimits(max_unacked_ranges_to_persist=max_ranges, max_batch_deleted_index_to_persist=max_batches)
+    c.limits = PersistLimits(
+        max_unacked_ranges_to_persist=max_ranges, max_batch_deleted_index_to_persist=max_batches
+    )
     ranges, batches = c.individually_deleted.ranges(), batch_words(c)
     before = counters(c)
     r = c.persist(encoding)
@@ -348,7 +347,9 @@ def test_count_limits_cut_a_prefix_and_say_so(encoding: str, data: st.DataObject
     assert batch_words(d) == batches[:want_batches]
     after = c.truncations
     assert after.unacked_ranges_truncated == before.unacked_ranges_truncated + (r.ranges_cut > 0)
-    assert after.batch_deleted_indexes_truncated == before.batch_deleted_indexes_truncated + (r.batches_cut > 0)
+    assert after.batch_deleted_indexes_truncated == before.batch_deleted_indexes_truncated + (
+        r.batches_cut > 0
+    )
     assert after.ranges_cut == before.ranges_cut + r.ranges_cut
     assert after.batches_cut == before.batches_cut + r.batches_cut
 
@@ -368,7 +369,7 @@ def test_pulsar_quirks_long_list_map_cut_is_reported(data: st.DataObject) -> Non
     assert not cut or r.ranges_written == 0 or cut[0][0] != ranges[r.ranges_written - 1][0]
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("encoding", FORMS)
 @given(data=st.data())
 def test_byte_limit_is_never_exceeded(encoding: str, data: st.DataObject) -> None:
     """The data fits max_entry_bytes; the cut keeps a prefix (whole ledgers in the word and compact forms)."""
@@ -417,10 +418,17 @@ def test_truncation_by_example() -> None:
     assert (mr.ranges_written, mr.ranges_cut, mr.batches_written, mr.batches_cut) == (3, 5, 1, 3)
     llm = c.persist("long_list_map")
     assert (llm.ranges_written, llm.ranges_cut, llm.batches_written, llm.batches_cut) == (3, 5, 1, 3)
-    words = {m.key: list(m.values) for m in ml.PositionInfo.FromString(llm.data).individualDeletedMessageRanges}
+    words = {
+        m.key: list(m.values) for m in ml.PositionInfo.FromString(llm.data).individualDeletedMessageRanges
+    }
     assert words == {1: [0b101010]}  # ledger 1 cut after its third range
     compact = c.persist("compact")
-    assert (compact.ranges_written, compact.ranges_cut, compact.batches_written, compact.batches_cut) == (8, 0, 1, 3)
+    assert (compact.ranges_written, compact.ranges_cut, compact.batches_written, compact.batches_cut) == (
+        8,
+        0,
+        1,
+        3,
+    )
     msg = snap.CursorSnapshot.FromString(compact.data)
     assert (msg.truncated_ledgers, msg.truncated_batches) == (0, 3)
     assert all(r.truncated for r in (mr, llm, compact))
@@ -447,20 +455,16 @@ def test_default_limit_cuts_pulsar_forms_at_10000_ranges() -> None:
     assert c.truncations.unacked_ranges_truncated == 2 and c.truncations.ranges_cut == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG persist.py encode(): partial batches are cut by count only, never by max_entry_bytes, "
-    "so the data exceeds the limit while PersistResult.truncated is False",
-)
-@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("encoding", FORMS)
 def test_batches_count_against_the_byte_limit(encoding: str) -> None:
     """10,000 partial batches of 5,000 messages (Pulsar's default count limit) exceed 5 MB + 10 KB."""
     c = Cursor(Position(1, -1))
     for e in range(10_000):
         c.ack_batch_index(Position(1, e), 0, 5_000)
     r = c.persist(encoding)
-    assert r.size <= NETTY_MAX_FRAME_BYTES or r.truncated
     assert r.size <= NETTY_MAX_FRAME_BYTES
+    assert r.truncated and r.batches_cut > 0 and r.batches_written > 1000
+    assert c.truncations.batch_deleted_indexes_truncated == 1
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -516,15 +520,36 @@ def _sealed(body: bytes) -> bytes:
         b"\x00",
         b"hello world",
         bytes(range(256)),
-        b"\x7d\x00\x00\x00\x00",
         _sealed(b"\xff\xff\xff"),  # a valid checksum over bytes that are not a CursorSnapshot
-        _sealed(b""),  # the checksum of nothing: required fields missing
         persist.seal(persist.snapshot_message(Position(1, 2), [(3, b"not roaring")], [], {})),
     ],
 )
 def test_compact_garbage_is_corrupt(data: bytes) -> None:
     with pytest.raises(CorruptSnapshot, match="'g-sub'") as info:
         Cursor.decode(data, "compact", name="g-sub")
+    assert not isinstance(info.value, UnsupportedVersion)
+
+
+def _sealed_partial(msg: snap.CursorSnapshot) -> bytes:
+    return _sealed(msg.SerializePartialToString())
+
+
+def _without_mark_delete() -> snap.CursorSnapshot:
+    msg = persist.snapshot_message(Position(1, 2), [], [], {})
+    msg.ClearField("mark_delete_ledger_id")
+    msg.ClearField("mark_delete_entry_id")
+    return msg
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x7d\x00\x00\x00\x00", _sealed_partial(_without_mark_delete())],
+    ids=["empty-body-crc-0", "no-mark-delete"],
+)
+def test_compact_missing_required_fields_is_corrupt(data: bytes) -> None:
+    """CRC-32 of b"" is 0, so 7d 00 00 00 00 is a sealed empty body; proto2 required fields are absent."""
+    with pytest.raises(CorruptSnapshot) as info:
+        Cursor.decode(data, "compact")
     assert not isinstance(info.value, UnsupportedVersion)
 
 
@@ -554,11 +579,13 @@ def test_unknown_encoding_and_non_bytes() -> None:
             c.encode(bad)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgument, match="unknown encoding"):
             Cursor.decode(c.encode(), bad)  # type: ignore[arg-type]
-    for data in ("text", 12, None, [1, 2]):
+    for not_bytes in ("text", 12, None, [1, 2]):
         with pytest.raises(InvalidArgument):
-            Cursor.decode(data)  # type: ignore[arg-type]
+            Cursor.decode(not_bytes)  # type: ignore[arg-type]
+    c.ack(Position(0, 5))
     data = c.encode("compact")
-    assert Cursor.decode(bytearray(data)).mark_delete_position == Cursor.decode(memoryview(data)).mark_delete_position
+    for buffer in (bytearray(data), memoryview(data)):
+        assert Cursor.decode(buffer).individually_deleted == c.individually_deleted  # type: ignore[arg-type]
 
 
 def test_compact_size_for_500k_alternating_holes() -> None:
@@ -601,7 +628,12 @@ def test_pickle_round_trip() -> None:
     for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
         d = pickle.loads(pickle.dumps(c, protocol=protocol))
         assert type(d) is Cursor
-        assert (d.name, d.ledger_sizes, d.limits, d.pulsar_quirks) == ("orders-sub", {1: 100, 2: 50}, limits, True)
+        assert (d.name, d.ledger_sizes, d.limits, d.pulsar_quirks) == (
+            "orders-sub",
+            {1: 100, 2: 50},
+            limits,
+            True,
+        )
         assert d.properties == {"a": 1, "b": -2}
         assert d.mark_delete_position == c.mark_delete_position
         assert d.individually_deleted == c.individually_deleted and len(d.individually_deleted) == 30
@@ -626,11 +658,6 @@ def test_decoded_batch_rejects_a_size_below_its_unacked_indexes(encoding: str) -
         d.ack_batch_index(Position(1, 4), 6, 101)  # the size is now known
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG rust/cursorkit-core/src/batch.rs:109 adopts the size of a batch restored with size 0 "
-    "without updating Cursor.batch_estimate; drop_batch (cursor.rs:615) then underflows (panic)",
-)
 @pytest.mark.parametrize("encoding", ["message_range", "long_list_map"])
 def test_decoded_batch_can_be_completed(encoding: str) -> None:
     c = Cursor(Position(1, -1))
@@ -642,3 +669,37 @@ def test_decoded_batch_can_be_completed(encoding: str) -> None:
             d.ack_batch_index(Position(1, 4), i, 100)
     assert d.is_acked(Position(1, 4)) and d.batch_count == 0
     assert d.compact_size_estimate() < estimate
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pulsar's metadata-store record (ManagedCursorInfo with cursorsLedgerId = -1)
+
+
+def test_managed_cursor_info_round_trip_and_metadata_limit() -> None:
+    """The znode form holds the state itself, cut at max_unacked_ranges_to_persist_in_metadata_store."""
+    c = Cursor(Position(2, 4), properties={"owner": 7})
+    c.ack_many([2] * 6, [6, 8, 10, 12, 14, 16])
+    c.ack_batch_index(Position(2, 20), 3, 8)
+    r = c.persist("managed_cursor_info")
+    info = ml.ManagedCursorInfo.FromString(r.data)
+    assert info.cursorsLedgerId == -1
+    assert (info.markDeleteLedgerId, info.markDeleteEntryId) == (2, 4)
+    assert len(info.individualDeletedMessages) == 6 and not r.truncated
+    d = Cursor.decode(r.data, "managed_cursor_info")
+    assert d.individually_deleted == c.individually_deleted
+    assert d.properties == {"owner": 7}
+    assert [b[3] for b in d.batches()] == [b[3] for b in c.batches()]
+
+    c.limits = PersistLimits(max_unacked_ranges_to_persist_in_metadata_store=4)
+    cut = c.persist("managed_cursor_info")
+    assert (cut.ranges_written, cut.ranges_cut, cut.truncated) == (4, 2, True)
+    assert len(Cursor.decode(cut.data, "managed_cursor_info").individually_deleted) == 4
+    assert c.persist("message_range").ranges_written == 6  # the ledger form has its own, larger limit
+
+
+def test_managed_cursor_info_pointing_at_a_ledger_is_refused() -> None:
+    info = ml.ManagedCursorInfo(cursorsLedgerId=42, markDeleteLedgerId=1, markDeleteEntryId=2)
+    with pytest.raises(InvalidArgument, match="cursor ledger 42"):
+        Cursor.decode(info.SerializeToString(), "managed_cursor_info")
+    with pytest.raises(CorruptSnapshot, match="'z'"):
+        Cursor.decode(b"\xff\x01garbage", "managed_cursor_info", name="z")

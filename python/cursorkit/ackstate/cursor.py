@@ -122,7 +122,10 @@ class Cursor(CursorState):
         return result
 
     def encode(self, encoding: str = "compact") -> bytes:
-        """The bytes of :meth:`persist` (``"message_range"``, ``"long_list_map"`` or ``"compact"``)."""
+        """The bytes of :meth:`persist` in one of :data:`~cursorkit.ackstate.ENCODINGS`.
+
+        ``"managed_cursor_info"`` is Pulsar's metadata-store record, cut at the metadata-store limit.
+        """
         return self.persist(encoding).data
 
     @classmethod
@@ -149,6 +152,8 @@ class Cursor(CursorState):
         where = f"cursor {name!r} ({form})"
         if form == "compact":
             md, acked, batches, props = persist.snapshot_state(persist.open_snapshot(raw, where), where)
+        elif form == "managed_cursor_info":
+            md, acked, batches, props = persist.decode_cursor_info(raw, where, ledger_sizes)
         else:
             md, acked, batches, props = persist.decode_position_info(raw, where, ledger_sizes)
         cursor = cls(

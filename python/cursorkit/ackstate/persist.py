@@ -2,7 +2,9 @@
 
 * ``message_range``: Pulsar's ``PositionInfo`` with ``MessageRange`` entries (field 3);
 * ``long_list_map``: ``PositionInfo`` with ``LongListMap`` BitSet words (field 6);
-* ``compact``: our ``CursorSnapshot``, a roaring portable bitmap per ledger, checksummed.
+* ``compact``: our ``CursorSnapshot``, a roaring portable bitmap per ledger, checksummed;
+* ``managed_cursor_info``: Pulsar's metadata-store record (``cursorsLedgerId = -1``: the ack state
+  lives in it), cut at ``max_unacked_ranges_to_persist_in_metadata_store`` ranges.
 
 A persist never truncates silently: :class:`PersistResult` says what was written and what was cut.
 """
@@ -10,7 +12,7 @@ A persist never truncates silently: :class:`PersistResult` says what was written
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -27,8 +29,8 @@ from cursorkit.proto import pulsar_ml_pb2 as ml
 if TYPE_CHECKING:
     from cursorkit.ackstate.cursor import Cursor
 
-Encoding = Literal["message_range", "long_list_map", "compact"]
-ENCODINGS: tuple[Encoding, ...] = ("message_range", "long_list_map", "compact")
+Encoding = Literal["message_range", "long_list_map", "compact", "managed_cursor_info"]
+ENCODINGS: tuple[Encoding, ...] = ("message_range", "long_list_map", "compact", "managed_cursor_info")
 
 SNAPSHOT_VERSION = 1
 """Version of the compact ``CursorSnapshot`` this build writes and reads."""
@@ -82,15 +84,47 @@ def encode(cursor: Cursor, encoding: str, limits: PersistLimits) -> PersistResul
     """Serialises the cursor's ack state in one of the three forms, within ``limits``."""
     form = check_encoding(encoding)
     md, ledgers, _live, batches, _ = cursor.flush_state(dirty_only=False, clear_dirty=False)
-    kept_batches = batches[: limits.max_batch_deleted_index_to_persist]
     properties = dict(cursor.properties)
+    kept_batches = _fit_batches(batches, properties, limits, f"cursor {cursor.name!r}")
     if form == "compact":
         blobs = [(ledger, blob) for ledger, blob in ledgers if blob is not None]
         return _encode_compact(cursor, md, blobs, batches, kept_batches, properties, limits)
     acked = cursor.individually_deleted
+    if form == "managed_cursor_info":
+        return _encode_cursor_info(md, acked, batches, kept_batches, properties, limits)
     if form == "message_range":
         return _encode_message_range(md, acked, batches, kept_batches, properties, limits)
     return _encode_long_list_map(md, acked, batches, kept_batches, properties, limits, cursor.pulsar_quirks)
+
+
+def _fit_batches(
+    batches: list[BatchRow], properties: Mapping[str, int], limits: PersistLimits, who: str
+) -> list[BatchRow]:
+    """The prefix of partial batches within the count limit and the byte limit.
+
+    Properties cannot be split (as in Pulsar, a persist whose properties alone do not fit fails);
+    batches come next, each charged an upper bound of its size in every form (11 B per word, the
+    widest varint); the ack ranges get what is left.
+    """
+    props = sum(12 + len(name.encode()) + 1 + _varint_len(value) for name, value in properties.items())
+    budget = limits.max_entry_bytes - _FIXED_BYTES - props
+    if budget < 0:
+        raise InvalidArgument(
+            f"{who}: properties take about {props} bytes, more than max_entry_bytes={limits.max_entry_bytes}"
+        )
+    kept = batches[: limits.max_batch_deleted_index_to_persist]
+    used = 0
+    for i, (_ledger, _entry, _size, words) in enumerate(kept):
+        used += _BATCH_OVERHEAD + 11 * (len(words) // 8)
+        if used > budget:
+            return kept[:i]
+    return kept
+
+
+_FIXED_BYTES = 64
+"""Upper bound of a record's mark-delete, version, checksum and truncation counters."""
+_BATCH_OVERHEAD = 48
+"""Upper bound of one batch item's tags, lengths, position and size varints."""
 
 
 def _position_info(md: Position, batches: list[BatchRow], properties: Mapping[str, int]) -> ml.PositionInfo:
@@ -122,6 +156,59 @@ def _encode_message_range(
     # Field 3 comes from Rust, byte for byte what protobuf writes; fields may appear in any order.
     data = info.SerializeToString() + acked.message_range_field_bytes(n)
     return PersistResult("message_range", data, len(acked), n, len(batches), len(kept_batches))
+
+
+def _encode_cursor_info(
+    md: Position,
+    acked: RangeSet,
+    batches: list[BatchRow],
+    kept_batches: list[BatchRow],
+    properties: Mapping[str, int],
+    limits: PersistLimits,
+) -> PersistResult:
+    """A ManagedCursorInfo holding the state itself, as a broker writes its znode on close."""
+    info = ml.ManagedCursorInfo(
+        cursorsLedgerId=-1, markDeleteLedgerId=md.ledger_id, markDeleteEntryId=md.entry_id
+    )
+    for name, value in properties.items():
+        info.properties.add(name=name, value=value)
+    for ledger, entry, _size, words in kept_batches:
+        item = info.batchedEntryDeletionIndexInfo.add()
+        item.position.ledgerId, item.position.entryId = ledger, entry
+        item.deleteSet.extend(np.frombuffer(words, dtype="<i8").tolist())
+    budget = limits.max_entry_bytes - info.ByteSize()
+    n = min(len(acked), limits.max_unacked_ranges_to_persist_in_metadata_store)
+    if acked.message_range_wire_size(n) > budget:
+        n = _largest_prefix(n, lambda k: acked.message_range_wire_size(k) <= budget)
+    for lk, lv, uk, uv in acked.to_message_ranges(n).tolist():
+        r = info.individualDeletedMessages.add()
+        r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lk, lv
+        r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = uk, uv
+    return PersistResult(
+        "managed_cursor_info", info.SerializeToString(), len(acked), n, len(batches), len(kept_batches)
+    )
+
+
+def decode_cursor_info(
+    data: bytes, where: str, ledger_sizes: Mapping[int, int] | None
+) -> tuple[Position, RangeSet, list[BatchRow], dict[str, int]]:
+    """State held by a Pulsar ``ManagedCursorInfo`` whose ack state lives in the record itself."""
+    info = ml.ManagedCursorInfo()
+    try:
+        info.ParseFromString(data)
+    except DecodeError as e:
+        raise CorruptSnapshot(f"{where}: ManagedCursorInfo does not parse ({e})") from e
+    if info.cursorsLedgerId != -1:
+        raise InvalidArgument(
+            f"{where}: the ack state lives in cursor ledger {info.cursorsLedgerId}, not in this record"
+        )
+    try:
+        md = Position(info.markDeleteLedgerId, info.markDeleteEntryId)
+        acked = _ranges_to_set(info.individualDeletedMessages, ledger_sizes)
+        batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+    except (ValueError, TypeError) as e:
+        raise CorruptSnapshot(f"{where}: {e}") from e
+    return md, acked, batches, {p.name: p.value for p in info.properties}
 
 
 def _encode_long_list_map(
@@ -249,10 +336,14 @@ def open_snapshot(data: bytes, where: str) -> snap.CursorSnapshot:
         msg.ParseFromString(body)
     except DecodeError as e:
         raise CorruptSnapshot(f"{where}: compact snapshot does not parse ({e})") from e
+    if not msg.HasField("version"):
+        raise CorruptSnapshot(f"{where}: compact snapshot has no version field")
     if msg.version != SNAPSHOT_VERSION:
         raise UnsupportedVersion(
             f"{where}: compact snapshot version {msg.version} (this build reads {SNAPSHOT_VERSION})"
         )
+    if not msg.IsInitialized():
+        raise CorruptSnapshot(f"{where}: compact snapshot lacks required fields")
     return msg
 
 
@@ -296,18 +387,22 @@ def decode_position_info(
     return md, acked, batches, {p.name: p.value for p in info.properties}
 
 
+def _ranges_to_set(ranges: Iterable[ml.MessageRange], ledger_sizes: Mapping[int, int] | None) -> RangeSet:
+    rows = np.array(
+        [
+            (lo.ledgerId, lo.entryId, hi.ledgerId, hi.entryId)
+            for lo, hi in ((r.lowerEndpoint, r.upperEndpoint) for r in ranges)
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 4)
+    acked = RangeSet()
+    acked.add_ranges(rows, ledger_sizes=ledger_sizes)
+    return acked
+
+
 def _acked_from_info(info: ml.PositionInfo, ledger_sizes: Mapping[int, int] | None) -> RangeSet:
     if len(info.individualDeletedMessages):
-        rows = np.array(
-            [
-                (lo.ledgerId, lo.entryId, hi.ledgerId, hi.entryId)
-                for lo, hi in ((r.lowerEndpoint, r.upperEndpoint) for r in info.individualDeletedMessages)
-            ],
-            dtype=np.int64,
-        )
-        acked = RangeSet()
-        acked.add_ranges(rows, ledger_sizes=ledger_sizes)
-        return acked
+        return _ranges_to_set(info.individualDeletedMessages, ledger_sizes)
     words = {m.key: np.array(m.values, dtype=np.int64) for m in info.individualDeletedMessageRanges}
     return RangeSet.from_long_list_map(words)
 

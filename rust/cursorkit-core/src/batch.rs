@@ -137,9 +137,14 @@ impl BatchAcks {
         n
     }
 
-    /// Heap bytes of the word vector (for the persisted-size estimate and memory figures).
+    /// Heap bytes of the word vector (for memory figures).
     pub fn heap_bytes(&self) -> usize {
         self.words.capacity() * 8
+    }
+
+    /// Words held; fixed when the batch is created or decoded (acks and size adoption keep it).
+    pub fn word_count(&self) -> usize {
+        self.words.len()
     }
 }
 

@@ -15,12 +15,14 @@ use crate::error::{CoreError, Result};
 use crate::position::{check_bound, check_entry, Position, MAX_ENTRY_ID};
 use crate::rangeset::{validate_columns, validate_sizes, RangeSet};
 
-/// Bytes the compact estimate charges per ledger record (ids, lengths and roaring headers).
-const COMPACT_BYTES_PER_LEDGER: u64 = 32;
+/// Bytes the compact estimate charges per ledger record: tag, length and id varints (≤ 19) plus a
+/// one-container roaring header (≤ 16, the array form's; its data is at most 2 B more than runs').
+const COMPACT_BYTES_PER_LEDGER: u64 = 40;
 /// Bytes the compact estimate charges per run (a roaring run-container interval).
 const COMPACT_BYTES_PER_RUN: u64 = 4;
-/// Bytes the compact estimate charges per partial batch besides its words.
-const COMPACT_BYTES_PER_BATCH: u64 = 24;
+/// Bytes the compact estimate charges per partial batch besides its words: tags, lengths and the
+/// ledger, entry and size varints at their widest.
+const COMPACT_BYTES_PER_BATCH: u64 = 40;
 /// Fixed bytes of a compact snapshot (version, mark-delete, checksum).
 const COMPACT_BYTES_FIXED: u64 = 32;
 
@@ -670,8 +672,10 @@ fn pos(ledger_id: i64, entry_id: i64) -> Position {
     }
 }
 
+/// A batch's share of the compact estimate; it depends only on the word count, which never changes
+/// while the batch is held (so adding and removing it always balance).
 fn batch_estimate(b: &BatchAcks) -> u64 {
-    COMPACT_BYTES_PER_BATCH + u64::from(b.size().max(1)).div_ceil(8)
+    COMPACT_BYTES_PER_BATCH + 8 * b.word_count() as u64
 }
 
 fn check_within(sizes: &BTreeMap<i64, u64>, ledger_id: i64, entry_id: i64) -> Result<()> {
@@ -801,7 +805,10 @@ mod tests {
         assert_eq!(c.batch_count(), 1);
         c.ack(1, 4).unwrap();
         assert_eq!(c.batch_count(), 0);
-        assert_eq!(c.compact_size_estimate(), COMPACT_BYTES_FIXED + 32 + 4);
+        assert_eq!(
+            c.compact_size_estimate(),
+            COMPACT_BYTES_FIXED + COMPACT_BYTES_PER_LEDGER + COMPACT_BYTES_PER_RUN
+        );
     }
 
     #[test]
@@ -880,6 +887,18 @@ mod tests {
         assert_eq!(c.acked(), before.acked());
         assert_eq!(c.batch_count(), 0);
         assert_eq!(c.mutations(), before.mutations());
+    }
+
+    #[test]
+    fn adopting_a_batch_size_keeps_the_estimate_balanced() {
+        let restored = BatchAcks::from_words(0, &[1 << 5]).unwrap();
+        let mut c = Cursor::from_parts(p(1, -1), RangeSet::new(false), vec![(p(1, 4), restored)]);
+        let empty = Cursor::new(p(1, -1), false).compact_size_estimate();
+        assert!(c.ack_batch_index(1, 4, 5, 100).unwrap());
+        assert_eq!(
+            c.compact_size_estimate(),
+            empty + COMPACT_BYTES_PER_LEDGER + COMPACT_BYTES_PER_RUN
+        );
     }
 
     #[test]
