@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -131,12 +131,24 @@ def _position_info(md: Position, batches: list[BatchRow], properties: Mapping[st
     info = ml.PositionInfo(ledgerId=md.ledger_id, entryId=md.entry_id)
     for name, value in properties.items():
         info.properties.add(name=name, value=value)
-    for ledger, entry, _size, words in batches:
-        item = info.batchedEntryDeletionIndexInfo.add()
-        item.position.ledgerId = ledger
-        item.position.entryId = entry
-        item.deleteSet.extend(np.frombuffer(words, dtype="<i8").tolist())
+    _add_batch_infos(info.batchedEntryDeletionIndexInfo, batches)
     return info
+
+
+def _add_batch_infos(field: Any, batches: list[BatchRow]) -> None:
+    """Appends ``BatchedEntryDeletionIndexInfo`` items (deleteSet = the unacked-index words)."""
+    for ledger, entry, _size, words in batches:
+        item = field.add()
+        item.position.ledgerId, item.position.entryId = ledger, entry
+        item.deleteSet.extend(np.frombuffer(words, dtype="<i8").tolist())
+
+
+def _ranges_within(acked: RangeSet, limit: int, budget: int) -> int:
+    """How many leading ranges fit both the range limit and ``budget`` bytes as MessageRanges."""
+    n = min(len(acked), limit)
+    if acked.message_range_wire_size(n) > budget:
+        n = _largest_prefix(n, lambda k: acked.message_range_wire_size(k) <= budget)
+    return n
 
 
 def _encode_message_range(
@@ -148,11 +160,7 @@ def _encode_message_range(
     limits: PersistLimits,
 ) -> PersistResult:
     info = _position_info(md, kept_batches, properties)
-    base = info.ByteSize()
-    budget = limits.max_entry_bytes - base
-    n = min(len(acked), limits.max_unacked_ranges_to_persist)
-    if acked.message_range_wire_size(n) > budget:
-        n = _largest_prefix(n, lambda k: acked.message_range_wire_size(k) <= budget)
+    n = _ranges_within(acked, limits.max_unacked_ranges_to_persist, limits.max_entry_bytes - info.ByteSize())
     # Field 3 comes from Rust, byte for byte what protobuf writes; fields may appear in any order.
     data = info.SerializeToString() + acked.message_range_field_bytes(n)
     return PersistResult("message_range", data, len(acked), n, len(batches), len(kept_batches))
@@ -172,14 +180,9 @@ def _encode_cursor_info(
     )
     for name, value in properties.items():
         info.properties.add(name=name, value=value)
-    for ledger, entry, _size, words in kept_batches:
-        item = info.batchedEntryDeletionIndexInfo.add()
-        item.position.ledgerId, item.position.entryId = ledger, entry
-        item.deleteSet.extend(np.frombuffer(words, dtype="<i8").tolist())
-    budget = limits.max_entry_bytes - info.ByteSize()
-    n = min(len(acked), limits.max_unacked_ranges_to_persist_in_metadata_store)
-    if acked.message_range_wire_size(n) > budget:
-        n = _largest_prefix(n, lambda k: acked.message_range_wire_size(k) <= budget)
+    _add_batch_infos(info.batchedEntryDeletionIndexInfo, kept_batches)
+    limit = limits.max_unacked_ranges_to_persist_in_metadata_store
+    n = _ranges_within(acked, limit, limits.max_entry_bytes - info.ByteSize())
     for lk, lv, uk, uv in acked.to_message_ranges(n).tolist():
         r = info.individualDeletedMessages.add()
         r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lk, lv

@@ -478,6 +478,24 @@ def _read_meta(path: Path) -> tuple[pb.StoreMeta | None, str | None]:
     return meta, None
 
 
+def _lay_out(
+    records: list[tuple[int, bytes]], cp: _Checkpoint, index: dict[int, tuple[int, int]], start: int
+) -> tuple[bytes, bytes]:
+    """The bytes to append and the marker record: ledger records from offset ``start``, then a marker.
+
+    Each record's place is entered into ``index``; the marker names every live record in it.
+    """
+    parts: list[bytes] = []
+    pos = start
+    for lid, rec in records:
+        index[lid] = (pos, len(rec))
+        parts.append(rec)
+        pos += len(rec)
+    marker = _record(KIND_MARKER, _marker_payload(cp, index))
+    parts.append(marker)
+    return b"".join(parts), marker
+
+
 def _write_all(f: StoreFile, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -930,15 +948,7 @@ class CursorStore:
         f = self._writer()
         start = self._log_size
         index = {} if whole else {lid: ref for lid, ref in self._index.items() if lid in live}
-        parts: list[bytes] = []
-        pos = start
-        for lid, rec in records:
-            index[lid] = (pos, len(rec))
-            parts.append(rec)
-            pos += len(rec)
-        marker = _record(KIND_MARKER, _marker_payload(cp, index))
-        parts.append(marker)
-        blob_out = b"".join(parts)
+        blob_out, marker = _lay_out(records, cp, index, start)
         stage = "write"
         try:
             _write_all(f, blob_out)
@@ -972,16 +982,10 @@ class CursorStore:
         path = self._log_for(gen)
         head = pb.LogHeader(format_version=FORMAT_VERSION, generation=gen, cursor_name=self.name)
         header = _record(KIND_HEADER, head.SerializeToString())
-        parts = [_LOG_MAGIC, header]
-        preamble = pos = len(_LOG_MAGIC) + len(header)
+        preamble = len(_LOG_MAGIC) + len(header)
         index: dict[int, tuple[int, int]] = {}
-        for lid, rec in records:
-            index[lid] = (pos, len(rec))
-            parts.append(rec)
-            pos += len(rec)
-        marker = _record(KIND_MARKER, _marker_payload(cp, index))
-        parts.append(marker)
-        data = b"".join(parts)
+        body, marker = _lay_out(records, cp, index, preamble)
+        data = _LOG_MAGIC + header + body
         f: StoreFile | None = None
         try:
             f = self._opener(str(path), "xb")
