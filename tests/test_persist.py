@@ -703,3 +703,18 @@ def test_managed_cursor_info_pointing_at_a_ledger_is_refused() -> None:
         Cursor.decode(info.SerializeToString(), "managed_cursor_info")
     with pytest.raises(CorruptSnapshot, match="'z'"):
         Cursor.decode(b"\xff\x01garbage", "managed_cursor_info", name="z")
+
+
+def test_long_list_map_never_builds_words_it_cannot_persist() -> None:
+    """A lone ack near entry 2^32 would need 64 Mi words (512 MiB); the byte budget cuts it first."""
+    from cursorkit._core import heap_allocated, heap_peak, reset_heap_peak
+
+    c = Cursor(Position(1, -1))
+    c.ack(Position(1, 3))
+    c.ack(Position(2, 4_294_967_295))
+    reset_heap_peak()
+    before = heap_allocated()
+    r = c.persist("long_list_map")
+    assert heap_peak() - before < 1_000_000
+    assert (r.ranges_written, r.ranges_cut, r.truncated) == (1, 1, True)
+    assert str(Cursor.decode(r.data, "long_list_map").individually_deleted) == "[(1:2..1:3]]"

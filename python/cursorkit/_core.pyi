@@ -10,7 +10,15 @@ from typing_extensions import disjoint_base
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-__all__ = ["CursorState", "Position", "RangeSet", "__version__", "heap_allocated"]
+__all__ = [
+    "CursorState",
+    "Position",
+    "RangeSet",
+    "__version__",
+    "heap_allocated",
+    "heap_peak",
+    "reset_heap_peak",
+]
 
 __version__: str
 
@@ -82,7 +90,9 @@ class RangeSet:
     def from_bytes(data: bytes) -> RangeSet: ...
     def ledger_to_bytes(self, ledger_id: int) -> bytes | None: ...
     def set_ledger_bytes(self, ledger_id: int, data: bytes) -> None: ...
-    def to_long_list_map(self, max_entries: int | None = None) -> dict[int, Int64Array]: ...
+    def to_long_list_map(
+        self, max_entries: int | None = None, max_bytes: int | None = None
+    ) -> dict[int, Int64Array]: ...
     @staticmethod
     def from_long_list_map(words: Mapping[int, Any], pulsar_quirks: bool = False) -> RangeSet: ...
     def to_message_ranges(self, max_ranges: int | None = None) -> Int64Array: ...
@@ -163,3 +173,9 @@ class CursorState:
 
 def heap_allocated() -> int:
     """Bytes currently allocated on the Rust heap by this extension (for memory benchmarks)."""
+
+def heap_peak() -> int:
+    """Highest ``heap_allocated()`` since the last ``reset_heap_peak()``."""
+
+def reset_heap_peak() -> None:
+    """Restarts peak tracking from the current allocation."""

@@ -231,9 +231,9 @@ def _encode_long_list_map(
     info = _position_info(md, kept_batches, properties)
     budget = limits.max_entry_bytes - info.ByteSize()
     if pulsar_quirks:
-        words = acked.to_long_list_map(limits.max_unacked_ranges_to_persist)
+        words = acked.to_long_list_map(limits.max_unacked_ranges_to_persist, max_bytes=max(budget, 0))
     else:
-        words = acked.to_long_list_map()
+        words = acked.to_long_list_map(max_bytes=max(budget, 0))
     rows = acked.ranges_array()
     runs = _runs_per_ledger(acked)
     written_ranges = 0

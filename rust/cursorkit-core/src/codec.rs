@@ -162,7 +162,21 @@ impl RangeSet {
     /// `max_entries`; with quirks while the count *before* it does (so the first ledger is always
     /// kept), as Pulsar's `OpenLongPairRangeSet` does.
     pub fn to_long_list_map(&self, max_entries: Option<u64>) -> Vec<(i64, Vec<i64>)> {
+        self.to_long_list_map_within(max_entries, None)
+    }
+
+    /// [`RangeSet::to_long_list_map`] that also stops before the first ledger whose words would
+    /// take the `PositionInfo` field past `max_bytes`. A ledger's words are only built once a
+    /// lower bound of their size fits, so a lone ack near entry 2^32 (64 Mi words, 512 MiB) costs
+    /// nothing when it cannot be persisted anyway.
+    pub fn to_long_list_map_within(
+        &self,
+        max_entries: Option<u64>,
+        max_bytes: Option<u64>,
+    ) -> Vec<(i64, Vec<i64>)> {
         let limit = max_entries.unwrap_or(u64::MAX);
+        let budget = max_bytes.unwrap_or(u64::MAX);
+        let mut used: u64 = 0;
         let mut out = Vec::new();
         let mut count: u64 = 0;
         let mut ledgers: Vec<(i64, Option<&LedgerBits>)> = self
@@ -184,8 +198,19 @@ impl RangeSet {
             if !keep {
                 break;
             }
+            // Each word costs at least 2 bytes (tag + 1-byte varint); the key at least 2 more.
+            let floor = 4 + 2 * l.map_or(0, |l| (l.max() as u64) / 64 + 1);
+            if used.saturating_add(floor) > budget {
+                break;
+            }
+            let words = l.map_or_else(Vec::new, bitset_words);
+            let exact = crate::wire::long_list_map_field(id, &words) as u64;
+            if used.saturating_add(exact) > budget {
+                break;
+            }
+            used += exact;
             count = count.saturating_add(card);
-            out.push((id, l.map_or_else(Vec::new, bitset_words)));
+            out.push((id, words));
         }
         out
     }
@@ -323,6 +348,17 @@ mod tests {
         assert_eq!(map[1].1[1], 1);
         let back = RangeSet::from_long_list_map(&map, false).unwrap();
         assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn long_list_byte_budget_stops_before_building_huge_words() {
+        let mut rs = RangeSet::new(false);
+        rs.add(1, 3).unwrap();
+        rs.add(2, 4_294_967_295).unwrap();
+        let within = rs.to_long_list_map_within(None, Some(5_000_000));
+        assert_eq!(within.len(), 1);
+        assert_eq!(within[0], (1, vec![8]));
+        assert!(rs.to_long_list_map_within(None, Some(3)).is_empty());
     }
 
     #[test]

@@ -6,6 +6,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use pyo3::prelude::*;
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// Adds `n` bytes to the live count and raises the peak if it is passed.
+#[inline]
+fn grow(n: usize) {
+    let now = ALLOCATED.fetch_add(n, Ordering::Relaxed) + n;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 struct Counting;
 
@@ -15,7 +23,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            grow(layout.size());
         }
         p
     }
@@ -24,7 +32,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: forwarded with the caller's layout.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            grow(layout.size());
         }
         p
     }
@@ -39,7 +47,7 @@ unsafe impl GlobalAlloc for Counting {
         // SAFETY: `ptr` came from this allocator with this layout.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            ALLOCATED.fetch_add(new_size, Ordering::Relaxed);
+            grow(new_size);
             ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
         }
         p
@@ -53,4 +61,16 @@ static GLOBAL: Counting = Counting;
 #[pyfunction]
 pub fn heap_allocated() -> usize {
     ALLOCATED.load(Ordering::Relaxed)
+}
+
+/// Highest `heap_allocated()` since the last `reset_heap_peak()` (for peak-memory checks).
+#[pyfunction]
+pub fn heap_peak() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// Restarts peak tracking from the current allocation.
+#[pyfunction]
+pub fn reset_heap_peak() {
+    PEAK.store(ALLOCATED.load(Ordering::Relaxed), Ordering::Relaxed);
 }

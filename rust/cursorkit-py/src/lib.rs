@@ -19,5 +19,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<rangeset::PyRangeSet>()?;
     m.add_class::<cursor::PyCursorState>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
+    m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(alloc::reset_heap_peak, m)?)?;
     Ok(())
 }

@@ -416,15 +416,18 @@ impl PyRangeSet {
             .py_err(py)
     }
 
-    /// Pulsar's toRanges(max): {ledger: int64 BitSet words}, whole ledgers in ascending order.
-    #[pyo3(signature = (max_entries = None))]
+    /// Pulsar's toRanges(max): {ledger: int64 BitSet words}, whole ledgers in ascending order;
+    /// with max_bytes, also stops before the ledger that would take field 6 past that many bytes.
+    #[pyo3(signature = (max_entries = None, max_bytes = None))]
     fn to_long_list_map<'py>(
         &self,
         py: Python<'py>,
         max_entries: Option<&Bound<'py, PyAny>>,
+        max_bytes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let limit = limit_arg(max_entries, "max_entries")?;
-        let map = self.detached(py, |rs| rs.to_long_list_map(limit));
+        let budget = limit_arg(max_bytes, "max_bytes")?;
+        let map = self.detached(py, |rs| rs.to_long_list_map_within(limit, budget));
         let out = PyDict::new(py);
         for (id, words) in map {
             out.set_item(id, PyArray1::from_vec(py, words))?;
