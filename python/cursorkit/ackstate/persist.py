@@ -12,7 +12,7 @@ A persist never truncates silently: :class:`PersistResult` says what was written
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -207,7 +207,7 @@ def decode_cursor_info(
         )
     try:
         md = Position(info.markDeleteLedgerId, info.markDeleteEntryId)
-        acked = _ranges_to_set(info.individualDeletedMessages, ledger_sizes)
+        acked = RangeSet.from_message_range_field(data, 4, ledger_sizes)
         batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
     except (ValueError, TypeError) as e:
         raise CorruptSnapshot(f"{where}: {e}") from e
@@ -383,29 +383,19 @@ def decode_position_info(
         raise CorruptSnapshot(f"{where}: PositionInfo lacks required field(s) {', '.join(missing)}")
     try:
         md = Position(info.ledgerId, info.entryId)
-        acked = _acked_from_info(info, ledger_sizes)
+        acked = _acked_from_info(info, data, ledger_sizes)
         batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
     except (ValueError, TypeError) as e:
         raise CorruptSnapshot(f"{where}: {e}") from e
     return md, acked, batches, {p.name: p.value for p in info.properties}
 
 
-def _ranges_to_set(ranges: Iterable[ml.MessageRange], ledger_sizes: Mapping[int, int] | None) -> RangeSet:
-    rows = np.array(
-        [
-            (lo.ledgerId, lo.entryId, hi.ledgerId, hi.entryId)
-            for lo, hi in ((r.lowerEndpoint, r.upperEndpoint) for r in ranges)
-        ],
-        dtype=np.int64,
-    ).reshape(-1, 4)
-    acked = RangeSet()
-    acked.add_ranges(rows, ledger_sizes=ledger_sizes)
-    return acked
-
-
-def _acked_from_info(info: ml.PositionInfo, ledger_sizes: Mapping[int, int] | None) -> RangeSet:
+def _acked_from_info(
+    info: ml.PositionInfo, data: bytes, ledger_sizes: Mapping[int, int] | None
+) -> RangeSet:
     if len(info.individualDeletedMessages):
-        return _ranges_to_set(info.individualDeletedMessages, ledger_sizes)
+        # Rows straight from the bytes in Rust: 1M ranges in ~0.1 s instead of seconds of Python.
+        return RangeSet.from_message_range_field(data, 3, ledger_sizes)
     words = {m.key: np.array(m.values, dtype=np.int64) for m in info.individualDeletedMessageRanges}
     return RangeSet.from_long_list_map(words)
 

@@ -40,4 +40,4 @@ pub use cursor::{Cursor, CursorCounters};
 pub use error::{CoreError, Result};
 pub use position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
 pub use rangeset::{Range, RangeSet};
-pub use wire::{long_list_map_field, message_range_field, varint_len};
+pub use wire::{long_list_map_field, message_range_field, parse_message_ranges, varint_len};

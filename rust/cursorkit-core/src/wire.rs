@@ -7,6 +7,7 @@
 //! `PositionInfo.individualDeletedMessageRanges` (field 6) is `repeated LongListMap` with
 //! `LongListMap{1: int64 key, 2: repeated int64 values}` (not packed). All fields are proto2.
 
+use crate::error::{CoreError, Result};
 use crate::rangeset::RangeSet;
 
 /// Bytes of a base-128 varint; negative int64 values take 10.
@@ -63,6 +64,102 @@ fn put_nested(out: &mut Vec<u8>, tag: u8, ledger_id: i64, entry_id: i64) {
     put_varint(out, ledger_id as u64);
     out.push(0x10);
     put_varint(out, entry_id as u64);
+}
+
+/// Reads a base-128 varint at `*pos`.
+fn get_varint(data: &[u8], pos: &mut usize) -> Result<u64> {
+    let mut value: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *data
+            .get(*pos)
+            .ok_or_else(|| CoreError::Corrupt(format!("varint runs past the end at byte {pos}")))?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7F) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(CoreError::Corrupt(format!(
+        "varint longer than 10 bytes before byte {pos}"
+    )))
+}
+
+/// One field of a protobuf message: its number and, for length-delimited fields, the payload.
+fn next_field<'a>(data: &'a [u8], pos: &mut usize) -> Result<(u64, Option<&'a [u8]>, u64)> {
+    let at = *pos;
+    let key = get_varint(data, pos)?;
+    let (number, wire_type) = (key >> 3, key & 7);
+    let skip = |pos: &mut usize, n: usize| -> Result<()> {
+        if data.len() - *pos < n {
+            return Err(CoreError::Corrupt(format!(
+                "field {number} at byte {at} runs past the end"
+            )));
+        }
+        *pos += n;
+        Ok(())
+    };
+    match wire_type {
+        0 => Ok((number, None, get_varint(data, pos)?)),
+        1 => skip(pos, 8).map(|()| (number, None, 0)),
+        5 => skip(pos, 4).map(|()| (number, None, 0)),
+        2 => {
+            let len = usize::try_from(get_varint(data, pos)?).unwrap_or(usize::MAX);
+            let start = *pos;
+            skip(pos, len)?;
+            Ok((number, Some(&data[start..start + len]), 0))
+        }
+        other => Err(CoreError::Corrupt(format!(
+            "field {number} at byte {at} has unsupported wire type {other}"
+        ))),
+    }
+}
+
+/// A `NestedPositionInfo`: both required fields.
+fn nested_from(data: &[u8]) -> Result<(i64, i64)> {
+    let (mut ledger, mut entry) = (None, None);
+    let mut pos = 0;
+    while pos < data.len() {
+        match next_field(data, &mut pos)? {
+            (1, None, v) => ledger = Some(v as i64),
+            (2, None, v) => entry = Some(v as i64),
+            _ => {}
+        }
+    }
+    match (ledger, entry) {
+        (Some(l), Some(e)) => Ok((l, e)),
+        _ => Err(CoreError::Corrupt(
+            "a NestedPositionInfo lacks ledgerId or entryId".to_owned(),
+        )),
+    }
+}
+
+/// The `MessageRange` rows `(lk, lv, uk, uv)` of field `field` of a serialised message
+/// (`PositionInfo` field 3, `ManagedCursorInfo` field 4); other fields are skipped.
+pub fn parse_message_ranges(data: &[u8], field: u64) -> Result<Vec<[i64; 4]>> {
+    let mut rows = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let (number, payload, _) = next_field(data, &mut pos)?;
+        let Some(range) = payload.filter(|_| number == field) else {
+            continue;
+        };
+        let (mut lower, mut upper) = (None, None);
+        let mut at = 0;
+        while at < range.len() {
+            match next_field(range, &mut at)? {
+                (1, Some(p), _) => lower = Some(nested_from(p)?),
+                (2, Some(p), _) => upper = Some(nested_from(p)?),
+                _ => {}
+            }
+        }
+        let (Some((lk, lv)), Some((uk, uv))) = (lower, upper) else {
+            return Err(CoreError::Corrupt(format!(
+                "a MessageRange before byte {pos} lacks an endpoint"
+            )));
+        };
+        rows.push([lk, lv, uk, uv]);
+    }
+    Ok(rows)
 }
 
 impl RangeSet {
@@ -134,6 +231,20 @@ mod tests {
         assert_eq!(varint_len(128), 2);
         assert_eq!(varint_len(u64::MAX), 10);
         assert_eq!(varint_len(-1i64 as u64), 10);
+    }
+
+    #[test]
+    fn parses_what_it_writes() {
+        let mut rs = RangeSet::new(false);
+        rs.add_open_closed(5, -1, 5, 5, None).unwrap();
+        rs.add_many(&[9, 9, 300], &[63, 1000, 70_000]).unwrap();
+        let mut data = vec![0x08, 0x07, 0x10, 0x01]; // ledgerId 7, entryId 1: skipped
+        data.extend(rs.message_range_field_bytes(None));
+        let rows = parse_message_ranges(&data, 3).unwrap();
+        assert_eq!(rows, rs.ranges_rows(None));
+        assert!(parse_message_ranges(&data[..data.len() - 1], 3).is_err());
+        assert!(parse_message_ranges(&[0x1A, 0x02, 0x0A, 0x00], 3).is_err());
+        assert!(parse_message_ranges(&[0x0B], 3).is_err());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use cursorkit_core::{check_ledger, Position, RangeSet};
+use cursorkit_core::{check_ledger, parse_message_ranges, Position, RangeSet};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -433,6 +433,30 @@ impl PyRangeSet {
             out.set_item(id, PyArray1::from_vec(py, words))?;
         }
         Ok(out)
+    }
+
+    /// The MessageRange list (field `field`: 3 of PositionInfo, 4 of ManagedCursorInfo) of a
+    /// serialised message, parsed in Rust; cross-ledger ranges are expanded with ledger_sizes.
+    #[staticmethod]
+    #[pyo3(signature = (data, field = 3, ledger_sizes = None, pulsar_quirks = false))]
+    fn from_message_range_field(
+        data: &Bound<'_, PyAny>,
+        field: u64,
+        ledger_sizes: Option<&Bound<'_, PyAny>>,
+        pulsar_quirks: bool,
+    ) -> PyResult<Self> {
+        let py = data.py();
+        let bytes = bytes_arg(data, "data")?;
+        let sizes = self::ledger_sizes(ledger_sizes)?;
+        let rs = py
+            .detach(|| {
+                let rows = parse_message_ranges(&bytes, field)?;
+                let mut rs = RangeSet::new(pulsar_quirks);
+                rs.add_ranges(&rows, sizes.as_ref())?;
+                Ok(rs)
+            })
+            .py_err(py)?;
+        Ok(Self::from_core(rs))
     }
 
     /// Rebuilds a set from {ledger: BitSet words}.
