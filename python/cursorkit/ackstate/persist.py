@@ -390,9 +390,7 @@ def decode_position_info(
     return md, acked, batches, {p.name: p.value for p in info.properties}
 
 
-def _acked_from_info(
-    info: ml.PositionInfo, data: bytes, ledger_sizes: Mapping[int, int] | None
-) -> RangeSet:
+def _acked_from_info(info: ml.PositionInfo, data: bytes, ledger_sizes: Mapping[int, int] | None) -> RangeSet:
     if len(info.individualDeletedMessages):
         # Rows straight from the bytes in Rust: 1M ranges in ~0.1 s instead of seconds of Python.
         return RangeSet.from_message_range_field(data, 3, ledger_sizes)
