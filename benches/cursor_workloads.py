@@ -7,11 +7,7 @@ Pulsar does: rewrite the whole ``PositionInfo`` (MessageRange or LongListMap for
 
 from __future__ import annotations
 
-import gc
-import math
 import os
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,26 +126,6 @@ def write_fsync(path: Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-
-
-# ------------------------------------------------------------------------------------------ timing
-
-
-class BestTimer:
-    """Wraps a callable and keeps the fastest wall time of its calls."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        """Time ``fn``."""
-        self.fn = fn
-        self.best = math.inf
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Call ``fn`` once and keep the best time."""
-        gc.collect()
-        t0 = time.perf_counter()
-        out = self.fn(*args, **kwargs)
-        self.best = min(self.best, time.perf_counter() - t0)
-        return out
 
 
 # ------------------------------------------------------------------------------------------- table

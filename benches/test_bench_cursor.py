@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import cursor_workloads as cw
+import rangeset_workloads as rw
 from cursor_workloads import CURSORKIT, KB, PULSAR_LLM, PULSAR_MR, PYROARING, TABLE, Holes
 from cursorkit import Cursor, PersistLimits, Position
 from cursorkit.ackstate.store import CursorStore
@@ -58,7 +59,7 @@ def test_ack_per_call(benchmark: Any, smoke: bool, impl: str, order: str) -> Non
         def run(ack: Any, ps: Any) -> None:
             deque(map(ack, *ps), 0)
 
-    timer = cw.BestTimer(run)
+    timer = rw.BestTimer(run)
     benchmark.group = f"ack per call ({order})"
     benchmark.pedantic(timer, setup=setup, rounds=3, warmup_rounds=0)
     metric = "ack per call, 1M holes / 20 ledgers" if order == "holes" else "ack per call, in order"
@@ -89,7 +90,7 @@ def test_ack_many(benchmark: Any, smoke: bool, impl: str) -> None:
             c.ack_many(ls, es)
             return c
 
-    timer = cw.BestTimer(run)
+    timer = rw.BestTimer(run)
     benchmark.group = "ack_many bulk"
     c = benchmark.pedantic(timer, setup=setup, rounds=5, warmup_rounds=1)
     if impl == CURSORKIT:
@@ -115,7 +116,7 @@ def test_flush_grows_with_dirty_ledgers(benchmark: Any, smoke: bool, tmp_path: P
         cw.touch_ledgers(cursor, dirty, next(step))
         return (cursor,), {}
 
-    timer = cw.BestTimer(store.flush)
+    timer = rw.BestTimer(store.flush)
     benchmark.group = "flush vs dirty ledgers"
     result = benchmark.pedantic(timer, setup=setup, rounds=7, warmup_rounds=1)
     assert result.ledgers_written == dirty
@@ -141,7 +142,7 @@ def test_store_million_holes(benchmark: Any, smoke: bool, tmp_path: Path, mode: 
             finally:
                 s.close()
 
-        timer = cw.BestTimer(recover)
+        timer = rw.BestTimer(recover)
         benchmark.group = "store 1M holes"
         got = benchmark.pedantic(timer, rounds=7, warmup_rounds=1)
         assert got.individually_deleted == cursor.individually_deleted
@@ -152,7 +153,7 @@ def test_store_million_holes(benchmark: Any, smoke: bool, tmp_path: Path, mode: 
         cw.touch_ledgers(cursor, 1, next(step))
         return (cursor,), ({"full": True} if mode == "full" else {})
 
-    timer = cw.BestTimer(store.flush)
+    timer = rw.BestTimer(store.flush)
     benchmark.group = "store 1M holes"
     result = benchmark.pedantic(timer, setup=setup, rounds=7, warmup_rounds=1)
     store.close()
@@ -172,7 +173,7 @@ def test_pulsar_rewrite_flush(benchmark: Any, smoke: bool, tmp_path: Path, impl:
         cw.write_fsync(path, data)
         return len(data)
 
-    timer = cw.BestTimer(run)
+    timer = rw.BestTimer(run)
     benchmark.group = "store 1M holes"
     size = benchmark.pedantic(timer, rounds=3, warmup_rounds=0)
     for metric in (FLUSH_ONE, FLUSH_FULL):

@@ -10,6 +10,8 @@ use pyo3::types::{
 };
 
 use crate::errors::error;
+use crate::position::PyPosition;
+use cursorkit_core::Position;
 
 /// One integer argument; a non-integer is `InvalidInputType`, an out-of-int64 one `InvalidPosition`.
 #[inline]
@@ -225,6 +227,27 @@ pub fn bool_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
         Ok(b) => Ok(b.is_true()),
         Err(_) => Err(wrong_type(obj, what, "a bool")),
     }
+}
+
+/// A `cursorkit.Position` argument; anything else is `InvalidInputType`.
+#[inline]
+pub fn position_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Position> {
+    match obj.cast::<PyPosition>() {
+        Ok(p) => Ok(p.get().0),
+        Err(_) => Err(wrong_type(obj, what, "a cursorkit.Position")),
+    }
+}
+
+/// A batch index or size: a non-negative int below 2^32, else `InvalidArgument`.
+pub fn u32_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
+    let v = int_arg(obj, what)?;
+    u32::try_from(v).map_err(|_| {
+        error(
+            obj.py(),
+            "InvalidArgument",
+            format!("{what} must be in 0..2^32, got {v}"),
+        )
+    })
 }
 
 /// The name of an object's type, for messages.

@@ -12,7 +12,9 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::args::{bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, str_arg};
+use crate::args::{
+    bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, position_arg, str_arg, u32_arg,
+};
 use crate::errors::{error, to_py};
 use crate::position::PyPosition;
 use crate::rangeset::{columns, PyRangeSet};
@@ -58,37 +60,6 @@ impl PyCursorState {
     }
 }
 
-/// A `Position` argument; anything else is `InvalidInputType`.
-#[inline]
-fn position_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Position> {
-    match obj.cast::<PyPosition>() {
-        Ok(p) => Ok(p.get().0),
-        Err(_) => {
-            let got = obj
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-            Err(error(
-                obj.py(),
-                "InvalidInputType",
-                format!("{what} must be a cursorkit.Position, got {got}"),
-            ))
-        }
-    }
-}
-
-/// A batch index or size (a non-negative int below 2^32).
-fn u32_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
-    let v = int_arg(obj, what)?;
-    u32::try_from(v).map_err(|_| {
-        error(
-            obj.py(),
-            "InvalidArgument",
-            format!("{what} must be in 0..2^32, got {v}"),
-        )
-    })
-}
-
 /// An `(n, 2)` int64 array taking over a flat `[ledger, entry, …]` buffer.
 fn pairs_array(py: Python<'_>, flat: Vec<i64>) -> PyResult<Bound<'_, PyAny>> {
     let n = flat.len() / 2;
@@ -103,9 +74,16 @@ fn words_bytes<'py>(py: Python<'py>, b: &BatchAcks) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &words_le(b))
 }
 
-fn batch_rows<'py>(py: Python<'py>, c: &Cursor) -> Vec<BatchRow<'py>> {
+/// The partial batches as owned rows (taken under the cursor lock, turned into Python later).
+fn batch_data(c: &Cursor) -> Vec<(i64, i64, u32, Vec<u8>)> {
     c.batches()
-        .map(|(p, b)| (p.ledger_id, p.entry_id, b.size(), words_bytes(py, b)))
+        .map(|(p, b)| (p.ledger_id, p.entry_id, b.size(), words_le(b)))
+        .collect()
+}
+
+fn batch_rows<'py>(py: Python<'py>, rows: Vec<(i64, i64, u32, Vec<u8>)>) -> Vec<BatchRow<'py>> {
+    rows.into_iter()
+        .map(|(l, e, n, w)| (l, e, n, PyBytes::new(py, &w)))
         .collect()
 }
 
@@ -444,7 +422,8 @@ impl PyCursorState {
     /// Partial batches as `(ledger, entry, batch_size, words)` rows; `words` holds the unacked
     /// indexes as little-endian u64 words (Pulsar's deleteSet); `batch_size` 0 = unknown.
     fn batches<'py>(&self, py: Python<'py>) -> Vec<BatchRow<'py>> {
-        batch_rows(py, &self.lock(py))
+        let rows = batch_data(&self.lock(py));
+        batch_rows(py, rows)
     }
 
     /// The unacked-index words of one batch entry, or None.
@@ -496,19 +475,13 @@ impl PyCursorState {
                 .map(|l| (l, c.acked().ledger_to_bytes(l)))
                 .collect();
             let live = c.acked().ledger_ids();
-            let batches: Vec<(i64, i64, u32, Vec<u8>)> = c
-                .batches()
-                .map(|(p, b)| (p.ledger_id, p.entry_id, b.size(), words_le(b)))
-                .collect();
+            let batches = batch_data(c);
             if clear_dirty {
                 c.clear_dirty();
             }
             (c.mark_delete(), blobs, live, batches, c.mutations())
         });
-        let batches: Vec<BatchRow<'py>> = batches
-            .into_iter()
-            .map(|(l, e, n, w)| (l, e, n, PyBytes::new(py, &w)))
-            .collect();
+        let batches = batch_rows(py, batches);
         let ledgers = PyList::empty(py);
         for (l, b) in blobs {
             let b = b.map(|b| PyBytes::new(py, &b));
