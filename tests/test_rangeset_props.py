@@ -12,6 +12,7 @@ import pickle
 from typing import Any
 
 import numpy as np
+import pyroaring
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -110,6 +111,36 @@ class RangeSetMachine(RuleBasedStateMachine):
     def remove(self, ledger: int, entry: int) -> None:
         """RangeSet.remove returns True exactly when the position was present."""
         assert self.rs.remove(ledger, entry) == self.model.remove(ledger, entry)
+
+    @rule(
+        pairs=st.lists(st.tuples(LEDGERS, entry_ids()), max_size=20),
+        kind=st.sampled_from(["list", "int64", "uint64"]),
+    )
+    def remove_many(self, pairs: list[tuple[int, int]], kind: str) -> None:
+        """remove_many says, position by position, whether it was held (a repeat no longer is)."""
+        ledgers = [p[0] for p in pairs]
+        entries = [p[1] for p in pairs]
+        got = self.rs.remove_many(column(ledgers, kind), column(entries, kind))
+        assert got.dtype == np.bool_
+        assert got.tolist() == [self.model.remove(ledger, entry) for ledger, entry in pairs]
+
+    @rule(
+        ledger=LEDGERS,
+        entries=st.lists(entry_ids(), max_size=20),
+        runs=st.lists(st.tuples(entry_ids(), st.integers(0, 200)), max_size=2),
+        optimize=st.booleans(),
+    )
+    def union_ledger_bytes(
+        self, ledger: int, entries: list[int], runs: list[tuple[int, int]], optimize: bool
+    ) -> None:
+        """union_ledger_bytes ORs a pyroaring-written (Java-format) bitmap in, counting new entries."""
+        bm = pyroaring.BitMap(entries)
+        for first, length in runs:
+            bm.add_range(first, min(first + length, MAX_ENTRY + 1))
+        if optimize:
+            bm.run_optimize()
+        added = self.rs.union_ledger_bytes(ledger, bm.serialize())
+        assert added == sum(self.model.add(ledger, entry) for entry in bm)
 
     @rule(
         lk=LEDGERS,

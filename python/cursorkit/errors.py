@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "BucketNotFound",
     "CorruptSnapshot",
     "CursorkitError",
     "InvalidArgument",
@@ -10,6 +11,7 @@ __all__ = [
     "InvalidPosition",
     "LengthMismatch",
     "PersistFailed",
+    "TrackerClosed",
     "UnknownLedger",
     "UnsupportedVersion",
 ]
@@ -52,3 +54,14 @@ class UnknownLedger(CursorkitError, KeyError):
 
 class PersistFailed(CursorkitError, OSError):
     """A flush that could not be made durable; recovery still returns the previous flush."""
+
+
+class BucketNotFound(CursorkitError, KeyError):
+    """A delayed-index bucket snapshot id that the storage does not hold (Pulsar's BucketNotExist)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class TrackerClosed(CursorkitError, RuntimeError):
+    """A call on a delayed-delivery tracker after ``close()``."""

@@ -16,6 +16,8 @@ use crate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTR
 const PULSAR_INT_SENTINEL: i64 = i32::MAX as i64;
 /// Above this many ledger changes in one batch, group by hashing instead of by stretches.
 const STRETCHES_PER_GROUPING: usize = 64;
+/// `union_ledger_bytes` adds a run spanning more entries than this as one range, not entry by entry.
+const UNION_RANGE_MIN_RUN: u32 = 15;
 
 /// An open-closed range `(lower..upper]` of positions inside one ledger.
 pub type Range = (Position, Position);
@@ -131,6 +133,50 @@ impl RangeSet {
             return Ok(false);
         }
         Ok(self.with_ledger(ledger_id, |l| l.remove(entry)))
+    }
+
+    /// Removes many entries (columns of equal length); per position, whether it was held
+    /// (Pulsar's `untrack`). A position given twice is held only the first time.
+    ///
+    /// Every id is validated before anything changes, so a rejected batch leaves the set as it was.
+    pub fn remove_many(&mut self, ledger_ids: &[i64], entry_ids: &[i64]) -> Result<Vec<bool>> {
+        validate_columns(ledger_ids, entry_ids, 0)?;
+        Ok(ledger_ids
+            .iter()
+            .zip(entry_ids)
+            .map(|(&ledger_id, &entry_id)| {
+                self.ledgers.contains_key(&ledger_id)
+                    && self.with_ledger(ledger_id, |l| l.remove(entry_id as u32))
+            })
+            .collect())
+    }
+
+    /// ORs a standard 32-bit roaring portable bitmap (as Java's RoaringBitmap or
+    /// [`RangeSet::ledger_to_bytes`] write it) into one ledger; returns how many entries were new.
+    ///
+    /// The bytes are parsed as [`RangeSet::set_ledger_bytes`] parses them, before anything
+    /// changes: damage is `Corrupt` and leaves the set as it was. The ledger becomes dirty when
+    /// it gained an entry, and the range count stays exact.
+    pub fn union_ledger_bytes(&mut self, ledger_id: i64, data: &[u8]) -> Result<u64> {
+        let mut incoming = RangeSet::new(false);
+        incoming.set_ledger_bytes(ledger_id, data)?;
+        let Some(bits) = incoming.ledgers.remove(&ledger_id) else {
+            return Ok(0); // an empty bitmap adds nothing
+        };
+        // Long runs go in as ranges (a bitmap of a few bytes may hold 2^32 entries); the entries
+        // of short runs go in as one sorted batch.
+        let mut entries = Vec::new();
+        let mut runs = Vec::new();
+        bits.for_each_run(|a, b| {
+            if b - a >= UNION_RANGE_MIN_RUN {
+                runs.push(a..=b);
+            } else {
+                entries.extend(a..=b);
+            }
+        });
+        Ok(self.with_ledger(ledger_id, |l| {
+            runs.into_iter().map(|r| l.insert_range(r)).sum::<u64>() + l.insert_batch(entries)
+        }))
     }
 
     /// Acknowledges many entries at once (columns of equal length); returns how many were new.

@@ -4,9 +4,11 @@
 mod alloc;
 mod args;
 mod cursor;
+mod delay_queue;
 mod errors;
 mod position;
 mod rangeset;
+mod snapshot;
 mod sync;
 
 use pyo3::prelude::*;
@@ -18,8 +20,16 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<position::PyPosition>()?;
     m.add_class::<rangeset::PyRangeSet>()?;
     m.add_class::<cursor::PyCursorState>()?;
+    m.add_class::<delay_queue::PyDelayQueue>()?;
+    m.add_class::<delay_queue::PyInMemoryTrackerState>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::reset_heap_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot::cut_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot::sort_indexes, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot::encode_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot::decode_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot::segment_bitmaps, m)?)?;
+    m.add_function(wrap_pyfunction!(snapshot::bitmap_cardinality, m)?)?;
     Ok(())
 }

@@ -185,6 +185,32 @@ impl PyRangeSet {
         self.lock(py).remove(l, e).py_err(py)
     }
 
+    /// Removes many positions; a numpy bool array of which were held (Pulsar's untrack).
+    fn remove_many<'py>(
+        &self,
+        ledger_ids: &Bound<'py, PyAny>,
+        entry_ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = ledger_ids.py();
+        let (ls, es) = columns(ledger_ids, entry_ids)?;
+        let (ls, es) = (ls.as_slice(), es.as_slice());
+        let out = self.detached(py, |rs| rs.remove_many(ls, es)).py_err(py)?;
+        Ok(PyArray1::from_vec(py, out).into_any())
+    }
+
+    /// ORs a 32-bit roaring portable bitmap into one ledger; returns how many entries were new.
+    fn union_ledger_bytes(
+        &self,
+        ledger_id: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let py = ledger_id.py();
+        let l = int_arg(ledger_id, "ledger_id")?;
+        let data = bytes_arg(data, "data")?;
+        self.detached(py, |rs| rs.union_ledger_bytes(l, &data))
+            .py_err(py)
+    }
+
     /// Whether the entry is held (entry -1 never is).
     fn contains(
         &self,

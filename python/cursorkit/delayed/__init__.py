@@ -1,0 +1,38 @@
+"""Delayed message delivery: Pulsar's in-memory tracker and PIP-195's bucket tracker, with storage.
+
+* ``InMemoryDelayedDeliveryTracker``: one (deliver-at, ledger, entry) queue in Rust.
+* ``BucketDelayedDeliveryTracker``: a mutable tail, immutable buckets with durable segment snapshots
+  (``FileBucketSnapshotStorage``), merge, recovery; bucket pointers in the cursor properties
+  (``FileCursorProperties``).
+* ``SharedDelayedIndex``: one index per topic for all subscriptions.
+* ``DelayedDeliveryCollector``: PIP-195's Prometheus metrics.
+"""
+
+from __future__ import annotations
+
+from cursorkit.delayed.bucket import ImmutableBucket
+from cursorkit.delayed.bucket_tracker import BucketCounters, BucketDelayedDeliveryTracker, BucketTrackerConfig
+from cursorkit.delayed.in_memory import InMemoryDelayedDeliveryTracker
+from cursorkit.delayed.merge import select_merged_buckets
+from cursorkit.delayed.metrics import DelayedDeliveryCollector
+from cursorkit.delayed.properties import FileCursorProperties, MemoryCursorProperties
+from cursorkit.delayed.recovery import RecoveryReport
+from cursorkit.delayed.shared import SharedDelayedIndex, SubscriptionView
+from cursorkit.delayed.storage import BucketSnapshotStorage, FileBucketSnapshotStorage
+
+__all__ = [
+    "BucketCounters",
+    "BucketDelayedDeliveryTracker",
+    "BucketSnapshotStorage",
+    "BucketTrackerConfig",
+    "DelayedDeliveryCollector",
+    "FileBucketSnapshotStorage",
+    "FileCursorProperties",
+    "ImmutableBucket",
+    "InMemoryDelayedDeliveryTracker",
+    "MemoryCursorProperties",
+    "RecoveryReport",
+    "SharedDelayedIndex",
+    "SubscriptionView",
+    "select_merged_buckets",
+]

@@ -1,0 +1,1007 @@
+"""``BucketDelayedDeliveryTracker``: PIP-195's bucket-based delayed index with durable snapshots.
+
+Indexes of not-yet-due messages go to a mutable tail bucket; when a message of a later ledger
+arrives and the tail holds ``min_index_count_per_bucket`` indexes, the tail is sealed into an
+immutable bucket cut into time-ordered segments. Only each bucket's earliest unconsumed segment is
+in memory, in one shared queue; a segment's last index is a *barrier* past which nothing is popped
+until that bucket's next segment is loaded, so delivery is in exact (deliver-at, ledger, entry)
+order. One index (a ``RangeSet``) of every tracked position answers ``contains_message`` and
+deduplicates. Sealing swaps queues in O(1) and pushes segment 1; encoding, writing, merging and
+deleting snapshots run as jobs off the add path (a worker thread, or ``maintenance()``).
+
+Snapshot ids are recorded in the cursor properties as ``#pulsar.internal.delayed.bucket_<s>_<e>``;
+a snapshot is written before its property, and deleted before its property is removed, so every
+step is idempotent and a crash leaves at worst an orphan that recovery adopts or deletes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
+
+import numpy as np
+
+from cursorkit import _core
+from cursorkit._core import DelayQueue, Position, RangeSet
+from cursorkit.delayed import snapshot
+from cursorkit.delayed.bucket import (
+    MUTABLE_TAIL_PROPERTY,
+    ImmutableBucket,
+    Int64Array,
+    Key,
+    SegmentArrays,
+    parse_bucket_key,
+)
+from cursorkit.delayed.merge import MAX_MERGE_NUM, select_merged_buckets
+from cursorkit.delayed.metrics import OpStats, TrackerFigures
+from cursorkit.delayed.recovery import RecordedBucket, RecoveryReport, overlaps, plan_ranges
+from cursorkit.delayed.storage import BucketSnapshotStorage
+from cursorkit.delayed.worker import JobRunner
+from cursorkit.errors import (
+    BucketNotFound,
+    CorruptSnapshot,
+    InvalidArgument,
+    InvalidInputType,
+    PersistFailed,
+    TrackerClosed,
+)
+
+I64_MAX = 2**63 - 1
+T = TypeVar("T")
+Clock = Callable[[], int]
+
+
+def system_clock() -> int:
+    """Milliseconds since the epoch."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BucketTrackerConfig:
+    """Settings of a bucket tracker, with Pulsar's defaults (its config names in each docstring)."""
+
+    tick_time_ms: int = 1000
+    """``delayedDeliveryTickTimeMillis``: non-strict trackers deliver up to one tick early."""
+    strict: bool = False
+    """``isDelayedDeliveryDeliverAtTimeStrict``: never deliver before deliver-at."""
+    min_index_count_per_bucket: int = 50_000
+    """``delayedDeliveryMinIndexCountPerBucket``: seal the tail at a ledger boundary past this."""
+    max_time_step_per_segment_ms: int = 300_000
+    """``delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds`` (here in ms)."""
+    max_indexes_per_segment: int = 5000
+    """``delayedDeliveryMaxIndexesPerBucketSnapshotSegment``; -1 = unlimited."""
+    max_num_buckets: int = -1
+    """``delayedDeliveryMaxNumBuckets``: merge adjacent buckets beyond this; <= 0 disables."""
+    persist_mutable_tail: bool = False
+    """Beyond Pulsar: ``checkpoint_tail()`` and ``close()`` persist the tail (no replay after a restart)."""
+    storage_retries: int = 3
+    """Attempts per storage write/delete (Pulsar's MaxRetryTimes)."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "tick_time_ms",
+            "min_index_count_per_bucket",
+            "max_time_step_per_segment_ms",
+            "storage_retries",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidInputType(f"{name} must be an int, got {type(value).__name__}")
+            if value < (0 if name == "tick_time_ms" else 1):
+                raise InvalidArgument(f"{name} must be positive, got {value}")
+        if self.max_indexes_per_segment != -1 and self.max_indexes_per_segment < 1:
+            raise InvalidArgument(
+                f"max_indexes_per_segment must be -1 or positive, got {self.max_indexes_per_segment}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class BucketCounters:
+    """What the tracker has done, for stats and tests."""
+
+    added: int
+    duplicates: int
+    rejected_due: int
+    rejected_acked: int
+    delivered: int
+    seals: int
+    merges: int
+    segment_loads: int
+    downgrades: int
+
+
+def _as_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidInputType(f"{what} must be an int, got {type(value).__name__}")
+    v = int(value)
+    if not -(2**63) <= v <= I64_MAX:
+        raise InvalidArgument(f"{what} {v} does not fit in a signed 64-bit integer")
+    return v
+
+
+class _Properties:
+    """The caller's cursor properties, with an atomic multi-key change where the store offers one."""
+
+    def __init__(self, store: MutableMapping[str, str]) -> None:
+        self.store = store
+
+    def apply(self, set_items: Mapping[str, str], delete_keys: Iterable[str] = ()) -> None:
+        apply = getattr(self.store, "apply", None)
+        if callable(apply):
+            apply(dict(set_items), list(delete_keys))
+            return
+        for k, v in set_items.items():
+            self.store[k] = v
+        for k in delete_keys:
+            self.store.pop(k, None)
+
+    def drop_if(self, key: str, value: str) -> None:
+        """Deletes ``key`` only while it still names ``value`` (a newer bucket may own the key)."""
+        if self.store.get(key) == value:
+            self.apply({}, [key])
+
+
+class BucketDelayedDeliveryTracker:
+    """PIP-195's delayed index for one subscription (or one topic, through ``SharedDelayedIndex``).
+
+    Construction starts the storage and recovers whatever the cursor properties record (see
+    ``recovery_report``); ``close()`` closes the storage too unless ``close_storage=False`` (a
+    storage shared by several trackers). ``clock`` returns ms; ``background=False`` runs snapshot
+    jobs only in ``maintenance()``.
+    """
+
+    def __init__(
+        self,
+        storage: BucketSnapshotStorage,
+        cursor_properties: MutableMapping[str, str] | None = None,
+        *,
+        clock: Clock | None = None,
+        topic: str = "topic",
+        cursor: str = "subscription",
+        background: bool = True,
+        mark_delete: Position | None = None,
+        close_storage: bool = True,
+        config: BucketTrackerConfig | None = None,
+        **settings: Any,
+    ) -> None:
+        self.config = config if config is not None else BucketTrackerConfig(**settings)
+        if config is not None and settings:
+            raise InvalidArgument("pass settings either as config= or as keywords, not both")
+        self.storage = storage
+        self._close_storage = close_storage
+        self.topic = topic
+        self.cursor = cursor
+        self._props = _Properties(cursor_properties if cursor_properties is not None else {})
+        self._clock: Clock = clock if clock is not None else system_clock
+        self._lock = threading.RLock()
+        self._index = RangeSet()
+        self._count = 0
+        self._mutable = DelayQueue()
+        self._mut_start = -1
+        self._mut_end = -1
+        self._sealed_end = -1
+        self._shared = DelayQueue()
+        self._buckets: list[ImmutableBucket] = []
+        self._starts: list[int] = []
+        self._barriers: list[tuple[Key, int, ImmutableBucket]] = []
+        self._seq = itertools.count()
+        self._tick = self.config.tick_time_ms
+        self._closed = False
+        self._merge_queued = False
+        self._mark_delete: Position | None = mark_delete
+        self._tail_id: int | None = None
+        self._seen: set[int] = set()
+        self._snapshot_bytes = 0
+        self._n = dict.fromkeys(BucketCounters.__slots__, 0)
+        self.op_stats = OpStats()
+        self._jobs = JobRunner(background=background, name=f"cursorkit-delayed-{topic}-{cursor}")
+        self.storage.start()
+        self.recovery_report = self._recover()
+
+    @classmethod
+    def recover(
+        cls,
+        *,
+        storage: BucketSnapshotStorage,
+        cursor_properties: MutableMapping[str, str],
+        **kwargs: Any,
+    ) -> BucketDelayedDeliveryTracker:
+        """A tracker rebuilt from ``storage`` and the bucket properties (same as the constructor)."""
+        return cls(storage, cursor_properties, **kwargs)
+
+    # --- time --------------------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        now = self._clock()
+        if isinstance(now, bool) or not isinstance(now, int | np.integer):
+            raise InvalidInputType(f"clock must return int milliseconds, got {type(now).__name__}")
+        return int(now)
+
+    def _cutoff(self, now: int) -> int:
+        return now if self.config.strict else min(now + self._tick, I64_MAX)
+
+    def reset_tick_time(self, tick_time_ms: int) -> None:
+        """Changes the tick (a topic policy update)."""
+        tick = _as_int(tick_time_ms, "tick_time_ms")
+        if tick < 0:
+            raise InvalidArgument(f"tick_time_ms must be >= 0, got {tick}")
+        with self._lock:
+            self._tick = tick
+
+    @property
+    def tick_time_ms(self) -> int:
+        """The current tick."""
+        return self._tick
+
+    # --- the add path ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TrackerClosed(f"delayed tracker {self.topic}/{self.cursor} is closed")
+
+    def add_message(self, ledger_id: int, entry_id: int, deliver_at: int) -> bool:
+        """Tracks a message read by the dispatcher; False means it is due (or acked): dispatch it now."""
+        at = _as_int(deliver_at, "deliver_at")
+        with self._lock:
+            self._check_open()
+            tracked = self._index.contains(ledger_id, entry_id)  # validates the position first
+            if at < 0 or at <= self._cutoff(self._now()):
+                if tracked:  # [main]: an expired message is untracked as well
+                    self._index.remove(ledger_id, entry_id)
+                    self._count -= 1
+                self._n["rejected_due"] += 1
+                return False
+            md = self._mark_delete
+            if md is not None and (ledger_id, entry_id) <= (md.ledger_id, md.entry_id):
+                self._n["rejected_acked"] += 1
+                return False
+            if tracked:
+                self._n["duplicates"] += 1
+                return True
+            covering = self._covering(ledger_id)
+            if covering is None and ledger_id > self._mut_end:
+                self._maybe_seal()
+            if covering is None and ledger_id >= self._mut_end and ledger_id > self._sealed_end:
+                self._mutable.add(at, ledger_id, entry_id)
+                if self._mut_start < 0:
+                    self._mut_start = ledger_id
+                self._mut_end = ledger_id
+            else:
+                self._shared.add(at, ledger_id, entry_id)
+            self._index.add(ledger_id, entry_id)
+            self._count += 1
+            self._n["added"] += 1
+            return True
+
+    def add_many(
+        self, ledger_ids: Any, entry_ids: Any, deliver_at: Any
+    ) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """``add_message`` over columns; returns the tracked mask (False = dispatch now).
+
+        Runs of one ledger are handled in bulk, so input in ledger order (as a dispatcher reads it)
+        costs a few Rust calls per ledger.
+        """
+        ls = np.ascontiguousarray(ledger_ids, dtype=np.int64)
+        es = np.ascontiguousarray(entry_ids, dtype=np.int64)
+        ts = np.ascontiguousarray(deliver_at, dtype=np.int64)
+        if not (ls.ndim == es.ndim == ts.ndim == 1) or not (len(ls) == len(es) == len(ts)):
+            raise InvalidArgument(
+                "ledger_ids, entry_ids and deliver_at must be 1-D of one length, "
+                f"got {ls.shape}, {es.shape}, {ts.shape}"
+            )
+        with self._lock:
+            self._check_open()
+            present = self._index.contains_many(ls, es)  # validates every position first
+            due = (ts < 0) | (ts <= self._cutoff(self._now()))
+            out = ~due
+            expired = due & present
+            if expired.any():
+                self._count -= int(self._index.remove_many(ls[expired], es[expired]).sum())
+            self._n["rejected_due"] += int(due.sum())
+            md = self._mark_delete
+            if md is not None:
+                acked = ~due & ((ls < md.ledger_id) | ((ls == md.ledger_id) & (es <= md.entry_id)))
+                out &= ~acked
+                self._n["rejected_acked"] += int(acked.sum())
+            fresh = out & ~present
+            self._n["duplicates"] += int((out & present).sum())
+            idx = np.flatnonzero(fresh)
+            if len(idx):
+                cuts = np.flatnonzero(np.diff(ls[idx])) + 1
+                for run in np.split(idx, cuts):
+                    self._add_run(int(ls[run[0]]), ts[run], ls[run], es[run])
+            return out
+
+    def _add_run(self, ledger: int, ts: Int64Array, ls: Int64Array, es: Int64Array) -> None:
+        covering = self._covering(ledger)
+        if covering is None and ledger > self._mut_end:
+            self._maybe_seal()
+        if covering is None and ledger >= self._mut_end and ledger > self._sealed_end:
+            self._mutable.add_many(ts, ls, es)
+            if self._mut_start < 0:
+                self._mut_start = ledger
+            self._mut_end = ledger
+        else:
+            self._shared.add_many(ts, ls, es)
+        new = self._index.add_many(ls, es)
+        self._count += new
+        self._n["added"] += new
+        self._n["duplicates"] += len(ls) - new
+
+    def _covering(self, ledger_id: int) -> ImmutableBucket | None:
+        i = bisect.bisect_right(self._starts, ledger_id) - 1
+        if i >= 0 and self._buckets[i].covers(ledger_id):
+            return self._buckets[i]
+        return None
+
+    # --- sealing -------------------------------------------------------------------------------------
+
+    def _maybe_seal(self) -> None:
+        n = len(self._mutable)
+        if n == 0 or n < self.config.min_index_count_per_bucket:
+            return
+        ts, ls, es = self._mutable.drain()
+        live = self._index.contains_many(ls, es)  # trimmed (acked) indexes stay out of the snapshot
+        if not live.all():
+            ts, ls, es = ts[live], ls[live], es[live]
+        if len(ts) == 0:
+            self._mut_start = self._mut_end = -1
+            return
+        segs = snapshot.cut(
+            ts,
+            ls,
+            es,
+            max_time_step_ms=self.config.max_time_step_per_segment_ms,
+            max_indexes_per_segment=self.config.max_indexes_per_segment,
+        )
+        b = ImmutableBucket(
+            self._mut_start,
+            self._mut_end,
+            last_segment_entry_id=len(segs),
+            number_bucket_delayed_messages=len(ts),
+            first_schedule_timestamps=snapshot.first_timestamps(segs),
+            pending=segs,
+        )
+        self._mut_start = self._mut_end = -1
+        self._insert(b)
+        self._push_segment(b, 1, *segs.segment(0))
+        self._n["seals"] += 1
+        self._jobs.submit(lambda: self._create_job(b, segs))
+        self._queue_merge()
+
+    def _insert(self, b: ImmutableBucket) -> None:
+        # The tail only ever takes ledgers above every sealed range, so no seal can enclose (and
+        # a later recovery discard as stale) a bucket it did not contain.
+        self._sealed_end = max(self._sealed_end, b.end_ledger_id)
+        i = bisect.bisect_left(self._starts, b.start_ledger_id)
+        self._buckets.insert(i, b)
+        self._starts.insert(i, b.start_ledger_id)
+
+    def _remove(self, b: ImmutableBucket) -> None:
+        if b.removed:
+            return
+        b.removed = True
+        b.barrier = None
+        i = self._buckets.index(b)
+        del self._buckets[i]
+        del self._starts[i]
+
+    def _push_segment(
+        self, b: ImmutableBucket, segment_id: int, ts: Int64Array, ls: Int64Array, es: Int64Array
+    ) -> None:
+        """Puts a segment's still-tracked indexes in the shared queue and sets the bucket's barrier."""
+        live = self._index.contains_many(ls, es)
+        if live.all():
+            self._shared.add_many(ts, ls, es)
+        else:
+            self._shared.add_many(ts[live], ls[live], es[live])
+        b.current_segment_entry_id = segment_id
+        b.barrier = (int(ts[-1]), int(ls[-1]), int(es[-1]))
+        heapq.heappush(self._barriers, (b.barrier, next(self._seq), b))
+
+    # --- the delivery path -----------------------------------------------------------------------------
+
+    def _min_barrier(self) -> ImmutableBucket | None:
+        while self._barriers:
+            key, _, b = self._barriers[0]
+            if b.removed or b.barrier != key:
+                heapq.heappop(self._barriers)
+                continue
+            return b
+        return None
+
+    def _move_due_tail(self, cutoff: int) -> None:
+        ts, ls, es = self._mutable.pop_due(cutoff, I64_MAX)
+        if len(ts):
+            self._shared.add_many(ts, ls, es)
+
+    def has_message_available(self) -> bool:
+        """Whether a message is due now (a due tail index counts too)."""
+        with self._lock:
+            self._check_open()
+            if self._count == 0:
+                return False
+            cutoff = self._cutoff(self._now())
+            heads = [h for h in (self._mutable.peek(), self._shared.peek()) if h is not None]
+            return bool(heads) and min(heads)[0] <= cutoff
+
+    def next_delivery_time(self) -> int | None:
+        """Earliest deliver-at held in memory (for arming a timer), or None."""
+        with self._lock:
+            self._check_open()
+            heads = [h[0] for h in (self._mutable.peek(), self._shared.peek()) if h is not None]
+            return min(heads) if heads else None
+
+    def get_scheduled_messages(self, max_messages: int) -> Int64Array:
+        """Up to ``max_messages`` due messages as (ledger, entry) rows sorted by position.
+
+        They leave in deliver-at order (the sort is of the returned batch only); each is untracked.
+        """
+        limit_n = _as_int(max_messages, "max_messages")
+        if limit_n < 0:
+            raise InvalidArgument(f"max_messages must be >= 0, got {limit_n}")
+        with self._lock:
+            self._check_open()
+            cutoff = self._cutoff(self._now())
+            self._move_due_tail(cutoff)
+            out_l: list[Int64Array] = []
+            out_e: list[Int64Array] = []
+            remaining = limit_n
+            while remaining > 0:
+                b = self._min_barrier()
+                limit: Key = (cutoff, I64_MAX, I64_MAX)
+                if b is not None and b.barrier is not None and b.barrier < limit:
+                    limit = b.barrier
+                ts, ls, es = self._shared.pop_until(limit[0], limit[1], limit[2], remaining)
+                asked = remaining
+                if len(ts):
+                    live = self._index.remove_many(ls, es)
+                    k = int(live.sum())
+                    if k:
+                        out_l.append(ls[live] if k < len(ls) else ls)
+                        out_e.append(es[live] if k < len(es) else es)
+                        self._count -= k
+                        self._n["delivered"] += k
+                        remaining -= k
+                if len(ts) < asked:  # nothing at or below the limit is left
+                    if b is not None and limit == b.barrier and self._advance(b):
+                        continue
+                    break
+            if not out_l:
+                return np.empty((0, 2), dtype=np.int64)
+            ls_all, es_all = np.concatenate(out_l), np.concatenate(out_e)
+            order = np.lexsort((es_all, ls_all))
+            return np.stack((ls_all[order], es_all[order]), axis=1)
+
+    def _advance(self, b: ImmutableBucket) -> bool:
+        """Loads the bucket's next segment (or retires it after its last); False if loading failed."""
+        nxt = b.current_segment_entry_id + 1
+        if nxt > b.last_segment_entry_id:
+            self._retire(b)
+            return True
+        try:
+            cols = self._segment_columns(b, nxt)
+        except (PersistFailed, OSError, CorruptSnapshot, BucketNotFound):
+            return False  # counted in op_stats; retried on the next call
+        self._push_segment(b, nxt, *cols)
+        self._n["segment_loads"] += 1
+        return True
+
+    def _segment_columns(
+        self, b: ImmutableBucket, segment_id: int
+    ) -> tuple[Int64Array, Int64Array, Int64Array]:
+        if b.pending is not None:
+            return b.pending.segment(segment_id - b.pending_first)
+        assert b.bucket_id is not None
+        bucket_id = b.bucket_id
+        blobs = self._timed(
+            "load", lambda: self.storage.get_bucket_snapshot_segment(bucket_id, segment_id, segment_id)
+        )
+        if not blobs:
+            raise CorruptSnapshot(f"bucket snapshot {bucket_id} has no segment {segment_id}")
+        segs = snapshot.decode(blobs)
+        return segs.segment(0)
+
+    def _retire(self, b: ImmutableBucket) -> None:
+        """Drops a consumed (or trimmed) bucket; its snapshot, then its property, go in a job."""
+        self._remove(b)
+        self._jobs.submit(lambda: self._delete_job(b))
+
+    # --- jobs (run on the worker, or in maintenance()) -------------------------------------------------
+
+    def _timed(self, op: str, fn: Callable[[], T], *, retries: int = 1) -> T:
+        for attempt in range(1, retries + 1):
+            t0 = time.perf_counter()
+            try:
+                result = fn()
+            except (PersistFailed, OSError):
+                self.op_stats.record(op, False, (time.perf_counter() - t0) * 1000)
+                if attempt == retries:
+                    raise
+                continue
+            except Exception:
+                self.op_stats.record(op, False, (time.perf_counter() - t0) * 1000)
+                raise
+            self.op_stats.record(op, True, (time.perf_counter() - t0) * 1000)
+            return result
+        raise AssertionError("unreachable")
+
+    def _write_snapshot(self, segs: SegmentArrays, key: str) -> tuple[int, int]:
+        """Encodes and writes a snapshot; returns (snapshot id, stored bytes)."""
+        meta, blobs = snapshot.encode(segs)
+        bucket_id = self._timed(
+            "create",
+            lambda: self.storage.create_bucket_snapshot(meta, blobs, key, self.topic, self.cursor),
+            retries=self.config.storage_retries,
+        )
+        return bucket_id, self.storage.get_bucket_snapshot_length(bucket_id)
+
+    def _create_job(self, b: ImmutableBucket, segs: SegmentArrays) -> None:
+        """Writes a sealed bucket's snapshot, then its property; either failing downgrades it."""
+        try:
+            bucket_id, length = self._write_snapshot(segs, b.key)
+        except Exception:
+            with self._lock:
+                self._downgrade(b)
+            raise
+        try:
+            self._props.apply({b.key: str(bucket_id)})
+        except Exception:
+            self._delete_quietly(bucket_id)
+            with self._lock:
+                self._downgrade(b)
+            raise
+        with self._lock:
+            gone = b.removed
+            if not gone:  # created = durable and recorded
+                b.bucket_id = bucket_id
+                b.snapshot_length = length
+                b.pending = None
+                self._snapshot_bytes += length
+        if gone:  # consumed or cleared while being written
+            self._delete_quietly(bucket_id)
+            self._props.drop_if(b.key, str(bucket_id))
+
+    def _delete_quietly(self, bucket_id: int) -> bool:
+        """Deletes a snapshot nothing needs any more; a failure leaves an orphan for recovery."""
+        try:
+            self._timed(
+                "delete",
+                partial(self.storage.delete_bucket_snapshot, bucket_id),
+                retries=self.config.storage_retries,
+            )
+        except (PersistFailed, OSError):
+            return False
+        return True
+
+    def _downgrade(self, b: ImmutableBucket) -> None:
+        """A snapshot that could not be written: its remaining segments go to the shared queue."""
+        self._n["downgrades"] += 1
+        if b.removed or b.pending is None:
+            return
+        segs, first = b.pending, b.pending_first
+        for sid in range(b.current_segment_entry_id + 1, b.last_segment_entry_id + 1):
+            ts, ls, es = segs.segment(sid - first)
+            live = self._index.contains_many(ls, es)
+            self._shared.add_many(ts[live], ls[live], es[live])
+        self._remove(b)
+
+    def _delete_job(self, b: ImmutableBucket) -> None:
+        with self._lock:
+            bucket_id = b.bucket_id
+            if bucket_id is not None and b.snapshot_length:
+                self._snapshot_bytes -= b.snapshot_length
+                b.snapshot_length = 0
+        if bucket_id is None:
+            return
+        self._timed(
+            "delete",
+            lambda: self.storage.delete_bucket_snapshot(bucket_id),
+            retries=self.config.storage_retries,
+        )
+        self._props.drop_if(b.key, str(bucket_id))
+
+    def _queue_merge(self) -> None:
+        if (
+            self.config.max_num_buckets > 0
+            and len(self._buckets) > self.config.max_num_buckets
+            and not self._merge_queued
+        ):
+            self._merge_queued = True
+            self._jobs.submit(self._merge_job)
+
+    def _merge_job(self) -> None:
+        with self._lock:
+            self._merge_queued = False
+            if self._closed or len(self._buckets) <= self.config.max_num_buckets:
+                return
+            window = select_merged_buckets(self._buckets, min(MAX_MERGE_NUM, len(self._buckets)))
+            if window is None:
+                return
+            sources = self._buckets[window[0] : window[1]]
+            for s in sources:
+                s.merging = True
+        t0 = time.perf_counter()
+        try:
+            merged = self._merge(sources)
+        except Exception:
+            self.op_stats.record("merge", False, (time.perf_counter() - t0) * 1000)
+            with self._lock:
+                for s in sources:
+                    s.merging = False
+            raise
+        self.op_stats.record("merge", True, (time.perf_counter() - t0) * 1000)
+        with self._lock:
+            self._n["merges"] += 1
+            if merged is not None:
+                self._queue_merge()  # still above the limit: merge again
+
+    def _merge(self, sources: list[ImmutableBucket]) -> ImmutableBucket | None:
+        parts: list[SegmentArrays] = []
+        for s in sources:
+            assert s.bucket_id is not None
+            sid, last = s.bucket_id, s.last_segment_entry_id
+            blobs = self._timed("load", partial(self.storage.get_bucket_snapshot_segment, sid, 1, last))
+            parts.append(snapshot.decode(blobs))
+        ts = np.concatenate([p.timestamps for p in parts])
+        ls = np.concatenate([p.ledger_ids for p in parts])
+        es = np.concatenate([p.entry_ids for p in parts])
+        live = self._index.contains_many(ls, es)
+        ts, ls, es = _core.sort_indexes(ts[live], ls[live], es[live])
+        start, end = sources[0].start_ledger_id, sources[-1].end_ledger_id
+        merged: ImmutableBucket | None = None
+        new_id: int | None = None
+        if len(ts):
+            segs = snapshot.cut(
+                ts,
+                ls,
+                es,
+                max_time_step_ms=self.config.max_time_step_per_segment_ms,
+                max_indexes_per_segment=self.config.max_indexes_per_segment,
+            )
+            merged = ImmutableBucket(
+                start,
+                end,
+                last_segment_entry_id=len(segs),
+                number_bucket_delayed_messages=len(ts),
+                first_schedule_timestamps=snapshot.first_timestamps(segs),
+            )
+            new_id, length = self._write_snapshot(segs, merged.key)
+            merged.bucket_id, merged.snapshot_length = new_id, length
+            try:
+                self._props.apply({merged.key: str(new_id)}, [s.key for s in sources])
+            except Exception:
+                self._delete_quietly(new_id)
+                raise
+        else:
+            self._props.apply({}, [s.key for s in sources])
+        with self._lock:
+            for s in sources:
+                if not s.removed:
+                    self._remove(s)
+                    self._snapshot_bytes -= s.snapshot_length
+            if merged is not None:
+                self._snapshot_bytes += merged.snapshot_length
+                self._insert(merged)
+                self._push_segment(merged, 1, *segs.segment(0))
+        for s in sources:  # committed: a failed delete only leaves an orphan recovery removes
+            if s.bucket_id is not None:
+                self._delete_quietly(s.bucket_id)
+        return merged
+
+    def maintenance(self) -> None:
+        """Runs (or, with a worker thread, waits for) every queued snapshot job."""
+        self._jobs.run_pending()
+
+    # --- trimming, tail persistence, clear, close ---------------------------------------------------
+
+    def trim(self, mark_delete: Position) -> int:
+        """Forgets indexes at or below ``mark_delete`` (they are acked); returns how many.
+
+        Buckets wholly below the mark-delete ledger are retired and their snapshots deleted; later
+        adds at or below it are refused (counted as ``rejected_acked``).
+        """
+        with self._lock:
+            self._check_open()
+            self._mark_delete = mark_delete
+            before = self._index.total_cardinality()
+            self._index.remove_at_most(mark_delete.ledger_id, mark_delete.entry_id)
+            removed = before - self._index.total_cardinality()
+            self._count -= removed
+            self._mutable.remove_ledgers_below(mark_delete.ledger_id)
+            self._shared.remove_ledgers_below(mark_delete.ledger_id)
+            for b in [b for b in self._buckets if b.end_ledger_id < mark_delete.ledger_id]:
+                self._retire(b)
+            return removed
+
+    def checkpoint_tail(self) -> None:
+        """Persists the mutable tail (beyond Pulsar) so a restart recovers it instead of replaying it.
+
+        The write is a job like a seal's: call ``maintenance()`` to wait for it.
+        """
+        with self._lock:
+            self._check_open()
+            ts, ls, es = self._mutable.drain()
+            self._mutable.add_many(ts, ls, es)
+            key = f"mutable_{self._mut_start}_{self._mut_end}"
+        self._jobs.submit(lambda: self._tail_job(ts, ls, es, key))
+
+    def _tail_job(self, ts: Int64Array, ls: Int64Array, es: Int64Array, key: str) -> None:
+        old = self._tail_id
+        if len(ts):
+            segs = snapshot.cut(
+                ts,
+                ls,
+                es,
+                max_time_step_ms=self.config.max_time_step_per_segment_ms,
+                max_indexes_per_segment=self.config.max_indexes_per_segment,
+            )
+            new_id, _ = self._write_snapshot(segs, key)
+            self._props.apply({MUTABLE_TAIL_PROPERTY: str(new_id)})
+            self._tail_id = new_id
+        else:
+            self._props.apply({}, [MUTABLE_TAIL_PROPERTY])
+            self._tail_id = None
+        if old is not None:
+            self._delete_quietly(old)
+
+    def clear(self) -> None:
+        """Forgets every index and deletes every snapshot and bucket property (a cleared backlog)."""
+        self._jobs.run_pending()
+        with self._lock:
+            self._check_open()
+            doomed = list(self._buckets)
+            for b in doomed:
+                self._remove(b)
+            self._index.clear()
+            self._count = 0
+            self._mutable.clear()
+            self._shared.clear()
+            self._barriers.clear()
+            self._mut_start = self._mut_end = -1
+        for b in doomed:
+            self._delete_job(b)
+        tail = self._tail_id
+        if tail is not None:
+            self._timed("delete", lambda: self.storage.delete_bucket_snapshot(tail))
+            self._props.apply({}, [MUTABLE_TAIL_PROPERTY])
+            self._tail_id = None
+        with self._lock:
+            self._snapshot_bytes = 0
+
+    def close(self) -> None:
+        """Finishes queued snapshot jobs (and persists the tail if configured); snapshots are kept."""
+        with self._lock:
+            if self._closed:
+                return
+        if self.config.persist_mutable_tail:
+            self.checkpoint_tail()
+        self._jobs.close()
+        with self._lock:
+            self._closed = True
+            self._mutable.clear()
+            self._shared.clear()
+            self._barriers.clear()
+        if self._close_storage:
+            self.storage.close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    # --- state --------------------------------------------------------------------------------------
+
+    def contains_message(self, ledger_id: int, entry_id: int) -> bool:
+        """Whether the position is tracked (the dispatcher's skip condition when reading)."""
+        with self._lock:
+            return self._index.contains(ledger_id, entry_id)
+
+    @property
+    def number_of_delayed_messages(self) -> int:
+        """Distinct positions tracked (tail, loaded and unloaded segments)."""
+        return self._count
+
+    @property
+    def buffer_memory_usage(self) -> int:
+        """Bytes of the in-memory queues and the position index (Pulsar counts only the queues)."""
+        with self._lock:
+            return self._mutable.memory_usage() + self._shared.memory_usage() + self._index.memory_usage()
+
+    @property
+    def immutable_buckets(self) -> list[ImmutableBucket]:
+        """The sealed buckets in ledger order (live objects: read, do not change)."""
+        with self._lock:
+            return list(self._buckets)
+
+    @property
+    def cursor_properties(self) -> MutableMapping[str, str]:
+        """The cursor properties the tracker records its snapshots in."""
+        return self._props.store
+
+    @property
+    def mutable_bucket_range(self) -> tuple[int, int]:
+        """``(start, end)`` ledgers of the tail bucket; (-1, -1) when empty."""
+        return self._mut_start, self._mut_end
+
+    def should_pause_all_deliveries(self) -> bool:
+        """Always False: fixed-delay detection is the in-memory tracker's (as in Pulsar)."""
+        return False
+
+    def counters(self) -> BucketCounters:
+        """What the tracker has done so far."""
+        with self._lock:
+            return BucketCounters(**self._n)
+
+    def metric_figures(self) -> TrackerFigures:
+        """Figures for ``DelayedDeliveryCollector``."""
+        with self._lock:
+            return TrackerFigures(
+                delayed_messages=self._count,
+                buffer_memory_usage=self._mutable.memory_usage() + self._shared.memory_usage(),
+                bucket_total=len(self._buckets) + 1,
+                loaded_indexes=len(self._mutable) + len(self._shared),
+                snapshot_size_bytes=self._snapshot_bytes,
+                op_stats=self.op_stats,
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"<BucketDelayedDeliveryTracker {self.topic}/{self.cursor} delayed={self._count} "
+            f"buckets={len(self._buckets)} tail={len(self._mutable)} loaded={len(self._shared)}>"
+        )
+
+    # --- recovery -----------------------------------------------------------------------------------
+
+    def _recover(self) -> RecoveryReport:
+        report = RecoveryReport()
+        cutoff = self._cutoff(self._now())
+        md_ledger = self._mark_delete.ledger_id if self._mark_delete is not None else -1
+        recorded: list[RecordedBucket] = []
+        for name, value in list(self._props.store.items()):
+            try:
+                rng = parse_bucket_key(name)
+                if rng is None:
+                    continue
+                bucket_id = int(value)
+            except (CorruptSnapshot, ValueError) as e:
+                report.damaged.append(f"{name}={value!r}: {e}")
+                self._props.apply({}, [name])
+                continue
+            recorded.append(RecordedBucket(rng[0], rng[1], bucket_id, name))
+        self._seen = {r.bucket_id for r in recorded}
+        kept, enclosed, notes = plan_ranges(recorded)
+        report.overlapping.extend(notes)
+        for r in enclosed:
+            self._discard(r.bucket_id, r.key, report.stale)
+        for r in kept:
+            if r.end_ledger_id < md_ledger:
+                self._discard(r.bucket_id, r.key, report.trimmed)
+                continue
+            self._load_bucket(r, cutoff, report)
+        self._adopt_orphans(cutoff, report)
+        if self._mark_delete is not None:  # snapshots may hold indexes acked since they were written
+            md = self._mark_delete
+            before = self._index.total_cardinality()
+            self._index.remove_at_most(md.ledger_id, md.entry_id)
+            self._count -= before - self._index.total_cardinality()
+        self._recover_tail(report)
+        report.messages_recovered = self._count
+        return report
+
+    def _discard(self, bucket_id: int, key: str, into: list[int]) -> None:
+        """Drops a recorded snapshot recovery does not keep: snapshot first, then its property."""
+        if self._delete_quietly(bucket_id):
+            self._props.drop_if(key, str(bucket_id))
+        into.append(bucket_id)
+
+    def _load_bucket(self, r: RecordedBucket, cutoff: int, report: RecoveryReport) -> bool:
+        """Installs one recorded bucket from its metadata and first unexpired segment."""
+        try:
+            meta = self._timed("load", lambda: self.storage.get_bucket_snapshot_metadata(r.bucket_id))
+            segments = list(meta.metadata_list)
+            skip = 0
+            while skip < len(segments) and segments[skip].max_schedule_timestamp <= cutoff:
+                skip += 1
+            if skip == len(segments):
+                self._discard(r.bucket_id, r.key, report.expired)
+                return False
+            first = self._timed(
+                "load", lambda: self.storage.get_bucket_snapshot_segment(r.bucket_id, skip + 1, skip + 1)
+            )
+            if not first:
+                raise CorruptSnapshot(f"bucket snapshot {r.bucket_id} lacks segment {skip + 1}")
+            cols = snapshot.decode(first).segment(0)
+            length = self.storage.get_bucket_snapshot_length(r.bucket_id)
+        except BucketNotFound:
+            report.missing.append(r.key)
+            self._props.drop_if(r.key, str(r.bucket_id))
+            return False
+        except CorruptSnapshot as e:
+            # Its messages must be replayed from the cursor; the damaged file would only be retried.
+            report.damaged.append(f"{r.key} (snapshot {r.bucket_id}): {e}")
+            self._discard(r.bucket_id, r.key, [])
+            return False
+        count = 0
+        for seg in segments[skip:]:
+            for ledger, bitmap in seg.delayed_index_bit_map.items():
+                count += self._index.union_ledger_bytes(ledger, bitmap)
+        self._count += count
+        b = ImmutableBucket(
+            r.start_ledger_id,
+            r.end_ledger_id,
+            last_segment_entry_id=len(segments),
+            number_bucket_delayed_messages=count,
+            first_schedule_timestamps=[int(s.min_schedule_timestamp) for s in segments],
+            bucket_id=r.bucket_id,
+            snapshot_length=length,
+        )
+        self._snapshot_bytes += length
+        self._insert(b)
+        self._push_segment(b, skip + 1, *cols)
+        report.recovered.append(r.bucket_id)
+        return True
+
+    def _adopt_orphans(self, cutoff: int, report: RecoveryReport) -> None:
+        """Snapshots of this topic/cursor that no property names: adopted if disjoint, else deleted."""
+        lister = getattr(self.storage, "list_bucket_snapshots", None)
+        info = getattr(self.storage, "bucket_info", None)
+        if not callable(lister) or not callable(info):
+            return
+        referenced = set(self._seen)
+        tail = self._props.store.get(MUTABLE_TAIL_PROPERTY)
+        if tail is not None and tail.isdigit():
+            referenced.add(int(tail))
+        for bucket_id in sorted(lister()):
+            if bucket_id in referenced:
+                continue
+            try:
+                meta = info(bucket_id)
+            except (BucketNotFound, CorruptSnapshot):
+                continue
+            if meta.topic != self.topic or meta.cursor != self.cursor:
+                continue
+            try:
+                rng = parse_bucket_key(meta.bucket_key)
+            except CorruptSnapshot:
+                rng = None
+            ranges = [(b.start_ledger_id, b.end_ledger_id) for b in self._buckets]
+            if rng is None or overlaps(rng[0], rng[1], ranges):
+                if self._delete_quietly(bucket_id):
+                    report.orphans_deleted.append(bucket_id)
+                continue
+            r = RecordedBucket(rng[0], rng[1], bucket_id, meta.bucket_key)
+            if self._load_bucket(r, cutoff, report):
+                self._props.apply({r.key: str(bucket_id)})
+                report.adopted.append(bucket_id)
+
+    def _recover_tail(self, report: RecoveryReport) -> None:
+        value = self._props.store.get(MUTABLE_TAIL_PROPERTY)
+        if value is None:
+            return
+        try:
+            tail_id = int(value)
+            n = self.storage.get_bucket_snapshot_metadata(tail_id).metadata_list
+            segs = snapshot.decode(self.storage.get_bucket_snapshot_segment(tail_id, 1, len(n)))
+        except (ValueError, BucketNotFound, CorruptSnapshot) as e:
+            report.damaged.append(f"{MUTABLE_TAIL_PROPERTY}={value!r}: {e}")
+            self._props.apply({}, [MUTABLE_TAIL_PROPERTY])
+            return
+        self._tail_id = tail_id
+        ts, ls, es = segs.timestamps, segs.ledger_ids, segs.entry_ids
+        keep = ~self._index.contains_many(ls, es)
+        if self._mark_delete is not None:
+            md = self._mark_delete
+            keep &= (ls > md.ledger_id) | ((ls == md.ledger_id) & (es > md.entry_id))
+        ts, ls, es = ts[keep], ls[keep], es[keep]
+        for ledger in np.unique(ls):
+            sel = ls == ledger
+            self._add_run(int(ledger), ts[sel], ls[sel], es[sel])
+        report.tail_messages = int(keep.sum())
