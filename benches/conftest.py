@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the shared workload module, wh
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import cursor_workloads as cw  # noqa: E402
+import delayed_workloads as dw  # noqa: E402
 import rangeset_workloads as rw  # noqa: E402
 
 
@@ -46,6 +47,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         title = f"Cursor / CursorStore benchmarks - {mode if smoke else 'best round'}"
         terminalreporter.write_line("")
         terminalreporter.write_line(cw.TABLE.render(title, judge=not smoke))
+    for table in dw.render_tables(smoke):
+        terminalreporter.write_line("")
+        terminalreporter.write_line(table)
     if not rw.RESULTS:
         return
     if smoke:

@@ -472,3 +472,24 @@ def test_metrics_use_pip_195_names(tmp_path: Path) -> None:
     assert value("pulsar_delayed_message_index_bucket_op_latency_ms_count", type="create") == 1
     assert value("pulsar_delayed_message_index_bucket_op_latency_ms_bucket", type="create", le="+Inf") == 1
     t.close()
+
+
+def test_adds_wait_when_the_snapshot_worker_falls_too_far_behind(tmp_path: Path) -> None:
+    """``max_pending_snapshots`` bounds the sealed-but-unwritten buckets held in memory."""
+    clock = Clock()
+    storage = SlowStorage(tmp_path / "snaps", delay=0.2)
+    t = BucketDelayedDeliveryTracker(
+        storage,
+        MemoryCursorProperties(),
+        clock=clock,
+        tick_time_ms=1,
+        min_index_count_per_bucket=10,
+        max_pending_snapshots=0,
+    )
+    fill(t, 1, 10, 1000)
+    assert t.add_message(2, 0, 5000)  # seals; the write starts on the worker
+    assert storage.started.wait(2)
+    assert not t.immutable_buckets[0].created
+    assert t.add_message(2, 1, 5001)  # waits for the write: nothing may be pending
+    assert t.immutable_buckets[0].created
+    t.close()

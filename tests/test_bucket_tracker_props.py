@@ -184,5 +184,5 @@ class BucketTrackerMachine(RuleBasedStateMachine):
             assert self.tracker.contains_message(*pos)
 
 
-BucketTrackerMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+BucketTrackerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=50, deadline=None)
 TestBucketTracker = BucketTrackerMachine.TestCase

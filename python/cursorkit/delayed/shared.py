@@ -12,6 +12,7 @@ subscriptions.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -80,7 +81,7 @@ class _Sub:
     watermark: tuple[int, int] = (-1, -1)
     offset: int = 0
     """Sequence number of the first chunk not yet read."""
-    backlog: list[Int64Array] = field(default_factory=list)
+    backlog: deque[Int64Array] = field(default_factory=deque)
 
 
 class SharedDelayedIndex:
@@ -154,11 +155,21 @@ class SharedDelayedIndex:
                     sub.backlog.append(chunk.rows[mine])
             sub.offset = chunk.seq + 1
         self._collect()
-        rows = np.concatenate(sub.backlog) if sub.backlog else np.empty((0, 2), dtype=np.int64)
-        taken, rest = rows[:limit], rows[limit:]
-        sub.backlog = [rest] if len(rest) else []
-        order = np.lexsort((taken[:, 1], taken[:, 0]))
-        return taken[order]
+        parts: list[Int64Array] = []
+        need = limit
+        while need > 0 and sub.backlog:  # from the front, without re-joining what stays
+            head = sub.backlog[0]
+            if len(head) <= need:
+                parts.append(sub.backlog.popleft())
+                need -= len(head)
+            else:
+                parts.append(head[:need])
+                sub.backlog[0] = head[need:]
+                need = 0
+        if not parts:
+            return np.empty((0, 2), dtype=np.int64)
+        taken = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return taken[np.lexsort((taken[:, 1], taken[:, 0]))]
 
 
 class SubscriptionView:

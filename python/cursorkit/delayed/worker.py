@@ -50,6 +50,16 @@ class JobRunner:
         with self._cond:
             return len(self._jobs) + self._running
 
+    def wait_below(self, limit: int) -> None:
+        """Backpressure: with a worker thread, waits until at most ``limit`` jobs are queued or running.
+
+        Inline runners (and the worker itself) never wait: their jobs run in ``run_pending``.
+        """
+        if self._thread is None or threading.current_thread() is self._thread:
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: len(self._jobs) + self._running <= limit or self._closed)
+
     def run_pending(self) -> None:
         """Inline: runs every queued job, including ones queued meanwhile. Background: waits for idle."""
         if self._thread is not None and threading.current_thread() is not self._thread:
