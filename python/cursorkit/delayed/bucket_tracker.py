@@ -269,16 +269,7 @@ class BucketDelayedDeliveryTracker:
             if tracked:
                 self._n["duplicates"] += 1
                 return True
-            covering = self._covering(ledger_id)
-            if covering is None and ledger_id > self._mut_end:
-                self._maybe_seal()
-            if covering is None and ledger_id >= self._mut_end and ledger_id > self._sealed_end:
-                self._mutable.add(at, ledger_id, entry_id)
-                if self._mut_start < 0:
-                    self._mut_start = ledger_id
-                self._mut_end = ledger_id
-            else:
-                self._shared.add(at, ledger_id, entry_id)
+            self._queue_for(ledger_id).add(at, ledger_id, entry_id)
             self._index.add(ledger_id, entry_id)
             self._count += 1
             self._n["added"] += 1
@@ -324,17 +315,26 @@ class BucketDelayedDeliveryTracker:
                     self._add_run(int(ls[run[0]]), ts[run], ls[run], es[run])
             return out
 
-    def _add_run(self, ledger: int, ts: Int64Array, ls: Int64Array, es: Int64Array) -> None:
+    def _queue_for(self, ledger: int) -> DelayQueue:
+        """Where a new index of ``ledger`` goes (PIP-195's rule), sealing the tail first if due.
+
+        The tail takes ledgers at or after its end that no bucket covers, and (beyond Pulsar) only
+        above every range ever sealed, so no seal can enclose a bucket it did not contain (a later
+        recovery would discard that bucket as a stale merge source). Everything else waits in the
+        shared queue.
+        """
         covering = self._covering(ledger)
         if covering is None and ledger > self._mut_end:
             self._maybe_seal()
         if covering is None and ledger >= self._mut_end and ledger > self._sealed_end:
-            self._mutable.add_many(ts, ls, es)
             if self._mut_start < 0:
                 self._mut_start = ledger
             self._mut_end = ledger
-        else:
-            self._shared.add_many(ts, ls, es)
+            return self._mutable
+        return self._shared
+
+    def _add_run(self, ledger: int, ts: Int64Array, ls: Int64Array, es: Int64Array) -> None:
+        self._queue_for(ledger).add_many(ts, ls, es)
         new = self._index.add_many(ls, es)
         self._count += new
         self._n["added"] += new
@@ -382,8 +382,6 @@ class BucketDelayedDeliveryTracker:
         self._queue_merge()
 
     def _insert(self, b: ImmutableBucket) -> None:
-        # The tail only ever takes ledgers above every sealed range, so no seal can enclose (and
-        # a later recovery discard as stale) a bucket it did not contain.
         self._sealed_end = max(self._sealed_end, b.end_ledger_id)
         i = bisect.bisect_left(self._starts, b.start_ledger_id)
         self._buckets.insert(i, b)

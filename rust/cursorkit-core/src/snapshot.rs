@@ -25,7 +25,7 @@ use roaring::RoaringBitmap;
 
 use crate::error::{CoreError, Result};
 use crate::rangeset::{validate_columns, RangeSet};
-use crate::wire::varint_len;
+use crate::wire::{put_varint, varint_len};
 
 /// `max_indexes_per_segment` value that means "no count limit" (Pulsar's −1).
 pub const UNLIMITED_INDEXES: i64 = -1;
@@ -300,16 +300,6 @@ fn validate_indexes(timestamps: &[i64], ledger_ids: &[i64], entry_ids: &[i64]) -
 
 /// A decoding failure: the byte offset and what is wrong there.
 type WireError = (usize, String);
-
-/// Appends a base-128 varint.
-#[inline]
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
 
 /// Reads a base-128 varint of at most 10 bytes at `*pos` (bits past 64 are dropped, as protobuf does).
 #[inline]

@@ -48,7 +48,7 @@ pub fn long_list_map_field(key: i64, words: &[i64]) -> usize {
 
 /// Appends a base-128 varint.
 #[inline]
-fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
         value >>= 7;
