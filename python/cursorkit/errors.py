@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BucketNotFound",
+    "ConsumerAssignError",
     "CorruptSnapshot",
     "CursorkitError",
     "InvalidArgument",
@@ -12,6 +13,7 @@ __all__ = [
     "LengthMismatch",
     "PersistFailed",
     "TrackerClosed",
+    "UnknownConsumer",
     "UnknownLedger",
     "UnsupportedVersion",
 ]
@@ -65,3 +67,18 @@ class BucketNotFound(CursorkitError, KeyError):
 
 class TrackerClosed(CursorkitError, RuntimeError):
     """A call on a delayed-delivery tracker after ``close()``."""
+
+
+class UnknownConsumer(CursorkitError, KeyError):
+    """A consumer that a Key_Shared selector does not hold (never added, or already removed)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConsumerAssignError(CursorkitError, ValueError):
+    """Hash ranges that cannot be assigned (Pulsar's ConsumerAssignException).
+
+    Overlapping exclusive ranges (the message names the holder and its range), or no auto-split range
+    left to halve.
+    """

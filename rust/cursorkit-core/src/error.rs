@@ -27,6 +27,13 @@ pub enum CoreError {
     /// Persisted bytes that are truncated, fail their checksum or do not decode.
     #[error("{0}")]
     Corrupt(String),
+    /// A consumer id a Key_Shared selector does not hold.
+    #[error("{0}")]
+    UnknownConsumer(String),
+    /// A consumer whose hash ranges cannot be assigned (Pulsar's `ConsumerAssignException`):
+    /// overlapping exclusive ranges, or no auto-split range left to halve.
+    #[error("{0}")]
+    ConsumerAssign(String),
     /// Persisted bytes of a format version this build does not read.
     #[error("unsupported format version {found} (this build reads version {supported})")]
     UnsupportedVersion {

@@ -14,6 +14,14 @@
 //!   popped in exact order from 4.096 s calendar buckets of packed `u64`s (5–15 B an index).
 //! * [`InMemoryTracker`]: Pulsar's `InMemoryDelayedDeliveryTracker` rules (tick rounding, strict
 //!   mode, fixed-delay pause, dedup) over a [`DelayQueue`], with `now` passed in.
+//! * [`sticky_key_hash`]: Pulsar's Key_Shared hash (Murmur3 x86_32, seed 0, 31 bits) and the
+//!   selectors' slot functions ([`SlotKind`]), per key or over Arrow-layout key columns.
+//! * [`AutoSplitSelector`], [`ConsistentHashingSelector`], [`ExclusiveRangeSelector`]: Key_Shared's
+//!   hash-range selectors with Pulsar's rules, a flat owner-per-slot table for `select`, and the
+//!   exact [`Impact`] (ranges lost and gained per consumer) of every membership change.
+//! * [`DrainingHashes`]: PIP-379's draining hashes (owner, reference count, blocked attempts per
+//!   hash; 8–10 B a hash) and [`PendingAcks`]: one consumer's sent, unacked entries with their
+//!   batch size and hash (about 12 B an entry).
 //!
 //! Pulsar's quirks that its own tests assert (a cross-ledger removal keeps the lower ledger's last
 //! entry; an empty `(L:x..L:x]` add records ledger `L`; `Integer.MAX_VALUE` entries act as a
@@ -34,10 +42,14 @@ mod codec;
 mod cursor;
 mod delay_queue;
 mod delay_tracker;
+mod draining;
 mod error;
+mod hash;
 mod ledger_bits;
+mod pending_acks;
 mod position;
 mod rangeset;
+mod selector;
 mod snapshot;
 mod wire;
 
@@ -46,9 +58,24 @@ pub use codec::{FORMAT_VERSION, MAGIC};
 pub use cursor::{Cursor, CursorCounters};
 pub use delay_queue::{DelayQueue, Popped, MAX_LIVE_LEDGERS};
 pub use delay_tracker::{precision_bits, InMemoryTracker, TrackerCounters};
+pub use draining::{
+    ConsumerDrainingStats, DrainingCounters, DrainingHash, DrainingHashes, RemovedHashes,
+};
 pub use error::{CoreError, Result};
+pub use hash::{
+    hash_many, key_slots_many, murmur3_x86_32, slot_consistent, slot_range, slots_many,
+    sticky_key_hash, Offset, SlotKind, DEFAULT_RANGE_SIZE, MAX_RANGE_SIZE, MAX_STICKY_KEY_HASH,
+    NONE_KEY, STICKY_KEY_HASH_NOT_SET,
+};
+pub use pending_acks::{PendingAck, PendingAcks};
 pub use position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
 pub use rangeset::{Range, RangeSet};
+pub use selector::{
+    diff, ranges_by_consumer, Assignment, AutoSplitSelector, BeyondTable,
+    ConsistentHashingSelector, ExclusiveRangeSelector, HashRange, Impact, SlotTable,
+    StickyKeySelector, CONSISTENT_HASHING_KEY_RANGE, DEFAULT_POINTS_PER_CONSUMER, MAX_CONSUMER_ID,
+    MAX_POINTS_PER_CONSUMER, MAX_SELECTOR_RANGE_SIZE,
+};
 pub use snapshot::{
     bitmap_cardinality, cut_segments, decode_segment, encode_segment, segment_bitmaps,
     sort_indexes, UNLIMITED_INDEXES,

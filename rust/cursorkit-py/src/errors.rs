@@ -28,6 +28,8 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
         CoreError::LengthMismatch { .. } => "LengthMismatch",
         CoreError::Corrupt(_) => "CorruptSnapshot",
         CoreError::UnsupportedVersion { .. } => "UnsupportedVersion",
+        CoreError::UnknownConsumer(_) => "UnknownConsumer",
+        CoreError::ConsumerAssign(_) => "ConsumerAssignError",
     };
     error(py, name, e.to_string())
 }

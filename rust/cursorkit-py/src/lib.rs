@@ -5,9 +5,12 @@ mod alloc;
 mod args;
 mod cursor;
 mod delay_queue;
+mod draining;
 mod errors;
+mod hash;
 mod position;
 mod rangeset;
+mod selector;
 mod snapshot;
 mod sync;
 
@@ -22,6 +25,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cursor::PyCursorState>()?;
     m.add_class::<delay_queue::PyDelayQueue>()?;
     m.add_class::<delay_queue::PyInMemoryTrackerState>()?;
+    m.add_class::<draining::PyDrainingHashes>()?;
+    m.add_class::<draining::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::reset_heap_peak, m)?)?;
@@ -31,5 +36,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(snapshot::decode_segment, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot::segment_bitmaps, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot::bitmap_cardinality, m)?)?;
+    m.add_function(wrap_pyfunction!(hash::sticky_key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(hash::hash_many, m)?)?;
+    m.add_function(wrap_pyfunction!(hash::slots_many, m)?)?;
+    m.add_function(wrap_pyfunction!(hash::slot_for, m)?)?;
+    m.add_class::<selector::PyAutoSplitSelectorState>()?;
+    m.add_class::<selector::PyConsistentHashingSelectorState>()?;
+    m.add_class::<selector::PyExclusiveRangeSelectorState>()?;
     Ok(())
 }

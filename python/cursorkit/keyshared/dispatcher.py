@@ -1,0 +1,606 @@
+"""``KeySharedDispatcher``: Key_Shared dispatch with Pulsar's three ordering modes, as one actor.
+
+Entries read from the cursor come in (``add_entries``); deliveries come out of ``dispatch()`` as
+``(consumer, positions)``. Every decision for a subscription happens in one place, under one lock,
+so the join-during-send races of Pulsar's dispatchers (research §4) cannot happen: the PIP-379
+"send-time recheck" is the gate itself, taken in the same step as the send.
+
+Modes:
+* ``draining`` (PIP-379, default): when a join or leave moves a hash, the previous owner keeps it
+  while it has unacked messages of that hash (a per-hash reference count); others wait.
+* ``last-sent`` (PIP-282): a consumer that joins while messages are outstanding may only receive
+  positions up to the subscription's last sent position at its join, until mark-delete passes it.
+* ``out-of-order`` (``allowOutOfOrderDelivery``): the selector and permits only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Protocol
+
+import numpy as np
+
+from cursorkit._core import DrainingHashes, Position, RangeSet
+from cursorkit.ackstate import Cursor, DispatchPausePolicy
+from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
+from cursorkit.keyshared.hashing import slot as slot_of_hash
+from cursorkit.keyshared.hashing import sticky_key_hash
+
+Mode = Literal["draining", "last-sent", "out-of-order"]
+MODES: tuple[Mode, ...] = ("draining", "last-sent", "out-of-order")
+
+LOOK_AHEAD_PER_CONSUMER = 2000
+"""``keySharedLookAheadMsgInReplayThresholdPerConsumer``."""
+LOOK_AHEAD_PER_SUBSCRIPTION = 20000
+"""``keySharedLookAheadMsgInReplayThresholdPerSubscription``."""
+
+
+class Selector(Protocol):
+    """What the dispatcher needs of a selector (all three in ``cursorkit.keyshared`` qualify)."""
+
+    def add_consumer(self, consumer: Any) -> Any:
+        """Adds a consumer; returns the impact (``.removed``: consumer → ranges moved away)."""
+        ...
+
+    def remove_consumer(self, consumer: Any) -> Any:
+        """Removes a consumer; returns the impact."""
+        ...
+
+    def select(self, slot: int) -> Any:
+        """The consumer owning ``slot``, or None."""
+        ...
+
+    def select_many(self, slots: Any) -> Any:
+        """Owner indices of many slots (-1: none), to be read through ``consumers_by_index``."""
+        ...
+
+    @property
+    def consumers_by_index(self) -> tuple[Any, ...]:
+        """Consumer of each index, with a final None for index -1."""
+        ...
+
+
+class DelayedTracker(Protocol):
+    """The tracker hook: held messages are never dispatched before their time."""
+
+    def add_message(self, ledger_id: int, entry_id: int, deliver_at: int) -> bool:
+        """True: the tracker holds it (do not dispatch now)."""
+        ...
+
+    def get_scheduled_messages(self, max_messages: int) -> Any:
+        """Due messages as (ledger, entry) rows."""
+        ...
+
+
+class Entry(NamedTuple):
+    """An entry read from the cursor: its position, its sticky-key slot, and an optional deliver-at."""
+
+    position: Position
+    slot: int
+    deliver_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """Why a hash could not be dispatched at the last attempt (beyond Pulsar's stats)."""
+
+    reason: Literal["no-consumer", "no-permits", "draining", "recently-joined", "replay-order", "look-ahead"]
+    consumer: str | None = None
+    """The target consumer's name."""
+    owner: str | None = None
+    """For ``draining``: the consumer the hash is draining on."""
+    position: Position | None = None
+    """The first position held back."""
+
+
+@dataclass(slots=True, eq=False)
+class _Consumer:
+    consumer: Any
+    name: str
+    cid: int
+    permits: int = 0
+    pending: dict[Position, int] = field(default_factory=dict)
+    """Unacked deliveries: position → slot."""
+    joined_last_sent: Position | None = None
+    delivered: int = 0
+    cleared_total: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerStats:
+    """One consumer's figures, named after Pulsar 4's consumer stats."""
+
+    name: str
+    available_permits: int
+    unacked_messages: int
+    msg_out_counter: int
+    draining_hashes_count: int
+    draining_hashes_cleared_total: int
+    draining_hashes_unacked_messages: int
+    draining_hashes: list[tuple[int, int, int]]
+    """``(hash, unacked messages, blocked attempts)`` per hash draining on this consumer."""
+    last_sent_position_when_joining: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionStats:
+    """The subscription's Key_Shared figures plus why each blocked hash is blocked."""
+
+    mode: Mode
+    consumers: list[ConsumerStats]
+    replay_size: int
+    look_ahead_limit: int
+    last_sent_position: str | None
+    individually_sent_positions: str
+    consumers_after_mark_delete_position: dict[str, str]
+    blocked_on_ack_state_persistent: bool
+    blocked: dict[int, Blocked]
+    unblocked_events: int
+
+
+class KeySharedDispatcher:
+    """Dispatches a Key_Shared subscription's entries to consumers, keeping per-key order.
+
+    ``cursor`` receives the acks; ``policy`` (PIP-299) is consulted before new entries are read;
+    ``delayed`` holds messages with a deliver-at until they are due. Consumers are hashable objects
+    with a ``.name``; ``slot_kind`` is how a sticky-key hash maps to the selector's slots
+    (``"consistent"`` for consistent hashing, ``"range"`` otherwise).
+    """
+
+    def __init__(
+        self,
+        *,
+        selector: Selector,
+        cursor: Cursor,
+        mode: Mode = "draining",
+        policy: DispatchPausePolicy | None = None,
+        delayed: DelayedTracker | None = None,
+        slot_kind: Literal["consistent", "range"] | None = None,
+        look_ahead_per_consumer: int = LOOK_AHEAD_PER_CONSUMER,
+        look_ahead_per_subscription: int = LOOK_AHEAD_PER_SUBSCRIPTION,
+    ) -> None:
+        if mode not in MODES:
+            raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        _count(look_ahead_per_consumer, "look_ahead_per_consumer")
+        _count(look_ahead_per_subscription, "look_ahead_per_subscription")
+        self.selector = selector
+        self.cursor = cursor
+        self.mode: Mode = mode
+        self.policy = policy
+        self.delayed = delayed
+        if slot_kind is None:
+            slot_kind = "consistent" if type(selector).__name__ == "ConsistentHashingSelector" else "range"
+        self.slot_kind = slot_kind
+        self.look_ahead_per_consumer = look_ahead_per_consumer
+        self.look_ahead_per_subscription = look_ahead_per_subscription
+        self._lock = threading.RLock()
+        self._consumers: dict[Any, _Consumer] = {}
+        self._by_cid: dict[int, _Consumer] = {}
+        self._next_cid = 1
+        self._draining = DrainingHashes()
+        self._incoming: list[Entry] = []
+        self._replay: dict[Position, int] = {}
+        self._replay_order: list[Position] = []
+        self._replay_slots: dict[int, int] = {}
+        self._delayed_slots: dict[Position, int] = {}
+        self._blocked: dict[int, Blocked] = {}
+        self._unblocked = 0
+        # PIP-282 state
+        self._last_sent: Position | None = None
+        self._sent = RangeSet()
+        self._joined: dict[Any, Position] = {}
+        self._highest_read: Position | None = None
+
+    # --- consumers --------------------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Hashable, permits: int = 0) -> None:
+        """Registers a consumer (it must have a ``.name``); hashes it takes over may start draining."""
+        name = getattr(consumer, "name", None)
+        if not isinstance(name, str):
+            raise InvalidInputType(f"a consumer needs a str .name, got {type(consumer).__name__}")
+        n = _count(permits, "permits")
+        with self._lock:
+            if consumer in self._consumers:
+                raise InvalidArgument(f"consumer {name!r} is already registered")
+            impact = self.selector.add_consumer(consumer)
+            state = _Consumer(consumer, name, self._next_cid, permits=n)
+            self._next_cid += 1
+            self._consumers[consumer] = state
+            self._by_cid[state.cid] = state
+            self._register_draining(impact, skip=consumer)
+            # Pulsar counts (mark-delete, read position], the next-to-read entry included: more than
+            # one entry means something read after mark-delete may still be outstanding.
+            read = self._highest_read
+            if (
+                self.mode == "last-sent"
+                and len(self._consumers) > 1
+                and read is not None
+                and read > self._md()
+            ):
+                lsp = self._lsp()
+                state.joined_last_sent = lsp
+                if lsp > self.cursor.mark_delete_position:
+                    self._joined[consumer] = lsp
+
+    def remove_consumer(self, consumer: Hashable) -> list[Position]:
+        """Removes a consumer; its unacked messages go to the replay queue (returned, in order)."""
+        with self._lock:
+            state = self._state(consumer)
+            impact = self.selector.remove_consumer(consumer)
+            del self._consumers[consumer]
+            del self._by_cid[state.cid]
+            returned = sorted(state.pending)
+            for pos in returned:
+                self._to_replay(pos, state.pending[pos])
+            state.pending.clear()
+            self._draining.remove_consumer(state.cid, True)
+            self._register_draining(impact, skip=consumer)
+            self._joined.pop(consumer, None)
+            if len(self._consumers) <= 1:
+                self._joined.clear()
+            if not self._consumers:
+                self._last_sent = None
+                self._sent.clear()
+                self._draining.clear()
+            return returned
+
+    def add_permits(self, consumer: Hashable, n: int) -> None:
+        """A consumer's flow request: ``n`` more messages may be sent to it."""
+        k = _count(n, "permits")
+        with self._lock:
+            self._state(consumer).permits += k
+
+    def _state(self, consumer: Hashable) -> _Consumer:
+        try:
+            return self._consumers[consumer]
+        except (KeyError, TypeError):
+            raise UnknownConsumer(
+                f"consumer {getattr(consumer, 'name', consumer)!r} is not registered"
+            ) from None
+
+    def _register_draining(self, impact: Any, *, skip: Any) -> None:
+        """PIP-379: hashes moved away from a consumer drain there while it has them unacked."""
+        if self.mode != "draining" or impact is None:
+            return
+        for owner, ranges in getattr(impact, "removed", {}).items():
+            state = self._consumers.get(owner)
+            if owner is skip or state is None or not ranges:
+                continue
+            starts = [r[0] for r in ranges]
+            moved: dict[int, int] = {}
+            for h in state.pending.values():
+                i = bisect.bisect_right(starts, h) - 1
+                if i >= 0 and h <= ranges[i][1]:
+                    moved[h] = moved.get(h, 0) + 1
+            for h, n in moved.items():
+                # A hash already draining here already counts every pending message of it (no new
+                # one can have been sent meanwhile): counting again would leak a reference when a
+                # hash moves away, back and away again (Pulsar #23421, #24736).
+                if self._draining.owner(h) is None:
+                    for _ in range(n):
+                        self._draining.add_entry(state.cid, h)
+
+    # --- entries in ---------------------------------------------------------------------------------
+
+    def slot_of(self, key: bytes | str) -> int:
+        """The selector slot of a sticky key."""
+        return slot_of_hash(sticky_key_hash(key), self.slot_kind)
+
+    def add_entries(
+        self, entries: Iterable[Entry | tuple[Position, bytes | str]], *, replay: bool = False
+    ) -> None:
+        """Entries read from the cursor, in read order (``replay``: re-read from the replay queue)."""
+        batch: list[Entry] = []
+        for item in entries:
+            obj: object = item
+            if isinstance(obj, Entry):
+                batch.append(obj)
+            elif isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], Position):
+                batch.append(Entry(obj[0], self.slot_of(obj[1])))
+            else:
+                raise InvalidInputType(f"an entry is an Entry or a (Position, key) tuple, got {obj!r}")
+        with self._lock:
+            if replay:
+                for e in batch:
+                    self._to_replay(e.position, e.slot)
+            else:
+                self._incoming.extend(batch)
+            for e in batch:
+                if self._highest_read is None or e.position > self._highest_read:
+                    self._highest_read = e.position
+
+    def nack(self, consumer: Hashable, positions: Sequence[Position]) -> None:
+        """Negative acks: the messages leave the consumer and are redelivered (order may change)."""
+        with self._lock:
+            state = self._state(consumer)
+            missing = [p for p in positions if p not in state.pending]
+            if missing:
+                raise InvalidArgument(f"{state.name} has no unacked {', '.join(map(str, missing))}")
+            for pos in positions:
+                slot = state.pending.pop(pos)
+                self._release(state, slot)
+                self._to_replay(pos, slot)
+
+    def ack(self, consumer: Hashable, position: Position) -> bool:
+        """An individual ack from ``consumer``; returns whether it unblocked a draining hash."""
+        with self._lock:
+            state = self._state(consumer)
+            if position not in state.pending:
+                raise InvalidArgument(f"{position} was not sent to {state.name} (or is acked already)")
+            slot = state.pending.pop(position)
+            self.cursor.ack(position)
+            unblocked = self._release(state, slot)
+            self._forget_joined()
+            if self.policy is not None:
+                self.policy.after_ack(self.cursor, "Key_Shared")
+            return unblocked
+
+    def ack_many(self, consumer: Hashable, positions: Sequence[Position]) -> int:
+        """Individual acks of many positions from one consumer; returns how many hashes unblocked.
+
+        All positions are checked first: one that was not sent to ``consumer`` fails the call and
+        nothing is acked.
+        """
+        with self._lock:
+            state = self._state(consumer)
+            pending = state.pending
+            missing = [p for p in positions if p not in pending]
+            if missing or len(set(positions)) != len(positions):
+                shown = ", ".join(map(str, missing)) or "a position twice"
+                raise InvalidArgument(f"{state.name} was not sent (or already acked) {shown}")
+            slots = [pending.pop(p) for p in positions]
+            ack = self.cursor.ack
+            for p in positions:
+                ack(p)
+            unblocked = sum(self._release(state, h) for h in slots) if self._draining_live else 0
+            self._forget_joined()
+            if self.policy is not None:
+                self.policy.after_ack(self.cursor, "Key_Shared")
+            return unblocked
+
+    def _forget_joined(self) -> None:
+        """PIP-282: a joiner is free once mark-delete reaches its joining position."""
+        if self._joined:
+            md = self.cursor.mark_delete_position
+            for c in [c for c, j in self._joined.items() if j <= md]:
+                del self._joined[c]
+
+    @property
+    def _draining_live(self) -> bool:
+        return len(self._draining) > 0
+
+    def _release(self, state: _Consumer, slot: int) -> bool:
+        if self.mode != "draining" or not self._draining_live:
+            return False
+        if self._draining.reduce_ref(state.cid, slot, False):
+            self._unblocked += 1
+            state.cleared_total += 1
+            return True
+        return False
+
+    def _to_replay(self, pos: Position, slot: int) -> None:
+        if pos in self._replay:
+            return
+        self._replay[pos] = slot
+        bisect.insort(self._replay_order, pos)
+        self._replay_slots[slot] = self._replay_slots.get(slot, 0) + 1
+
+    def _from_replay(self, pos: Position) -> None:
+        slot = self._replay.pop(pos)
+        i = bisect.bisect_left(self._replay_order, pos)
+        del self._replay_order[i]
+        left = self._replay_slots[slot] - 1
+        if left:
+            self._replay_slots[slot] = left
+        else:
+            del self._replay_slots[slot]
+
+    # --- reads and dispatch ---------------------------------------------------------------------------
+
+    @property
+    def look_ahead_limit(self) -> int:
+        """Replay-queue size beyond which new entries are not read (Pulsar's rule)."""
+        per_c, per_s = self.look_ahead_per_consumer, self.look_ahead_per_subscription
+        if per_c > 0:
+            limit = per_c * len(self._consumers)
+            return min(limit, per_s) if per_s > 0 else limit
+        return per_s
+
+    def should_read(self) -> bool:
+        """Whether the broker should read new entries now (PIP-299, look-ahead, permits)."""
+        with self._lock:
+            if self.policy is not None and self.policy.should_pause(self.cursor, "Key_Shared"):
+                return False
+            if len(self._replay) >= self.look_ahead_limit:
+                return False
+            return any(s.permits > 0 for s in self._consumers.values())
+
+    def dispatch(self) -> list[tuple[Any, list[Position]]]:
+        """Sends what can be sent: due delayed messages and the replay queue first, then new entries."""
+        with self._lock:
+            out: dict[int, list[Position]] = {}
+            self._blocked.clear()
+            self._forget_joined()
+            if self.delayed is not None:
+                for ledger, entry in self.delayed.get_scheduled_messages(2**31).tolist():
+                    pos = Position(ledger, entry)
+                    slot = self._delayed_slots.pop(pos, None)
+                    if slot is not None:
+                        self._to_replay(pos, slot)
+            for pos in list(self._replay_order):
+                slot = self._replay[pos]
+                target = self._target(pos, slot, self.selector.select(slot))
+                if target is not None:
+                    self._from_replay(pos)
+                    self._send(target, pos, slot, out)
+            incoming, self._incoming = self._incoming, []
+            if incoming:  # one selector call for the whole read
+                owners = self.selector.select_many(
+                    np.fromiter((e.slot for e in incoming), np.int64, len(incoming))
+                )
+                by_index = self.selector.consumers_by_index
+            consumers, replay_slots, delayed = self._consumers, self._replay_slots, self.delayed
+            # Fast path: no gate can hold an entry back (nothing draining, no PIP-282 joiners).
+            plain = (self.mode == "out-of-order" or not self._draining_live) and not self._joined
+            for (pos, slot, at), owner in zip(incoming, owners.tolist() if incoming else (), strict=True):
+                if (
+                    at is not None
+                    and delayed is not None
+                    and delayed.add_message(pos.ledger_id, pos.entry_id, at)
+                ):
+                    self._delayed_slots[pos] = slot
+                    continue
+                if slot in replay_slots:  # earlier messages of this hash are waiting
+                    self._blocked.setdefault(slot, Blocked("replay-order", position=pos))
+                    self._to_replay(pos, slot)
+                    continue
+                consumer = by_index[owner]
+                state = consumers.get(consumer) if consumer is not None else None
+                if plain and state is not None and state.permits > 0 and self.mode != "last-sent":
+                    state.permits -= 1
+                    state.pending[pos] = slot
+                    state.delivered += 1
+                    sent = out.get(state.cid)
+                    if sent is None:
+                        out[state.cid] = [pos]
+                    else:
+                        sent.append(pos)
+                    continue
+                target = self._target(pos, slot, consumer)
+                if target is None:
+                    self._to_replay(pos, slot)
+                else:
+                    self._send(target, pos, slot, out)
+            if self.mode == "last-sent" and out:
+                self._advance_last_sent()
+            return [(self._by_cid[cid].consumer, positions) for cid, positions in out.items()]
+
+    def _target(self, pos: Position, slot: int, consumer: Any) -> _Consumer | None:
+        """The consumer ``slot`` may go to now, or None (the reason is recorded)."""
+        state = self._consumers.get(consumer) if consumer is not None else None
+        if state is None:
+            self._blocked.setdefault(slot, Blocked("no-consumer", position=pos))
+            return None
+        if state.permits <= 0:
+            self._blocked.setdefault(slot, Blocked("no-permits", consumer=state.name, position=pos))
+            return None
+        if self.mode == "draining" and self._draining_live and self._draining.should_block(state.cid, slot):
+            owner = self._by_cid.get(self._draining.owner(slot) or -1)
+            self._blocked.setdefault(
+                slot,
+                Blocked("draining", consumer=state.name, owner=owner.name if owner else None, position=pos),
+            )
+            return None
+        if self.mode == "last-sent":
+            limit = self._joined.get(state.consumer)
+            if limit is not None and pos > limit:
+                self._blocked.setdefault(slot, Blocked("recently-joined", consumer=state.name, position=pos))
+                return None
+        return state
+
+    def _send(self, state: _Consumer, pos: Position, slot: int, out: dict[int, list[Position]]) -> None:
+        state.permits -= 1
+        state.pending[pos] = slot
+        state.delivered += 1
+        out.setdefault(state.cid, []).append(pos)
+        if self.mode == "last-sent":
+            lsp = self._lsp()
+            if pos > lsp and not self._sent.contains(pos.ledger_id, pos.entry_id):
+                self._sent.add(pos.ledger_id, pos.entry_id)
+
+    # --- PIP-282 ------------------------------------------------------------------------------------
+
+    def _lsp(self) -> Position:
+        md = self.cursor.mark_delete_position
+        if self._last_sent is None or self._last_sent < md:
+            self._last_sent = md
+        return self._last_sent
+
+    def _next(self, pos: Position) -> Position:
+        return Position(pos.ledger_id, pos.entry_id + 1)
+
+    def _advance_last_sent(self) -> None:
+        """Moves the last sent position over every contiguous run of sent positions after it."""
+        lsp = self._lsp()
+        self._sent.remove_at_most(lsp.ledger_id, lsp.entry_id)
+        while True:
+            nxt = self._next(lsp)
+            if not self._sent.contains(nxt.ledger_id, nxt.entry_id):
+                break
+            run = self._sent.range_containing(nxt.ledger_id, nxt.entry_id)
+            assert run is not None
+            lsp = run[1]
+        self._last_sent = lsp
+        self._sent.remove_at_most(lsp.ledger_id, lsp.entry_id)
+
+    def _md(self) -> Position:
+        return self.cursor.mark_delete_position
+
+    # --- state ----------------------------------------------------------------------------------------
+
+    @property
+    def consumers(self) -> list[Any]:
+        """Registered consumers, in join order."""
+        with self._lock:
+            return [s.consumer for s in self._consumers.values()]
+
+    def unacked(self, consumer: Hashable) -> list[Position]:
+        """Positions sent to ``consumer`` and not acked yet, in order."""
+        with self._lock:
+            return sorted(self._state(consumer).pending)
+
+    @property
+    def replay_queue(self) -> list[Position]:
+        """Positions waiting for redelivery, in order."""
+        with self._lock:
+            return list(self._replay_order)
+
+    def stats(self) -> SubscriptionStats:
+        """Pulsar 4's Key_Shared stats plus the reason each blocked hash is blocked."""
+        with self._lock:
+            per: dict[int, list[tuple[int, int, int]]] = {}
+            for h, owner, refs, blocked in self._draining.draining_hashes().tolist():
+                per.setdefault(owner, []).append((h, refs, blocked))
+            consumers = [
+                ConsumerStats(
+                    name=s.name,
+                    available_permits=s.permits,
+                    unacked_messages=len(s.pending),
+                    msg_out_counter=s.delivered,
+                    draining_hashes_count=len(per.get(s.cid, [])),
+                    draining_hashes_cleared_total=s.cleared_total,
+                    draining_hashes_unacked_messages=sum(r for _, r, _ in per.get(s.cid, [])),
+                    draining_hashes=sorted(per.get(s.cid, [])),
+                    last_sent_position_when_joining=(
+                        str(s.joined_last_sent) if s.joined_last_sent is not None else None
+                    ),
+                )
+                for s in self._consumers.values()
+            ]
+            return SubscriptionStats(
+                mode=self.mode,
+                consumers=consumers,
+                replay_size=len(self._replay),
+                look_ahead_limit=self.look_ahead_limit,
+                last_sent_position=str(self._last_sent) if self._last_sent is not None else None,
+                individually_sent_positions=str(self._sent),
+                consumers_after_mark_delete_position={
+                    self._consumers[c].name: str(j) for c, j in self._joined.items() if c in self._consumers
+                },
+                blocked_on_ack_state_persistent=(
+                    self.policy.blocked_on_ack_state_persistent if self.policy is not None else False
+                ),
+                blocked=dict(self._blocked),
+                unblocked_events=self._unblocked,
+            )
+
+
+def _count(n: object, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidInputType(f"{what} must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise InvalidArgument(f"{what} must be >= 0, got {n}")
+    return n

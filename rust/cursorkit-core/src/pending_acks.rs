@@ -1,0 +1,751 @@
+//! `PendingAcks`: one Key_Shared consumer's messages sent and not yet acknowledged, each with its
+//! batch size and sticky-key hash (Pulsar's `PendingAcksMap`), in about 12–13 bytes a message.
+//!
+//! Pulsar keeps `ledger → (entry → IntIntPair)` in nested sorted maps, tens of bytes a message
+//! (#26024). Here each ledger holds its messages as sorted *runs* of at most 128 packed items
+//! `(entry u32, batch size u32, hash u32)`, 12 bytes each, with the first entry of every run in a
+//! side vector for the binary search. Dispatch appends in entry order, so runs fill completely;
+//! a redelivered (lower) position splits at most one run, so no insert or removal shifts more than
+//! 128 items. Runs give back capacity as they empty and merge with a neighbour when both are small.
+//! `drain_and_close` is Pulsar's `forEachAndClose`: it returns everything and refuses later adds.
+
+use std::mem::size_of;
+
+use crate::error::{CoreError, Result};
+use crate::position::{check_bound, check_entry};
+
+/// Most items a run holds.
+const RUN_MAX: usize = 128;
+
+/// A removed or listed pending ack: `(ledger, entry, batch size, hash)`.
+pub type PendingAck = (i64, i64, u32, u32);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Item {
+    entry: u32,
+    batch: u32,
+    hash: u32,
+}
+
+/// A run with room for one more item (capacity doubles from 4, never beyond [`RUN_MAX`]).
+#[inline]
+fn make_room(run: &mut Vec<Item>) {
+    let (len, cap) = (run.len(), run.capacity());
+    if len == cap {
+        let target = (cap * 2).clamp(4, RUN_MAX).max(len + 1);
+        run.reserve_exact(target - len);
+    }
+}
+
+fn new_run(item: Item) -> Vec<Item> {
+    let mut run = Vec::with_capacity(4);
+    run.push(item);
+    run
+}
+
+/// The pending acks of one ledger: non-empty sorted runs, ascending and disjoint.
+#[derive(Debug, Clone, Default)]
+struct LedgerAcks {
+    /// First entry of each run.
+    firsts: Vec<u32>,
+    runs: Vec<Vec<Item>>,
+}
+
+impl LedgerAcks {
+    fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// The run that holds (or would hold) `entry`.
+    #[inline]
+    fn run_of(&self, entry: u32) -> usize {
+        self.firsts
+            .partition_point(|&f| f <= entry)
+            .saturating_sub(1)
+    }
+
+    fn get(&self, entry: u32) -> Option<Item> {
+        let run = self.runs.get(self.run_of(entry))?;
+        let i = run.binary_search_by_key(&entry, |it| it.entry).ok()?;
+        Some(run[i])
+    }
+
+    /// Inserts an item; false when its entry is present.
+    fn insert(&mut self, item: Item) -> bool {
+        if self.runs.is_empty() {
+            self.runs.push(new_run(item));
+            self.firsts.push(item.entry);
+            return true;
+        }
+        // Dispatch order: after the last item, no search.
+        let last = self.runs.len() - 1;
+        let tail = &mut self.runs[last];
+        if tail.last().is_some_and(|it| it.entry < item.entry) {
+            if tail.len() < RUN_MAX {
+                make_room(tail);
+                tail.push(item);
+            } else {
+                self.runs.push(new_run(item));
+                self.firsts.push(item.entry);
+            }
+            return true;
+        }
+        let r = self.run_of(item.entry);
+        let run = &mut self.runs[r];
+        let pos = match run.binary_search_by_key(&item.entry, |it| it.entry) {
+            Ok(_) => return false,
+            Err(p) => p,
+        };
+        if run.len() < RUN_MAX {
+            make_room(run);
+            run.insert(pos, item);
+            if pos == 0 {
+                self.firsts[r] = item.entry;
+            }
+        } else if pos == RUN_MAX {
+            // After a full run: the front of the next run if it has room, else a new run.
+            match self.runs.get_mut(r + 1) {
+                Some(next) if next.len() < RUN_MAX => {
+                    make_room(next);
+                    next.insert(0, item);
+                    self.firsts[r + 1] = item.entry;
+                }
+                _ => {
+                    self.runs.insert(r + 1, new_run(item));
+                    self.firsts.insert(r + 1, item.entry);
+                }
+            }
+        } else {
+            // Inside a full run: split it in halves.
+            let half = RUN_MAX / 2;
+            let mut right = run.split_off(half);
+            if pos <= half {
+                run.insert(pos, item);
+                if pos == 0 {
+                    self.firsts[r] = item.entry;
+                }
+            } else {
+                make_room(&mut right);
+                right.insert(pos - half, item);
+            }
+            self.firsts.insert(r + 1, right[0].entry);
+            self.runs.insert(r + 1, right);
+        }
+        true
+    }
+
+    /// Removes the item of `entry`, if present.
+    fn remove(&mut self, entry: u32) -> Option<Item> {
+        let r = self.run_of(entry);
+        let run = self.runs.get_mut(r)?;
+        let pos = run.binary_search_by_key(&entry, |it| it.entry).ok()?;
+        let item = run.remove(pos);
+        self.settle(r);
+        Some(item)
+    }
+
+    /// After removals from run `r`: drops it when empty, else fixes its first entry, gives back
+    /// capacity beyond four times its length and merges it with a small neighbour.
+    fn settle(&mut self, r: usize) {
+        let run = &mut self.runs[r];
+        if run.is_empty() {
+            self.runs.remove(r);
+            self.firsts.remove(r);
+            return;
+        }
+        self.firsts[r] = run[0].entry;
+        if run.capacity() > 8 && run.len() * 4 <= run.capacity() {
+            run.shrink_to(run.len() * 2);
+        }
+        let small = |a: &Vec<Item>, b: &Vec<Item>| a.len() + b.len() <= RUN_MAX / 2;
+        if r + 1 < self.runs.len() && small(&self.runs[r], &self.runs[r + 1]) {
+            let next = self.runs.remove(r + 1);
+            self.firsts.remove(r + 1);
+            self.runs[r].extend(next);
+        } else if r > 0 && small(&self.runs[r - 1], &self.runs[r]) {
+            let this = self.runs.remove(r);
+            self.firsts.remove(r);
+            self.runs[r - 1].extend(this);
+        }
+    }
+
+    /// Removes the items with entry `<= entry` into `out`, in order.
+    fn remove_up_to(&mut self, ledger: i64, entry: u32, out: &mut Vec<PendingAck>) {
+        let covered = self.firsts.partition_point(|&f| f <= entry);
+        if covered == 0 {
+            return;
+        }
+        let last = covered - 1;
+        let push = |out: &mut Vec<PendingAck>, it: &Item| {
+            out.push((ledger, i64::from(it.entry), it.batch, it.hash));
+        };
+        for run in &self.runs[..last] {
+            run.iter().for_each(|it| push(out, it));
+        }
+        let run = &mut self.runs[last];
+        let cut = run.partition_point(|it| it.entry <= entry);
+        run.drain(..cut).for_each(|it| push(out, &it));
+        self.runs.drain(..last);
+        self.firsts.drain(..last);
+        self.settle(0);
+    }
+
+    fn for_each(&self, mut f: impl FnMut(&Item)) {
+        self.runs.iter().flatten().for_each(&mut f);
+    }
+
+    fn memory_usage(&self) -> usize {
+        let items: usize = self.runs.iter().map(|r| r.capacity()).sum();
+        self.firsts.capacity() * size_of::<u32>()
+            + self.runs.capacity() * size_of::<Vec<Item>>()
+            + items * size_of::<Item>()
+    }
+}
+
+/// One consumer's pending acks: `(ledger, entry) → (batch size, hash)`, ordered by position.
+///
+/// ```
+/// use cursorkit_core::PendingAcks;
+/// let mut p = PendingAcks::new();
+/// assert!(p.add(3, 10, 5, 777).unwrap());   // entry 3:10, a batch of 5 messages, hash 777
+/// assert!(!p.add(3, 10, 5, 777).unwrap());  // already pending
+/// assert!(p.add(3, 11, 1, 12).unwrap());
+/// assert_eq!(p.total_messages(), 6);
+/// assert_eq!(p.remove(3, 10).unwrap(), Some((5, 777)));
+/// assert_eq!(p.drain_and_close(), vec![(3, 11, 1, 12)]);
+/// assert!(p.add(3, 12, 1, 12).is_err());     // closed
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PendingAcks {
+    /// Ledgers holding pending acks, ascending.
+    ledgers: Vec<(i64, LedgerAcks)>,
+    len: usize,
+    messages: u64,
+    closed: bool,
+}
+
+#[cold]
+fn closed_error() -> CoreError {
+    CoreError::InvalidArgument("the pending acks are closed (drain_and_close was called)".into())
+}
+
+#[inline]
+fn check_batch(batch: u32) -> Result<()> {
+    if batch == 0 {
+        return Err(CoreError::InvalidArgument(
+            "batch size must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl PendingAcks {
+    /// An empty, open map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of pending entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sum of the batch sizes of the pending entries (messages, not entries).
+    pub fn total_messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// Whether [`drain_and_close`](Self::drain_and_close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    fn ledger(&self, ledger: i64) -> Option<&LedgerAcks> {
+        let i = self.ledgers.binary_search_by_key(&ledger, |l| l.0).ok()?;
+        Some(&self.ledgers[i].1)
+    }
+
+    /// Records a sent entry; false when it is already pending (it keeps its first values).
+    /// Errors: a bad position (`InvalidPosition`), batch size 0 or a closed map (`InvalidArgument`).
+    pub fn add(&mut self, ledger: i64, entry: i64, batch_size: u32, hash: u32) -> Result<bool> {
+        if self.closed {
+            return Err(closed_error());
+        }
+        let entry = check_entry(ledger, entry)?;
+        check_batch(batch_size)?;
+        Ok(self.add_unchecked(ledger, entry, batch_size, hash))
+    }
+
+    /// [`add`](Self::add) for each row in order; every row is checked first, so on error nothing
+    /// changes. Returns which rows were new.
+    pub fn add_many(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        batch_sizes: &[u32],
+        hashes: &[u32],
+    ) -> Result<Vec<bool>> {
+        let n = ledgers.len();
+        if entries.len() != n || batch_sizes.len() != n || hashes.len() != n {
+            return Err(CoreError::InvalidArgument(format!(
+                "columns differ in length: {n} ledgers, {} entries, {} batch sizes, {} hashes",
+                entries.len(),
+                batch_sizes.len(),
+                hashes.len()
+            )));
+        }
+        if self.closed {
+            return Err(closed_error());
+        }
+        for ((&l, &e), &b) in ledgers.iter().zip(entries).zip(batch_sizes) {
+            check_entry(l, e)?;
+            check_batch(b)?;
+        }
+        Ok((0..n)
+            .map(|i| self.add_unchecked(ledgers[i], entries[i] as u32, batch_sizes[i], hashes[i]))
+            .collect())
+    }
+
+    fn add_unchecked(&mut self, ledger: i64, entry: u32, batch: u32, hash: u32) -> bool {
+        let i = match self.ledgers.binary_search_by_key(&ledger, |l| l.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.ledgers.insert(i, (ledger, LedgerAcks::default()));
+                i
+            }
+        };
+        let added = self.ledgers[i].1.insert(Item { entry, batch, hash });
+        if added {
+            self.len += 1;
+            self.messages += u64::from(batch);
+        }
+        added
+    }
+
+    /// Removes a pending entry (an ack); its `(batch size, hash)`, or `None` if it was not pending.
+    pub fn remove(&mut self, ledger: i64, entry: i64) -> Result<Option<(u32, u32)>> {
+        let entry = check_entry(ledger, entry)?;
+        Ok(self.remove_unchecked(ledger, entry))
+    }
+
+    /// [`remove`](Self::remove) for each position in order; every position is checked first.
+    pub fn remove_many(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+    ) -> Result<Vec<Option<(u32, u32)>>> {
+        if ledgers.len() != entries.len() {
+            return Err(CoreError::LengthMismatch {
+                ledgers: ledgers.len(),
+                entries: entries.len(),
+            });
+        }
+        for (&l, &e) in ledgers.iter().zip(entries) {
+            check_entry(l, e)?;
+        }
+        Ok(ledgers
+            .iter()
+            .zip(entries)
+            .map(|(&l, &e)| self.remove_unchecked(l, e as u32))
+            .collect())
+    }
+
+    fn remove_unchecked(&mut self, ledger: i64, entry: u32) -> Option<(u32, u32)> {
+        let i = self.ledgers.binary_search_by_key(&ledger, |l| l.0).ok()?;
+        let item = self.ledgers[i].1.remove(entry)?;
+        if self.ledgers[i].1.is_empty() {
+            self.ledgers.remove(i);
+        }
+        self.len -= 1;
+        self.messages -= u64::from(item.batch);
+        Some((item.batch, item.hash))
+    }
+
+    /// Removes every pending entry at or before `(ledger, entry)` (a cumulative ack; entry may
+    /// be -1) and returns them in position order.
+    pub fn remove_all_up_to(&mut self, ledger: i64, entry: i64) -> Result<Vec<PendingAck>> {
+        let entry = check_bound(ledger, entry)?;
+        let mut out = Vec::new();
+        let below = self.ledgers.partition_point(|l| l.0 < ledger);
+        for (l, acks) in self.ledgers.drain(..below) {
+            acks.for_each(|it| out.push((l, i64::from(it.entry), it.batch, it.hash)));
+        }
+        if entry >= 0 {
+            if let Some((l, acks)) = self.ledgers.first_mut().filter(|l| l.0 == ledger) {
+                acks.remove_up_to(*l, entry as u32, &mut out);
+                if acks.is_empty() {
+                    self.ledgers.remove(0);
+                }
+            }
+        }
+        self.len -= out.len();
+        self.messages -= out.iter().map(|r| u64::from(r.2)).sum::<u64>();
+        Ok(out)
+    }
+
+    /// Removes and returns everything in position order, and closes the map: later adds fail
+    /// (Pulsar's `forEachAndClose`, used when the consumer leaves).
+    pub fn drain_and_close(&mut self) -> Vec<PendingAck> {
+        let out = self.items();
+        *self = Self {
+            closed: true,
+            ..Self::default()
+        };
+        out
+    }
+
+    /// The `(batch size, hash)` of a pending entry, or `None`.
+    pub fn get(&self, ledger: i64, entry: i64) -> Result<Option<(u32, u32)>> {
+        let entry = check_entry(ledger, entry)?;
+        Ok(self
+            .ledger(ledger)
+            .and_then(|l| l.get(entry))
+            .map(|it| (it.batch, it.hash)))
+    }
+
+    /// Whether an entry is pending.
+    pub fn contains(&self, ledger: i64, entry: i64) -> Result<bool> {
+        Ok(self.get(ledger, entry)?.is_some())
+    }
+
+    /// Every pending ack in position order (the map is unchanged).
+    pub fn items(&self) -> Vec<PendingAck> {
+        let mut out = Vec::with_capacity(self.len);
+        for (l, acks) in &self.ledgers {
+            acks.for_each(|it| out.push((*l, i64::from(it.entry), it.batch, it.hash)));
+        }
+        out
+    }
+
+    /// The hash of every pending ack, in position order (for registering draining hashes).
+    pub fn hashes(&self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.len);
+        for (_, acks) in &self.ledgers {
+            acks.for_each(|it| out.push(it.hash));
+        }
+        out
+    }
+
+    /// Heap bytes held: the ledger vector, run vectors and items (capacities).
+    pub fn memory_usage(&self) -> usize {
+        self.ledgers.capacity() * size_of::<(i64, LedgerAcks)>()
+            + self
+                .ledgers
+                .iter()
+                .map(|(_, l)| l.memory_usage())
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn add_remove_and_totals() {
+        let mut p = PendingAcks::new();
+        assert!(p.add(1, 0, 3, 9).unwrap());
+        assert!(!p.add(1, 0, 7, 8).unwrap()); // first values kept
+        assert!(p.add(0, 5, 1, 1).unwrap());
+        assert_eq!(p.len(), 2);
+        assert_eq!(p.total_messages(), 4);
+        assert_eq!(p.get(1, 0).unwrap(), Some((3, 9)));
+        assert!(p.contains(0, 5).unwrap());
+        assert_eq!(p.remove(1, 1).unwrap(), None);
+        assert_eq!(p.items(), vec![(0, 5, 1, 1), (1, 0, 3, 9)]);
+        assert_eq!(p.hashes(), vec![1, 9]);
+        assert_eq!(p.remove(1, 0).unwrap(), Some((3, 9)));
+        assert_eq!(p.remove(0, 5).unwrap(), Some((1, 1)));
+        assert!(p.is_empty());
+        assert_eq!(p.total_messages(), 0);
+        assert_eq!(
+            p.memory_usage(),
+            p.ledgers.capacity() * size_of::<(i64, LedgerAcks)>()
+        );
+    }
+
+    #[test]
+    fn bad_input_changes_nothing() {
+        let mut p = PendingAcks::new();
+        p.add(2, 2, 1, 5).unwrap();
+        assert!(matches!(
+            p.add(-1, 0, 1, 0),
+            Err(CoreError::InvalidPosition(_))
+        ));
+        assert!(matches!(
+            p.add(1, -1, 1, 0),
+            Err(CoreError::InvalidPosition(_))
+        ));
+        assert!(matches!(
+            p.add(1, 1 << 32, 1, 0),
+            Err(CoreError::InvalidPosition(_))
+        ));
+        assert!(matches!(
+            p.add(1, 0, 0, 0),
+            Err(CoreError::InvalidArgument(_))
+        ));
+        assert!(p.add_many(&[1, 1], &[0, 1], &[1, 0], &[0, 0]).is_err());
+        assert!(p.add_many(&[1, 1], &[0], &[1, 1], &[0, 0]).is_err());
+        assert!(p.remove_many(&[2, -3], &[2, 0]).is_err());
+        assert!(p.remove_many(&[2], &[2, 0]).is_err());
+        assert!(p.remove(2, -1).is_err());
+        assert!(p.remove_all_up_to(2, -2).is_err());
+        assert!(p.remove_all_up_to(-2, 5).is_err());
+        assert_eq!(p.items(), vec![(2, 2, 1, 5)]);
+    }
+
+    #[test]
+    fn remove_all_up_to_is_inclusive_and_crosses_ledgers() {
+        let mut p = PendingAcks::new();
+        for l in 1..=3 {
+            for e in 0..300 {
+                p.add(l, e, 2, (l * 1000 + e) as u32).unwrap();
+            }
+        }
+        let got = p.remove_all_up_to(2, 199).unwrap();
+        assert_eq!(got.len(), 500);
+        assert_eq!(got[0], (1, 0, 2, 1000));
+        assert_eq!(*got.last().unwrap(), (2, 199, 2, 2199));
+        assert_eq!(p.len(), 400);
+        assert_eq!(p.total_messages(), 800);
+        assert!(p.remove_all_up_to(3, -1).unwrap().len() == 100);
+        assert_eq!(p.items()[0], (3, 0, 2, 3000));
+        assert!(p.remove_all_up_to(0, 5).unwrap().is_empty());
+        assert_eq!(p.remove_all_up_to(i64::MAX, 0).unwrap().len(), 300);
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn drain_and_close_refuses_later_adds() {
+        let mut p = PendingAcks::new();
+        p.add(1, 1, 1, 1).unwrap();
+        assert_eq!(p.drain_and_close(), vec![(1, 1, 1, 1)]);
+        assert!(p.is_closed());
+        assert!(p.add(1, 2, 1, 1).is_err());
+        assert!(p.add_many(&[1], &[3], &[1], &[1]).is_err());
+        assert!(p.add_many(&[], &[], &[], &[]).is_err());
+        assert!(p.drain_and_close().is_empty());
+        assert_eq!(p.remove(1, 1).unwrap(), None);
+        assert_eq!(p.memory_usage(), 0);
+    }
+
+    #[test]
+    fn in_order_dispatch_costs_about_12_bytes() {
+        let mut p = PendingAcks::new();
+        for e in 0..100_000 {
+            p.add(7, e, 1, e as u32 % 65535 + 1).unwrap();
+        }
+        let per = p.memory_usage() as f64 / 100_000.0;
+        assert!(per < 12.5, "{per} B per pending ack");
+        // Every other one acked: runs shrink.
+        for e in (0..100_000).step_by(2) {
+            assert!(p.remove(7, e).unwrap().is_some());
+        }
+        let per = p.memory_usage() as f64 / 50_000.0;
+        assert!(per < 26.0, "{per} B per pending ack");
+    }
+
+    #[test]
+    fn runs_split_and_merge() {
+        let mut p = PendingAcks::new();
+        // Out of order: split full runs everywhere.
+        let mut x = 7u64;
+        let mut model = BTreeMap::new();
+        for _ in 0..5000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let e = (x >> 33) as i64 % 20_000;
+            assert_eq!(p.add(1, e, 1, 0).unwrap(), model.insert(e, ()).is_none());
+        }
+        let l = &p.ledgers[0].1;
+        assert!(l.runs.iter().all(|r| !r.is_empty() && r.len() <= RUN_MAX));
+        let got: Vec<i64> = p.items().iter().map(|r| r.1).collect();
+        assert_eq!(got, model.keys().copied().collect::<Vec<_>>());
+        let runs_before = p.ledgers[0].1.runs.len();
+        for &e in model.keys().collect::<Vec<_>>().iter().step_by(10).skip(1) {
+            p.remove(1, *e).unwrap();
+        }
+        for e in model.keys().copied().collect::<Vec<_>>() {
+            if e % 3 != 0 {
+                p.remove(1, e).unwrap();
+            }
+        }
+        assert!(p.ledgers[0].1.runs.len() < runs_before);
+        for (i, r) in p.ledgers[0].1.runs.iter().enumerate() {
+            assert_eq!(p.ledgers[0].1.firsts[i], r[0].entry);
+        }
+    }
+
+    // ------------------------------------------------------------------- randomised model check
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn check(p: &PendingAcks, m: &BTreeMap<(i64, i64), (u32, u32)>) {
+        let want: Vec<PendingAck> = m.iter().map(|(&(l, e), &(b, h))| (l, e, b, h)).collect();
+        assert_eq!(p.items(), want);
+        assert_eq!(p.len(), m.len());
+        assert_eq!(
+            p.total_messages(),
+            m.values().map(|v| u64::from(v.0)).sum::<u64>()
+        );
+        for (_, l) in &p.ledgers {
+            assert!(!l.is_empty());
+            assert_eq!(l.firsts.len(), l.runs.len());
+            for (f, r) in l.firsts.iter().zip(&l.runs) {
+                assert!(!r.is_empty() && r.len() <= RUN_MAX && r.capacity() <= RUN_MAX);
+                assert_eq!(*f, r[0].entry);
+            }
+        }
+    }
+
+    #[test]
+    fn randomised_against_model() {
+        let (mut peak, mut most_runs) = (0, 0);
+        for seed in 0..40u64 {
+            let mut rng = Rng(seed);
+            let ledgers = [0i64, 3, 5, i64::MAX];
+            let span = [50u64, 2_000, 1 << 32][seed as usize % 3];
+            let mut p = PendingAcks::new();
+            let mut m: BTreeMap<(i64, i64), (u32, u32)> = BTreeMap::new();
+            // A moving "read position" per ledger, so most adds append as a dispatcher's do.
+            let mut next = [0i64; 4];
+            for step in 0..4000 {
+                let li = rng.below(4) as usize;
+                let l = ledgers[li];
+                let e = if rng.below(3) == 0 {
+                    rng.below(span) as i64
+                } else {
+                    next[li] = (next[li] + 1 + rng.below(3) as i64) % span as i64;
+                    next[li]
+                };
+                let growing = (step / 1000) % 2 == 0;
+                let op = if growing && rng.below(3) == 0 {
+                    45
+                } else {
+                    rng.below(100)
+                };
+                match op {
+                    0..=44 => {
+                        let (b, h) = (1 + rng.below(5) as u32, rng.next() as u32);
+                        let new = !m.contains_key(&(l, e));
+                        if new {
+                            m.insert((l, e), (b, h));
+                        }
+                        assert_eq!(p.add(l, e, b, h).unwrap(), new);
+                    }
+                    45..=49 => {
+                        // Mostly appends after the ledger's read position, some anywhere.
+                        let n = rng.below(if growing { 200 } else { 30 }) as usize;
+                        let rows: Vec<(i64, i64, u32, u32)> = (0..n)
+                            .map(|_| {
+                                let li = rng.below(4) as usize;
+                                let e = if rng.below(4) == 0 {
+                                    rng.below(span) as i64
+                                } else {
+                                    next[li] = (next[li] + 1) % span as i64;
+                                    next[li]
+                                };
+                                (ledgers[li], e, 1 + rng.below(3) as u32, rng.next() as u32)
+                            })
+                            .collect();
+                        let cols = |f: fn(&(i64, i64, u32, u32)) -> i64| -> Vec<i64> {
+                            rows.iter().map(f).collect()
+                        };
+                        let (ls, es) = (cols(|r| r.0), cols(|r| r.1));
+                        let bs: Vec<u32> = rows.iter().map(|r| r.2).collect();
+                        let hs: Vec<u32> = rows.iter().map(|r| r.3).collect();
+                        let want: Vec<bool> = rows
+                            .iter()
+                            .map(|r| {
+                                let new = !m.contains_key(&(r.0, r.1));
+                                if new {
+                                    m.insert((r.0, r.1), (r.2, r.3));
+                                }
+                                new
+                            })
+                            .collect();
+                        assert_eq!(p.add_many(&ls, &es, &bs, &hs).unwrap(), want);
+                    }
+                    50..=84 => {
+                        // Acks: mostly of pending entries.
+                        let (l, e) = if rng.below(4) > 0 && !m.is_empty() {
+                            let k = rng.below(m.len() as u64) as usize;
+                            *m.keys().nth(k).unwrap()
+                        } else {
+                            (l, e)
+                        };
+                        assert_eq!(p.remove(l, e).unwrap(), m.remove(&(l, e)));
+                    }
+                    85..=89 => {
+                        let ls: Vec<i64> =
+                            (0..10).map(|_| ledgers[rng.below(4) as usize]).collect();
+                        let es: Vec<i64> = (0..10).map(|_| rng.below(span) as i64).collect();
+                        let want: Vec<Option<(u32, u32)>> = ls
+                            .iter()
+                            .zip(&es)
+                            .map(|(&l, &e)| m.remove(&(l, e)))
+                            .collect();
+                        assert_eq!(p.remove_many(&ls, &es).unwrap(), want);
+                    }
+                    90..=92 => {
+                        let e = e.min(span as i64 / 8) - 1;
+                        let got = p.remove_all_up_to(l, e).unwrap();
+                        let keep = m.split_off(&(l, e + 1));
+                        let want: Vec<PendingAck> =
+                            m.iter().map(|(&(l, e), &(b, h))| (l, e, b, h)).collect();
+                        m = keep;
+                        assert_eq!(got, want);
+                    }
+                    93..=96 => {
+                        for (l, e) in m.keys() {
+                            assert!(p.contains(*l, *e).unwrap());
+                        }
+                        assert_eq!(p.hashes(), m.values().map(|v| v.1).collect::<Vec<_>>());
+                    }
+                    _ => {
+                        if rng.below(8) == 0 {
+                            let want: Vec<PendingAck> =
+                                m.iter().map(|(&(l, e), &(b, h))| (l, e, b, h)).collect();
+                            assert_eq!(p.drain_and_close(), want);
+                            assert!(p.add(1, 1, 1, 1).is_err());
+                            p = PendingAcks::new();
+                            m.clear();
+                        }
+                    }
+                }
+                if step % 100 == 0 {
+                    check(&p, &m);
+                }
+                peak = peak.max(p.len());
+                let runs = p.ledgers.iter().map(|l| l.1.runs.len()).max().unwrap_or(0);
+                most_runs = most_runs.max(runs);
+            }
+            check(&p, &m);
+        }
+        // Large enough that runs split and merge.
+        assert!(
+            peak > 1000 && most_runs > 8,
+            "peak {peak}, runs {most_runs}"
+        );
+    }
+}

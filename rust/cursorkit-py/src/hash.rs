@@ -1,0 +1,690 @@
+//! Key_Shared hashing functions of `cursorkit._core`: Pulsar's sticky-key hash per key and in
+//! bulk, and the selectors' slot functions.
+//!
+//! `hash_many` reads Arrow `binary`/`large_binary`/`string`/`large_string` arrays and chunked
+//! arrays through the Arrow PyCapsule interface (`__arrow_c_array__`, `__arrow_c_stream__`) without
+//! copying them, and lists, tuples and numpy arrays of `bytes`/`str` by gathering the keys into one
+//! buffer; the hashing loop runs with the GIL released. An Arrow null is `InvalidArgument` naming
+//! its index (and `None` in a list `InvalidInputType`): Pulsar never hashes a missing key, it
+//! resolves the message's sticky key first (`NONE_KEY` at the end of the chain).
+
+use std::borrow::Cow;
+
+use cursorkit_core::{SlotKind, DEFAULT_RANGE_SIZE, MAX_RANGE_SIZE, MAX_STICKY_KEY_HASH};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyOverflowError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
+
+use crate::args::{column, str_arg};
+use crate::errors::{error, IntoPy};
+
+use self::arrow::{ArrowInput, KeyColumn};
+
+/// The name of an object's type, for messages.
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// The bytes of one key: `bytes` and `str` (UTF-8) borrowed, `bytearray`/`memoryview` copied;
+/// any other type (`None` too) is `InvalidInputType`, a str that cannot be UTF-8 `InvalidArgument`.
+fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Cow::Borrowed(b.as_bytes()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s
+            .to_str()
+            .map(|s| Cow::Borrowed(s.as_bytes()))
+            .map_err(|e| {
+                error(
+                    obj.py(),
+                    "InvalidArgument",
+                    format!("{} is a str that is not valid UTF-8 ({e})", what()),
+                )
+            });
+    }
+    if obj.is_instance_of::<PyByteArray>() || obj.is_instance_of::<PyMemoryView>() {
+        let b = obj.py().get_type::<PyBytes>().call1((obj,))?;
+        return Ok(Cow::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()));
+    }
+    Err(bad_key(obj, what))
+}
+
+#[cold]
+fn bad_key(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyErr {
+    let hint = if obj.is_none() {
+        " (a message without a key hashes its sticky key: see sticky_key())"
+    } else {
+        ""
+    };
+    error(
+        obj.py(),
+        "InvalidInputType",
+        format!(
+            "{} must be bytes or str, got {}{hint}",
+            what(),
+            type_name(obj)
+        ),
+    )
+}
+
+/// An integer argument in `[lo, hi]`: a non-integer (or a bool) is `InvalidInputType`, an integer
+/// outside the bounds `InvalidArgument`. numpy integer scalars are accepted.
+fn bounded_int(obj: &Bound<'_, PyAny>, what: &str, lo: i64, hi: i64) -> PyResult<i64> {
+    let py = obj.py();
+    let out_of_range = || {
+        error(
+            py,
+            "InvalidArgument",
+            format!("{what} must be in [{lo}, {hi}], got {obj}"),
+        )
+    };
+    if obj.is_instance_of::<PyBool>() {
+        return Err(error(
+            py,
+            "InvalidInputType",
+            format!("{what} must be an int, got bool"),
+        ));
+    }
+    match obj.extract::<i64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        Ok(_) => Err(out_of_range()),
+        Err(e) if e.is_instance_of::<PyOverflowError>(py) => Err(out_of_range()),
+        Err(_) => Err(error(
+            py,
+            "InvalidInputType",
+            format!("{what} must be an int, got {}", type_name(obj)),
+        )),
+    }
+}
+
+/// The slot function named by `selector_kind` for `range_size` (default `DEFAULT_RANGE_SIZE`).
+fn slot_kind(
+    selector_kind: &Bound<'_, PyAny>,
+    range_size: Option<&Bound<'_, PyAny>>,
+) -> PyResult<SlotKind> {
+    let py = selector_kind.py();
+    let name = str_arg(selector_kind, "selector_kind")?;
+    let size = match range_size.filter(|r| !r.is_none()) {
+        None => DEFAULT_RANGE_SIZE,
+        Some(r) => bounded_int(r, "range_size", 1, i64::from(MAX_RANGE_SIZE))? as u32,
+    };
+    SlotKind::from_name(&name, size).py_err(py)
+}
+
+/// Pulsar's sticky-key hash of one key (`bytes`, or `str` as UTF-8): Murmur3 x86_32, seed 0,
+/// masked to 31 bits.
+#[pyfunction]
+pub fn sticky_key_hash(key: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let bytes = key_bytes(key, &|| "key".to_owned())?;
+    Ok(cursorkit_core::sticky_key_hash(&bytes))
+}
+
+/// Sticky-key hashes of many keys as a uint32 array: a list/tuple/numpy array of bytes or str, or
+/// an Arrow binary/string array or chunked array (read zero-copy). Arrow nulls are `InvalidArgument`.
+#[pyfunction]
+pub fn hash_many<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let py = keys.py();
+    let hashes = if keys.is_instance_of::<PyList>() || keys.is_instance_of::<PyTuple>() {
+        hash_gathered(keys)?
+    } else if let Some(input) = ArrowInput::open(keys)? {
+        let columns = input.columns(py)?;
+        let hashed = py.detach(|| {
+            let mut out = Vec::with_capacity(columns.iter().map(KeyColumn::len).sum());
+            for (chunk, col) in columns.iter().enumerate() {
+                out.extend(col.hash().map_err(|e| (chunk, e))?);
+            }
+            Ok(out)
+        });
+        hashed.map_err(|(chunk, e)| {
+            let e = if columns.len() > 1 {
+                cursorkit_core::CoreError::InvalidArgument(format!("Arrow chunk {chunk}: {e}"))
+            } else {
+                e
+            };
+            crate::errors::to_py(py, e)
+        })?
+    } else if let Ok(arr) = keys.cast::<PyUntypedArray>() {
+        if arr.ndim() != 1 {
+            return Err(error(
+                py,
+                "InvalidInputType",
+                format!(
+                    "keys must be one-dimensional, got {} dimensions",
+                    arr.ndim()
+                ),
+            ));
+        }
+        hash_gathered(keys)?
+    } else {
+        return Err(error(
+            py,
+            "InvalidInputType",
+            format!(
+                "keys must be a list, tuple or numpy array of bytes/str, or an Arrow \
+                 binary/string array or chunked array, got {}",
+                type_name(keys)
+            ),
+        ));
+    };
+    Ok(PyArray1::from_vec(py, hashes))
+}
+
+/// Copies the keys of a sequence into one buffer (GIL held), then hashes them with it released.
+fn hash_gathered(keys: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+    let py = keys.py();
+    let n = keys.len()?;
+    let mut values: Vec<u8> = Vec::with_capacity(n * 16);
+    let mut offsets: Vec<usize> = Vec::with_capacity(n + 1);
+    offsets.push(0);
+    let mut gather = |i: usize, item: &Bound<'_, PyAny>| -> PyResult<()> {
+        values.extend_from_slice(&key_bytes(item, &|| format!("key {i}"))?);
+        offsets.push(values.len());
+        Ok(())
+    };
+    if let Ok(list) = keys.cast::<PyList>() {
+        // Indexing (not an iterator) so a list mutated by another thread cannot be read past its end.
+        let mut i = 0;
+        while let Ok(item) = list.get_item(i) {
+            gather(i, &item)?;
+            i += 1;
+        }
+    } else {
+        for (i, item) in keys.try_iter()?.enumerate() {
+            gather(i, &item?)?;
+        }
+    }
+    py.detach(|| cursorkit_core::hash_many(&values, &offsets))
+        .py_err(py)
+}
+
+/// Hashes as a slice of `u32` (zero-copy from a contiguous uint32 array) or of `i64` (any other
+/// integer column, through `args::column`).
+enum Hashes<'py> {
+    U32(PyReadonlyArray1<'py, u32>),
+    I64(crate::args::Column<'py>),
+}
+
+fn hashes_column<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Hashes<'py>> {
+    if let Ok(arr) = obj.cast::<PyArray1<u32>>() {
+        let ro = arr.readonly();
+        if ro.as_slice().is_ok() {
+            return Ok(Hashes::U32(ro));
+        }
+    }
+    column(obj, "hashes").map(Hashes::I64)
+}
+
+/// Slots of many hashes under a selector's slot function, as a uint32 array: `"consistent"`
+/// (`h % (range_size - 1) + 1`, Pulsar's `[1, 65535]`) or `"range"` (auto-split and exclusive:
+/// `h % range_size`, 0 becomes 1). A hash outside `[0, 2^31 - 1]` is `InvalidArgument`.
+#[pyfunction]
+#[pyo3(signature = (hashes, selector_kind, range_size = None))]
+pub fn slots_many<'py>(
+    hashes: &Bound<'py, PyAny>,
+    selector_kind: &Bound<'py, PyAny>,
+    range_size: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let py = hashes.py();
+    let kind = slot_kind(selector_kind, range_size)?;
+    let column = hashes_column(hashes)?;
+    let slots = match &column {
+        Hashes::U32(a) => {
+            let a = a.as_slice().unwrap_or(&[]);
+            py.detach(|| cursorkit_core::slots_many(a, kind))
+        }
+        Hashes::I64(c) => {
+            let c = c.as_slice();
+            py.detach(|| cursorkit_core::slots_many(c, kind))
+        }
+    }
+    .py_err(py)?;
+    Ok(PyArray1::from_vec(py, slots))
+}
+
+/// The slot of one hash under a selector's slot function (see `slots_many`).
+#[pyfunction]
+#[pyo3(signature = (hash, selector_kind, range_size = None))]
+pub fn slot_for(
+    hash: &Bound<'_, PyAny>,
+    selector_kind: &Bound<'_, PyAny>,
+    range_size: Option<&Bound<'_, PyAny>>,
+) -> PyResult<u32> {
+    let kind = slot_kind(selector_kind, range_size)?;
+    let h = bounded_int(hash, "hash", 0, i64::from(MAX_STICKY_KEY_HASH))?;
+    Ok(kind.slot(h as u32))
+}
+
+/// Reading Arrow binary/string columns through the Arrow C data interface (PyCapsule protocol).
+mod arrow {
+    use std::ffi::{c_char, c_int, c_void, CStr};
+    use std::ptr::{self, NonNull};
+
+    use cursorkit_core::{CoreError, Offset};
+    use pyo3::prelude::*;
+    use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
+
+    use crate::errors::error;
+
+    /// `struct ArrowSchema` of the Arrow C data interface.
+    #[repr(C)]
+    struct FfiSchema {
+        format: *const c_char,
+        name: *const c_char,
+        metadata: *const c_char,
+        flags: i64,
+        n_children: i64,
+        children: *mut *mut FfiSchema,
+        dictionary: *mut FfiSchema,
+        release: Option<unsafe extern "C" fn(*mut FfiSchema)>,
+        private_data: *mut c_void,
+    }
+
+    /// `struct ArrowArray` of the Arrow C data interface.
+    #[repr(C)]
+    struct FfiArray {
+        length: i64,
+        null_count: i64,
+        offset: i64,
+        n_buffers: i64,
+        n_children: i64,
+        buffers: *mut *const c_void,
+        children: *mut *mut FfiArray,
+        dictionary: *mut FfiArray,
+        release: Option<unsafe extern "C" fn(*mut FfiArray)>,
+        private_data: *mut c_void,
+    }
+
+    /// `struct ArrowArrayStream` of the Arrow C stream interface.
+    #[repr(C)]
+    struct FfiStream {
+        get_schema: Option<unsafe extern "C" fn(*mut FfiStream, *mut FfiSchema) -> c_int>,
+        get_next: Option<unsafe extern "C" fn(*mut FfiStream, *mut FfiArray) -> c_int>,
+        get_last_error: Option<unsafe extern "C" fn(*mut FfiStream) -> *const c_char>,
+        release: Option<unsafe extern "C" fn(*mut FfiStream)>,
+        private_data: *mut c_void,
+    }
+
+    impl FfiSchema {
+        fn released() -> Self {
+            Self {
+                format: ptr::null(),
+                name: ptr::null(),
+                metadata: ptr::null(),
+                flags: 0,
+                n_children: 0,
+                children: ptr::null_mut(),
+                dictionary: ptr::null_mut(),
+                release: None,
+                private_data: ptr::null_mut(),
+            }
+        }
+    }
+
+    impl FfiArray {
+        fn released() -> Self {
+            Self {
+                length: 0,
+                null_count: 0,
+                offset: 0,
+                n_buffers: 0,
+                n_children: 0,
+                buffers: ptr::null_mut(),
+                children: ptr::null_mut(),
+                dictionary: ptr::null_mut(),
+                release: None,
+                private_data: ptr::null_mut(),
+            }
+        }
+    }
+
+    /// A schema this code received from a stream and must release.
+    struct OwnedSchema(FfiSchema);
+
+    impl Drop for OwnedSchema {
+        fn drop(&mut self) {
+            if let Some(release) = self.0.release {
+                // SAFETY: the producer filled the struct and it has not been released yet.
+                unsafe { release(&mut self.0) };
+            }
+        }
+    }
+
+    /// An array this code received from a stream and must release (Arrow allows moving it).
+    struct OwnedArray(FfiArray);
+
+    impl Drop for OwnedArray {
+        fn drop(&mut self) {
+            if let Some(release) = self.0.release {
+                // SAFETY: the producer filled the struct and it has not been released yet.
+                unsafe { release(&mut self.0) };
+            }
+        }
+    }
+
+    /// The key column types: Arrow format `z`/`u` (i32 offsets) and `Z`/`U` (i64 offsets).
+    #[derive(Clone, Copy)]
+    enum Layout {
+        Small,
+        Large,
+    }
+
+    fn layout(py: Python<'_>, schema: &FfiSchema) -> PyResult<Layout> {
+        let format = if schema.format.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a non-null format is a NUL-terminated string owned by the live schema.
+            unsafe { CStr::from_ptr(schema.format) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        match format.as_str() {
+            "z" | "u" if schema.dictionary.is_null() => Ok(Layout::Small),
+            "Z" | "U" if schema.dictionary.is_null() => Ok(Layout::Large),
+            _ => {
+                Err(error(
+                    py,
+                    "InvalidInputType",
+                    format!(
+                    "keys must be an Arrow binary, large_binary, string or large_string array, \
+                     got Arrow format {format:?}{}",
+                    if schema.dictionary.is_null() { "" } else { " (dictionary-encoded)" }
+                ),
+                ))
+            }
+        }
+    }
+
+    /// What `keys` exported: one array (held by its capsules) or the arrays of a stream.
+    enum Source<'py> {
+        Array {
+            _schema: Bound<'py, PyCapsule>,
+            array: Bound<'py, PyCapsule>,
+            layout: Layout,
+        },
+        Stream {
+            arrays: Vec<OwnedArray>,
+            layout: Layout,
+        },
+    }
+
+    /// An Arrow key column exported by a Python object; its buffers stay valid while it lives.
+    pub struct ArrowInput<'py> {
+        source: Source<'py>,
+    }
+
+    fn capsule<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyCapsule>> {
+        obj.cast::<PyCapsule>().cloned().map_err(|_| {
+            error(
+                obj.py(),
+                "InvalidInputType",
+                format!("the Arrow export did not return an {name} PyCapsule"),
+            )
+        })
+    }
+
+    impl<'py> ArrowInput<'py> {
+        /// Exports `obj` through `__arrow_c_array__` (preferred) or `__arrow_c_stream__`;
+        /// `None` when it has neither.
+        pub fn open(obj: &Bound<'py, PyAny>) -> PyResult<Option<Self>> {
+            let py = obj.py();
+            if obj.hasattr(pyo3::intern!(py, "__arrow_c_array__"))? {
+                let pair = obj.call_method0(pyo3::intern!(py, "__arrow_c_array__"))?;
+                let pair = pair.cast::<PyTuple>().map_err(|_| {
+                    error(
+                        py,
+                        "InvalidInputType",
+                        "__arrow_c_array__ did not return a (schema, array) tuple".to_owned(),
+                    )
+                })?;
+                let (schema, array): (Bound<'py, PyAny>, Bound<'py, PyAny>) = pair.extract()?;
+                let schema = capsule(&schema, "arrow_schema")?;
+                let array = capsule(&array, "arrow_array")?;
+                let schema_ptr: NonNull<FfiSchema> =
+                    schema.pointer_checked(Some(c"arrow_schema"))?.cast();
+                array.pointer_checked(Some(c"arrow_array"))?;
+                // SAFETY: the capsule named "arrow_schema" holds a live ArrowSchema (PyCapsule protocol).
+                let layout = layout(py, unsafe { schema_ptr.as_ref() })?;
+                return Ok(Some(Self {
+                    source: Source::Array {
+                        _schema: schema,
+                        array,
+                        layout,
+                    },
+                }));
+            }
+            if obj.hasattr(pyo3::intern!(py, "__arrow_c_stream__"))? {
+                let stream = obj.call_method0(pyo3::intern!(py, "__arrow_c_stream__"))?;
+                let stream = capsule(&stream, "arrow_array_stream")?;
+                let stream_ptr: NonNull<FfiStream> =
+                    stream.pointer_checked(Some(c"arrow_array_stream"))?.cast();
+                let (arrays, layout) = read_stream(py, stream_ptr.as_ptr())?;
+                drop(stream); // the arrays outlive the stream (C stream interface)
+                return Ok(Some(Self {
+                    source: Source::Stream { arrays, layout },
+                }));
+            }
+            Ok(None)
+        }
+
+        /// The key columns (one per chunk), checked: no nulls, sane lengths and buffers.
+        pub fn columns(&self, py: Python<'_>) -> PyResult<Vec<KeyColumn<'_>>> {
+            match &self.source {
+                Source::Array { array, layout, .. } => {
+                    let ptr: NonNull<FfiArray> =
+                        array.pointer_checked(Some(c"arrow_array"))?.cast();
+                    // SAFETY: the capsule holds a live ArrowArray for as long as `self` holds it.
+                    let array = unsafe { ptr.as_ref() };
+                    Ok(vec![KeyColumn::new(py, array, *layout, 0)?])
+                }
+                Source::Stream { arrays, layout } => {
+                    let mut base = 0usize;
+                    let mut out = Vec::with_capacity(arrays.len());
+                    for a in arrays {
+                        let col = KeyColumn::new(py, &a.0, *layout, base)?;
+                        base += col.len();
+                        out.push(col);
+                    }
+                    Ok(out)
+                }
+            }
+        }
+    }
+
+    fn stream_error(py: Python<'_>, stream: *mut FfiStream, rc: c_int, what: &str) -> PyErr {
+        // SAFETY: `stream` is live; get_last_error returns null or a string valid until the next call.
+        let detail = unsafe {
+            (*stream)
+                .get_last_error
+                .map(|f| f(stream))
+                .filter(|p| !p.is_null())
+                .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
+        };
+        error(
+            py,
+            "InvalidArgument",
+            format!(
+                "the Arrow stream failed in {what} (error {rc}): {}",
+                detail.unwrap_or_else(|| "no message".to_owned())
+            ),
+        )
+    }
+
+    /// Reads every array of a live stream, after checking its schema.
+    fn read_stream(py: Python<'_>, stream: *mut FfiStream) -> PyResult<(Vec<OwnedArray>, Layout)> {
+        // SAFETY: the capsule named "arrow_array_stream" holds a live ArrowArrayStream; its
+        // callbacks are called as the C stream interface prescribes, with the GIL held.
+        unsafe {
+            let (Some(get_schema), Some(get_next)) = ((*stream).get_schema, (*stream).get_next)
+            else {
+                return Err(error(
+                    py,
+                    "InvalidArgument",
+                    "the Arrow stream is already released".to_owned(),
+                ));
+            };
+            let mut schema = OwnedSchema(FfiSchema::released());
+            let rc = get_schema(stream, &mut schema.0);
+            if rc != 0 {
+                return Err(stream_error(py, stream, rc, "get_schema"));
+            }
+            let layout = layout(py, &schema.0)?;
+            let mut arrays = Vec::new();
+            loop {
+                let mut array = OwnedArray(FfiArray::released());
+                let rc = get_next(stream, &mut array.0);
+                if rc != 0 {
+                    return Err(stream_error(py, stream, rc, "get_next"));
+                }
+                if array.0.release.is_none() {
+                    return Ok((arrays, layout));
+                }
+                arrays.push(array);
+            }
+        }
+    }
+
+    /// Arrow offsets of either width.
+    enum Offsets<'a> {
+        Small(&'a [i32]),
+        Large(&'a [i64]),
+    }
+
+    /// One chunk's keys: the values buffer and the chunk's `len + 1` offsets into it.
+    pub struct KeyColumn<'a> {
+        values: &'a [u8],
+        offsets: Offsets<'a>,
+    }
+
+    fn corrupt(py: Python<'_>, msg: String) -> PyErr {
+        error(
+            py,
+            "InvalidArgument",
+            format!("malformed Arrow array: {msg}"),
+        )
+    }
+
+    /// The first index in `[offset, offset + length)` whose validity bit is clear.
+    fn first_null(bitmap: &[u8], offset: usize, length: usize) -> Option<usize> {
+        let end = offset + length;
+        let mut i = offset;
+        while i < end {
+            if i.is_multiple_of(8) && i + 8 <= end && bitmap[i / 8] == 0xFF {
+                i += 8;
+                continue;
+            }
+            if bitmap[i / 8] & (1 << (i % 8)) == 0 {
+                return Some(i - offset);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    impl<'a> KeyColumn<'a> {
+        /// Views the buffers of `array` (a live ArrowArray of `layout`); `base` is the index of
+        /// its first key in the whole input, for messages.
+        fn new(py: Python<'_>, array: &'a FfiArray, layout: Layout, base: usize) -> PyResult<Self> {
+            let (Ok(length), Ok(offset)) =
+                (usize::try_from(array.length), usize::try_from(array.offset))
+            else {
+                return Err(corrupt(
+                    py,
+                    format!("length {} and offset {}", array.length, array.offset),
+                ));
+            };
+            if length == 0 {
+                return Ok(Self {
+                    values: &[],
+                    offsets: Offsets::Small(&[]),
+                });
+            }
+            if array.n_buffers != 3 || array.buffers.is_null() || array.n_children != 0 {
+                return Err(corrupt(
+                    py,
+                    format!(
+                        "{} buffers and {} children",
+                        array.n_buffers, array.n_children
+                    ),
+                ));
+            }
+            // SAFETY: a binary/string ArrowArray has 3 buffers: validity, offsets, values.
+            let [validity, offsets, values] =
+                unsafe { [*array.buffers, *array.buffers.add(1), *array.buffers.add(2)] };
+            let Some(span) = offset.checked_add(length) else {
+                return Err(corrupt(py, format!("offset {offset} + length {length}")));
+            };
+            if array.null_count != 0 && !validity.is_null() {
+                // SAFETY: the validity bitmap covers bits [0, offset + length).
+                let bitmap =
+                    unsafe { std::slice::from_raw_parts(validity.cast::<u8>(), span.div_ceil(8)) };
+                if let Some(i) = first_null(bitmap, offset, length) {
+                    return Err(error(
+                        py,
+                        "InvalidArgument",
+                        format!(
+                            "key {} is null: a message without a key hashes its sticky key \
+                             (see sticky_key())",
+                            base + i
+                        ),
+                    ));
+                }
+            }
+            let offsets = match layout {
+                Layout::Small => Offsets::Small(offsets_slice(py, offsets, offset, length)?),
+                Layout::Large => Offsets::Large(offsets_slice(py, offsets, offset, length)?),
+            };
+            let end = match offsets {
+                Offsets::Small(o) => o[length].index(),
+                Offsets::Large(o) => o[length].index(),
+            }
+            .ok_or_else(|| corrupt(py, "a negative last offset".to_owned()))?;
+            let values = if end == 0 {
+                &[][..]
+            } else if values.is_null() {
+                return Err(corrupt(py, "no values buffer".to_owned()));
+            } else {
+                // SAFETY: the values buffer holds at least the last offset's bytes.
+                unsafe { std::slice::from_raw_parts(values.cast::<u8>(), end) }
+            };
+            Ok(Self { values, offsets })
+        }
+
+        /// Number of keys.
+        pub fn len(&self) -> usize {
+            match self.offsets {
+                Offsets::Small(o) => o.len().saturating_sub(1),
+                Offsets::Large(o) => o.len().saturating_sub(1),
+            }
+        }
+
+        /// The sticky-key hash of each key (offsets checked against the values buffer).
+        pub fn hash(&self) -> Result<Vec<u32>, CoreError> {
+            match self.offsets {
+                Offsets::Small(o) => cursorkit_core::hash_many(self.values, o),
+                Offsets::Large(o) => cursorkit_core::hash_many(self.values, o),
+            }
+        }
+    }
+
+    /// The `length + 1` offsets of a chunk starting at `offset`, checked for alignment.
+    fn offsets_slice<'a, O>(
+        py: Python<'_>,
+        buffer: *const c_void,
+        offset: usize,
+        length: usize,
+    ) -> PyResult<&'a [O]> {
+        if buffer.is_null() || !buffer.cast::<O>().is_aligned() {
+            return Err(corrupt(
+                py,
+                "a missing or misaligned offsets buffer".to_owned(),
+            ));
+        }
+        // SAFETY: the offsets buffer holds `offset + length + 1` aligned entries.
+        let all = unsafe { std::slice::from_raw_parts(buffer.cast::<O>(), offset + length + 1) };
+        Ok(&all[offset..])
+    }
+}

@@ -1,0 +1,277 @@
+"""KeySharedDispatcher: PIP-282's two out-of-order scenarios, PIP-379 draining, bad input, simulations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cursorkit import Cursor, DispatchPausePolicy, Position
+from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
+from cursorkit.keyshared.dispatcher import Entry, KeySharedDispatcher
+from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector
+from cursorkit.keyshared.sim import Simulation
+
+
+@dataclass(eq=False)
+class C:
+    name: str
+
+
+def find_key(d: KeySharedDispatcher, lo: int, hi: int, prefix: str) -> bytes:
+    """A key whose slot lies in [lo, hi]."""
+    for i in range(100_000):
+        k = f"{prefix}-{i}".encode()
+        if lo <= d.slot_of(k) <= hi:
+            return k
+    raise AssertionError("no key found")
+
+
+def scenario(mode: str, start: Position) -> tuple[KeySharedDispatcher, C, C, bytes, bytes]:
+    """c2 joins first, then c1: c1 owns [0, 32768], c2 [32769, 65536]; a later c3 takes [0, 16384]."""
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(start), mode=mode)  # type: ignore[arg-type]
+    c1, c2 = C("c1"), C("c2")
+    d.add_consumer(c2, 1000)
+    d.add_consumer(c1, 1)
+    key_a = find_key(d, 0, 16384, "a")
+    key_b = find_key(d, 32769, 65536, "b")
+    return d, c1, c2, key_a, key_b
+
+
+def sent_to(deliveries: list[tuple[object, list[Position]]], consumer: object) -> list[Position]:
+    return [p for c, ps in deliveries if c is consumer for p in ps]
+
+
+@pytest.mark.parametrize("mode", ["last-sent", "draining"])
+def test_pip_282_issue_1(mode: str) -> None:
+    d, c1, c2, key_a, key_b = scenario(mode, Position(1, 5))
+    d.add_entries(
+        [(Position(1, e), key_a) for e in (6, 7, 8)] + [(Position(1, e), key_b) for e in (9, 10, 11)]
+    )
+    first = d.dispatch()
+    assert sent_to(first, c1) == [Position(1, 6)]  # c1 has one permit and never acks 1:6
+    assert sent_to(first, c2) == [Position(1, 9), Position(1, 10), Position(1, 11)]
+    c3 = C("c3")
+    d.add_consumer(c3, 1000)  # key-a now selects c3
+    assert sent_to(d.dispatch(), c3) == []  # 1:7 and 1:8 must not overtake 1:6
+    reason = d.stats().blocked[d.slot_of(key_a)]
+    assert reason.reason == ("recently-joined" if mode == "last-sent" else "draining")
+    d.remove_consumer(c1)  # 1:6 is redelivered
+    got = sent_to(d.dispatch(), c3)
+    for p in got:
+        d.ack(c3, p)
+    got += sent_to(d.dispatch(), c3)
+    assert got == [Position(1, 6), Position(1, 7), Position(1, 8)]
+
+
+@pytest.mark.parametrize("mode", ["last-sent", "draining"])
+def test_pip_282_issue_2(mode: str) -> None:
+    d, c1, _c2, key_a, _ = scenario(mode, Position(2, 0))
+    d.add_entries([(Position(2, 1), key_a)])
+    assert sent_to(d.dispatch(), c1) == [Position(2, 1)]
+    d.add_entries([(Position(2, 2), key_a)])
+    assert d.dispatch() == []  # no permits on c1: 2:2 goes to the replay queue
+    assert d.replay_queue == [Position(2, 2)]
+    c3 = C("c3")
+    d.add_consumer(c3, 1000)
+    assert sent_to(d.dispatch(), c3) == []  # the replayed 2:2 must wait for 2:1
+    d.remove_consumer(c1)
+    got = sent_to(d.dispatch(), c3)
+    for p in got:
+        d.ack(c3, p)
+    got += sent_to(d.dispatch(), c3)
+    assert got == [Position(2, 1), Position(2, 2)]
+
+
+def test_out_of_order_mode_does_not_wait() -> None:
+    d, c1, _c2, key_a, _ = scenario("out-of-order", Position(2, 0))
+    d.add_entries([(Position(2, 1), key_a), (Position(2, 2), key_a)])
+    d.dispatch()
+    c3 = C("c3")
+    d.add_consumer(c3, 1000)
+    assert sent_to(d.dispatch(), c3) == [Position(2, 2)]
+
+
+def test_draining_hash_is_released_by_the_owners_ack() -> None:
+    d, c1, _c2, key_a, _ = scenario("draining", Position(3, -1))
+    d.add_permits(c1, 5)
+    d.add_entries([(Position(3, e), key_a) for e in range(3)])
+    assert sent_to(d.dispatch(), c1) == [Position(3, 0), Position(3, 1), Position(3, 2)]
+    c3 = C("c3")
+    d.add_consumer(c3, 10)
+    d.add_entries([(Position(3, 3), key_a)])
+    assert d.dispatch() == []
+    st_c1 = next(s for s in d.stats().consumers if s.name == "c1")
+    assert st_c1.draining_hashes_count == 1 and st_c1.draining_hashes_unacked_messages == 3
+    d.ack(c1, Position(3, 0))
+    d.ack(c1, Position(3, 1))
+    assert d.dispatch() == []
+    assert d.ack(c1, Position(3, 2))  # the last unacked message of the hash: unblocked
+    assert sent_to(d.dispatch(), c3) == [Position(3, 3)]
+    assert d.stats().unblocked_events == 1
+
+
+def test_pip_299_pause_stops_reads_not_replays() -> None:
+    cursor = Cursor(Position(1, -1), max_unacked_ranges_to_persist=1)
+    policy = DispatchPausePolicy(broker=True)
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=cursor, policy=policy)
+    c = C("c")
+    d.add_consumer(c, 10)
+    assert d.should_read()
+    d.add_entries([(Position(1, e), b"k") for e in range(4)])
+    sent = sent_to(d.dispatch(), c)
+    for p in (sent[1], sent[3]):  # two ack holes: two ranges, over the limit of one
+        d.ack(c, p)
+    assert not d.should_read()
+    assert d.stats().blocked_on_ack_state_persistent
+    d.ack(c, sent[0])  # 1:0..1:1 contiguous: mark-delete moves, one range left
+    assert d.should_read()
+
+
+def test_look_ahead_limit_stops_reads() -> None:
+    d = KeySharedDispatcher(
+        selector=AutoSplitSelector(),
+        cursor=Cursor(Position(1, -1)),
+        look_ahead_per_consumer=2,
+        look_ahead_per_subscription=3,
+    )
+    a, b = C("a"), C("b")
+    d.add_consumer(a, 0)  # owns [32769, 65536] once b joins
+    d.add_consumer(b, 10)
+    assert d.look_ahead_limit == 3
+    keys = [find_key(d, 32769, 65536, f"k{i}") for i in range(3)]
+    d.add_entries([(Position(1, e), k) for e, k in enumerate(keys)])
+    assert d.dispatch() == []
+    assert len(d.replay_queue) == 3
+    assert not d.should_read()  # b still has permits: only the look-ahead limit stops the read
+    assert {r.reason for r in d.stats().blocked.values()} == {"no-permits"}
+
+
+def test_bad_input_is_typed_and_changes_nothing() -> None:
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
+    a = C("a")
+    d.add_consumer(a, 5)
+    with pytest.raises(InvalidArgument):
+        d.add_consumer(a, 5)
+    with pytest.raises(UnknownConsumer):
+        d.add_permits(C("ghost"), 1)
+    with pytest.raises(InvalidArgument):
+        d.add_permits(a, -1)
+    with pytest.raises(InvalidInputType):
+        d.add_permits(a, 1.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        d.ack(a, Position(1, 0))  # never sent
+    with pytest.raises(InvalidInputType):
+        d.add_entries([(1, b"k")])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputType):
+        d.add_consumer(object(), 1)
+    with pytest.raises(InvalidArgument):
+        KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(), mode="fifo")  # type: ignore[arg-type]
+    assert d.stats().consumers[0].available_permits == 5
+
+
+def check_draining_refs(d: KeySharedDispatcher, sim: Simulation) -> None:
+    """A draining hash's reference count is exactly its owner's unacked messages of that hash."""
+    for stats in d.stats().consumers:
+        consumer = sim.consumers[stats.name]
+        unacked: dict[int, int] = {}
+        for pos in d.unacked(consumer):
+            slot = sim.key_slots[sim.key_of[pos]]
+            unacked[slot] = unacked.get(slot, 0) + 1
+        for h, refs, _blocked in stats.draining_hashes:
+            assert refs == unacked.get(h, 0), (
+                f"hash {h} on {stats.name}: {refs} refs, {unacked.get(h, 0)} unacked"
+            )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mode=st.sampled_from(["draining", "last-sent"]),
+    consistent=st.booleans(),
+    seed=st.integers(0, 2**16),
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["publish", "join", "leave", "step", "stall", "resume"]), st.integers(0, 5)
+        ),
+        min_size=5,
+        max_size=40,
+    ),
+)
+def test_simulated_churn_keeps_key_order(
+    mode: str, consistent: bool, seed: int, ops: list[tuple[str, int]]
+) -> None:
+    """With no nacks: nothing lost, per-key publish order at successive owners, single owner (draining)."""
+    selector = ConsistentHashingSelector(points_per_consumer=20) if consistent else AutoSplitSelector()
+    d = KeySharedDispatcher(selector=selector, cursor=Cursor(Position(1, -1)), mode=mode)  # type: ignore[arg-type]
+    sim = Simulation(d, seed=seed, keys=30, distribution="zipf", ledger_size=50, read_batch=7)
+    sim.join("base", 3, ack_delay=1)
+    names = 0
+    for op, n in ops:
+        if op == "publish":
+            sim.publish(1 + n * 5)
+        elif op == "join":
+            names += 1
+            sim.join(f"c{names}", 1 + n, ack_delay=n % 3)
+        elif op == "leave" and len(sim.consumers) > 1:
+            sim.leave(sorted(sim.consumers)[n % len(sim.consumers)])
+        elif op == "stall" and sim.consumers:
+            sim.consumers[sorted(sim.consumers)[n % len(sim.consumers)]].stalled = True
+        elif op == "resume":
+            for c in sim.consumers.values():
+                c.stalled = False
+        else:
+            for _ in range(n + 1):
+                sim.step()
+        assert not sim.checker.violations, sim.checker.violations[:3]
+        check_draining_refs(d, sim)
+    for c in sim.consumers.values():
+        c.stalled = False
+    sim.drain(max_rounds=20_000)
+    assert not sim.checker.violations, sim.checker.violations[:3]
+    assert sim.checker.acked == {p for p, _ in sim.log}
+
+
+def test_script_dsl() -> None:
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
+    sim = Simulation(d, seed=1, keys=10)
+    sim.run_script(
+        """
+        join c1 5
+        publish 50
+        step 3
+        join c2 5     # takes half the hash range
+        stall c1
+        step 2
+        resume c1
+        nack c2 1
+        leave c1
+        drain
+        """
+    )
+    assert sim.checker.acked == {p for p, _ in sim.log}
+    with pytest.raises(InvalidArgument):
+        sim.run_script("fly c1")
+    assert Entry(Position(1, 0), 5).slot == 5
+
+
+def test_delayed_messages_wait_for_their_time() -> None:
+    """The tracker hook: a message with a future deliver-at is held, then dispatched once due."""
+    from cursorkit.delayed import InMemoryDelayedDeliveryTracker
+
+    now = [0]
+    tracker = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=lambda: now[0])
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)), delayed=tracker)
+    c = C("c")
+    d.add_consumer(c, 10)
+    slot = d.slot_of(b"k")
+    d.add_entries(
+        [Entry(Position(1, 0), slot, 5_000), Entry(Position(1, 1), slot), Entry(Position(1, 2), slot, -1)]
+    )
+    assert sent_to(d.dispatch(), c) == [Position(1, 1), Position(1, 2)]  # due or not delayed
+    assert tracker.number_of_delayed_messages == 1
+    now[0] = 4_000
+    assert d.dispatch() == []
+    now[0] = 5_000
+    assert sent_to(d.dispatch(), c) == [Position(1, 0)]
