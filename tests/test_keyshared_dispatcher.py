@@ -126,6 +126,7 @@ def test_pip_299_pause_stops_reads_not_replays() -> None:
         d.ack(c, p)
     assert not d.should_read()
     assert d.stats().blocked_on_ack_state_persistent
+    assert d.stats().read_blocked == "paused"
     d.ack(c, sent[0])  # 1:0..1:1 contiguous: mark-delete moves, one range left
     assert d.should_read()
 
@@ -146,6 +147,7 @@ def test_look_ahead_limit_stops_reads() -> None:
     assert d.dispatch() == []
     assert len(d.replay_queue) == 3
     assert not d.should_read()  # b still has permits: only the look-ahead limit stops the read
+    assert d.stats().read_blocked == "look-ahead"
     assert {r.reason for r in d.stats().blocked.values()} == {"no-permits"}
 
 
@@ -275,3 +277,32 @@ def test_delayed_messages_wait_for_their_time() -> None:
     assert d.dispatch() == []
     now[0] = 5_000
     assert sent_to(d.dispatch(), c) == [Position(1, 0)]
+
+
+def test_bulk_ack_is_all_or_nothing_and_redeliver_returns_everything() -> None:
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
+    c = C("c")
+    d.add_consumer(c, 5)
+    d.add_entries([(Position(1, e), b"k") for e in range(3)])
+    assert sent_to(d.dispatch(), c) == [Position(1, e) for e in range(3)]
+    with pytest.raises(InvalidArgument):
+        d.ack_many(c, [Position(1, 0), Position(1, 9)])
+    with pytest.raises(InvalidArgument):
+        d.ack_many(c, [Position(1, 0), Position(1, 0)])
+    assert d.unacked(c) == [Position(1, e) for e in range(3)]
+    assert d.cursor.mark_delete_position == Position(1, -1)
+    assert d.ack_many(c, [Position(1, 0)]) == 0
+    assert d.redeliver(c) == [Position(1, 1), Position(1, 2)]
+    assert d.replay_queue == [Position(1, 1), Position(1, 2)]
+    assert sent_to(d.dispatch(), c) == [Position(1, 1), Position(1, 2)]
+    (stats,) = d.stats().consumers
+    assert stats.key_hash_ranges == [(0, 65536)] and stats.msg_out_counter == 5
+
+
+def test_keys_of_the_wrong_type_are_refused() -> None:
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
+    with pytest.raises(InvalidInputType):
+        d.add_entries([(Position(1, 0), 5)])  # type: ignore[list-item]
+    with pytest.raises(InvalidInputType):
+        d.slot_of(None)  # type: ignore[arg-type]
+    assert d.stats().replay_size == 0

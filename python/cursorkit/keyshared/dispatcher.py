@@ -123,6 +123,8 @@ class ConsumerStats:
     draining_hashes: list[tuple[int, int, int]]
     """``(hash, unacked messages, blocked attempts)`` per hash draining on this consumer."""
     last_sent_position_when_joining: str | None
+    key_hash_ranges: list[tuple[int, int]]
+    """Pulsar's ``keyHashRangeArrays``: the merged inclusive slot ranges this consumer owns."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +140,9 @@ class SubscriptionStats:
     consumers_after_mark_delete_position: dict[str, str]
     blocked_on_ack_state_persistent: bool
     blocked: dict[int, Blocked]
+    """Per hash held back at the last dispatch: why, and on whom."""
+    read_blocked: str | None
+    """Why the last ``should_read()`` said no: ``paused``, ``look-ahead`` or ``no-permits`` (None: yes)."""
     unblocked_events: int
 
 
@@ -193,6 +198,7 @@ class KeySharedDispatcher:
         self._sent = RangeSet()
         self._joined: dict[Any, Position] = {}
         self._highest_read: Position | None = None
+        self._read_blocked: str | None = None
 
     # --- consumers --------------------------------------------------------------------------------
 
@@ -324,6 +330,13 @@ class KeySharedDispatcher:
                 self._release(state, slot)
                 self._to_replay(pos, slot)
 
+    def redeliver(self, consumer: Hashable) -> list[Position]:
+        """Pulsar's redeliver-unacknowledged: all of the consumer's unacked messages go to replay."""
+        with self._lock:
+            held = sorted(self._state(consumer).pending)
+            self.nack(consumer, held)
+            return held
+
     def ack(self, consumer: Hashable, position: Position) -> bool:
         """An individual ack from ``consumer``; returns whether it unblocked a draining hash."""
         with self._lock:
@@ -347,11 +360,14 @@ class KeySharedDispatcher:
         with self._lock:
             state = self._state(consumer)
             pending = state.pending
-            missing = [p for p in positions if p not in pending]
-            if missing or len(set(positions)) != len(positions):
-                shown = ", ".join(map(str, missing)) or "a position twice"
-                raise InvalidArgument(f"{state.name} was not sent (or already acked) {shown}")
-            slots = [pending.pop(p) for p in positions]
+            slots: list[int] = []
+            try:  # extend appends one by one: on a miss, ``slots`` holds exactly what was taken
+                slots.extend(map(pending.pop, positions))
+            except (KeyError, TypeError):
+                for p, h in zip(positions, slots, strict=False):  # put back what was taken
+                    pending[p] = h
+                bad = positions[len(slots)]
+                raise InvalidArgument(f"{bad} was not sent to {state.name} (or is acked already)") from None
             ack = self.cursor.ack
             for p in positions:
                 ack(p)
@@ -410,13 +426,21 @@ class KeySharedDispatcher:
         return per_s
 
     def should_read(self) -> bool:
-        """Whether the broker should read new entries now (PIP-299, look-ahead, permits)."""
+        """Whether the broker should read new entries now (PIP-299, look-ahead, permits).
+
+        When not, ``stats().read_blocked`` says why: ``paused`` (ack state not persistable),
+        ``look-ahead`` (the replay queue is at its limit) or ``no-permits``.
+        """
         with self._lock:
             if self.policy is not None and self.policy.should_pause(self.cursor, "Key_Shared"):
-                return False
-            if len(self._replay) >= self.look_ahead_limit:
-                return False
-            return any(s.permits > 0 for s in self._consumers.values())
+                self._read_blocked = "paused"
+            elif len(self._replay) >= self.look_ahead_limit:
+                self._read_blocked = "look-ahead"
+            elif not any(s.permits > 0 for s in self._consumers.values()):
+                self._read_blocked = "no-permits"
+            else:
+                self._read_blocked = None
+            return self._read_blocked is None
 
     def dispatch(self) -> list[tuple[Any, list[Position]]]:
         """Sends what can be sent: due delayed messages and the replay queue first, then new entries."""
@@ -561,6 +585,8 @@ class KeySharedDispatcher:
     def stats(self) -> SubscriptionStats:
         """Pulsar 4's Key_Shared stats plus the reason each blocked hash is blocked."""
         with self._lock:
+            ranges_of = getattr(self.selector, "consumer_key_hash_ranges", None)
+            ranges: dict[Any, list[tuple[int, int]]] = ranges_of() if callable(ranges_of) else {}
             per: dict[int, list[tuple[int, int, int]]] = {}
             for h, owner, refs, blocked in self._draining.draining_hashes().tolist():
                 per.setdefault(owner, []).append((h, refs, blocked))
@@ -577,6 +603,7 @@ class KeySharedDispatcher:
                     last_sent_position_when_joining=(
                         str(s.joined_last_sent) if s.joined_last_sent is not None else None
                     ),
+                    key_hash_ranges=list(ranges.get(s.consumer, [])),
                 )
                 for s in self._consumers.values()
             ]
@@ -594,6 +621,7 @@ class KeySharedDispatcher:
                     self.policy.blocked_on_ack_state_persistent if self.policy is not None else False
                 ),
                 blocked=dict(self._blocked),
+                read_blocked=self._read_blocked,
                 unblocked_events=self._unblocked,
             )
 

@@ -36,8 +36,12 @@ class SimConsumer:
     permits: int = 1000
     ack_delay: int = 0
     stalled: bool = False
-    inbox: deque[tuple[int, Position]] = field(default_factory=deque)
-    """(round received, position) not yet acked."""
+    inbox: deque[tuple[int, list[Position]]] = field(default_factory=deque)
+    """(round received, positions) not yet acked, a batch per delivery."""
+
+    def unacked(self) -> list[Position]:
+        """Everything received and not acked, oldest first."""
+        return [p for _, batch in self.inbox for p in batch]
 
 
 @dataclass(slots=True)
@@ -162,7 +166,7 @@ class Simulation:
     def leave(self, name: str) -> None:
         """A consumer disconnects; what it had not acked is redelivered to others."""
         c = self._consumer(name)
-        for _, pos in c.inbox:
+        for pos in c.unacked():
             self.checker.released(name, self.key_names[self.key_of[pos]], pos, acked=False)
         self.dispatcher.remove_consumer(c)
         del self.consumers[name]
@@ -170,7 +174,15 @@ class Simulation:
     def nack(self, name: str, n: int) -> None:
         """``name`` negatively acks its ``n`` oldest unacked messages."""
         c = self._consumer(name)
-        victims = [c.inbox.popleft()[1] for _ in range(min(n, len(c.inbox)))]
+        victims: list[Position] = []
+        while c.inbox and len(victims) < n:  # the oldest first; the rest keep their receive round
+            received, batch = c.inbox[0]
+            take = n - len(victims)
+            victims.extend(batch[:take])
+            if take >= len(batch):
+                c.inbox.popleft()
+            else:
+                c.inbox[0] = (received, batch[take:])
         for pos in victims:
             self.checker.nacked.add(pos)
             self.checker.released(name, self.key_names[self.key_of[pos]], pos, acked=False)
@@ -197,15 +209,16 @@ class Simulation:
             if self.check:
                 for pos in positions:
                     self.checker.delivered(consumer.name, self.key_names[self.key_of[pos]], pos)
-            consumer.inbox.extend((self.round, pos) for pos in positions)
+            consumer.inbox.append((self.round, positions))
             sent += len(positions)
         for c in list(self.consumers.values()):
             done: list[Position] = []
             while not c.stalled and c.inbox and c.inbox[0][0] + c.ack_delay <= self.round:
-                _, pos = c.inbox.popleft()
+                batch = c.inbox.popleft()[1]
                 if self.check:
-                    self.checker.released(c.name, self.key_names[self.key_of[pos]], pos, acked=True)
-                done.append(pos)
+                    for pos in batch:
+                        self.checker.released(c.name, self.key_names[self.key_of[pos]], pos, acked=True)
+                done.extend(batch)
             if done:
                 d.ack_many(c, done)
                 self.acked_count += len(done)
