@@ -17,6 +17,14 @@ import cursor_workloads as cw  # noqa: E402
 import delayed_workloads as dw  # noqa: E402
 import rangeset_workloads as rw  # noqa: E402
 
+TABLE_MODULES = (
+    "test_bench_keyshared_hash",
+    "test_bench_selectors",
+    "test_bench_draining",
+    "test_bench_dispatcher",
+)
+"""Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
+
 
 def benchmarks_disabled(config: pytest.Config) -> bool:
     """Whether pytest-benchmark runs each body once, untimed (``--benchmark-disable``: the smoke run)."""
@@ -50,23 +58,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for table in dw.render_tables(smoke):
         terminalreporter.write_line("")
         terminalreporter.write_line(table)
-    # The hashing bench keeps its table in its own module (pytest imports it under its basename).
-    keyshared_hash = sys.modules.get("test_bench_keyshared_hash")
-    if keyshared_hash is not None and keyshared_hash.TABLE.cells:
-        terminalreporter.write_line("")
-        terminalreporter.write_line(keyshared_hash.render(smoke))
-    selectors = sys.modules.get("test_bench_selectors")  # same pattern: the table lives in the bench module
-    if selectors is not None and selectors.TABLE.cells:
-        terminalreporter.write_line("")
-        terminalreporter.write_line(selectors.render(smoke))
-    draining = sys.modules.get("test_bench_draining")  # same pattern: the table lives in the bench module
-    if draining is not None and draining.TABLE.cells:
-        terminalreporter.write_line("")
-        terminalreporter.write_line(draining.render(smoke))
-    dispatcher = sys.modules.get("test_bench_dispatcher")  # same pattern: the table lives in the bench module
-    if dispatcher is not None and dispatcher.TABLE.cells:
-        terminalreporter.write_line("")
-        terminalreporter.write_line(dispatcher.render(smoke))
+    # The Key_Shared benches keep their tables in their own modules (imported under their basenames).
+    for name in TABLE_MODULES:
+        module = sys.modules.get(name)
+        if module is not None and module.TABLE.cells:
+            terminalreporter.write_line("")
+            terminalreporter.write_line(module.render(smoke))
     if not rw.RESULTS:
         return
     if smoke:
