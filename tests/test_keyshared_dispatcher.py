@@ -306,3 +306,26 @@ def test_keys_of_the_wrong_type_are_refused() -> None:
     with pytest.raises(InvalidInputType):
         d.slot_of(None)  # type: ignore[arg-type]
     assert d.stats().replay_size == 0
+
+
+def test_columnar_reads() -> None:
+    """``add_read`` is ``add_entries`` as columns: same dispatch, typed errors, state unchanged."""
+    import numpy as np
+
+    from cursorkit.delayed import InMemoryDelayedDeliveryTracker
+
+    now = [0]
+    tracker = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=lambda: now[0])
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)), delayed=tracker)
+    c = C("c")
+    d.add_consumer(c, 10)
+    slot = d.slot_of(b"k")
+    positions = [Position(1, e) for e in range(3)]
+    with pytest.raises(InvalidArgument):
+        d.add_read(positions, [slot, slot])
+    with pytest.raises(InvalidInputType):
+        d.add_read([(1, 0)], [slot])  # type: ignore[list-item]
+    d.add_read(positions, np.full(3, slot), deliver_at=[-1, 500, -1])
+    assert sent_to(d.dispatch(), c) == [Position(1, 0), Position(1, 2)]
+    now[0] = 500
+    assert sent_to(d.dispatch(), c) == [Position(1, 1)]

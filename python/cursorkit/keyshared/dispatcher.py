@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from cursorkit._core import DrainingHashes, Position, RangeSet
 from cursorkit.ackstate import Cursor, DispatchPausePolicy
@@ -81,6 +83,15 @@ class Entry(NamedTuple):
     position: Position
     slot: int
     deliver_at: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One read's entries as columns: positions, their slots, and deliver-at values (or None)."""
+
+    positions: list[Position]
+    slots: npt.NDArray[np.int64]
+    deliver_at: list[int | None] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +197,7 @@ class KeySharedDispatcher:
         self._by_cid: dict[int, _Consumer] = {}
         self._next_cid = 1
         self._draining = DrainingHashes()
-        self._incoming: list[Entry] = []
+        self._incoming: list[_Read] = []
         self._replay: dict[Position, int] = {}
         self._replay_order: list[Position] = []
         self._replay_slots: dict[int, int] = {}
@@ -312,11 +323,46 @@ class KeySharedDispatcher:
             if replay:
                 for e in batch:
                     self._to_replay(e.position, e.slot)
-            else:
-                self._incoming.extend(batch)
-            for e in batch:
-                if self._highest_read is None or e.position > self._highest_read:
-                    self._highest_read = e.position
+                self._note_read([e.position for e in batch])
+            elif batch:
+                ats = [e.deliver_at for e in batch]
+                self._incoming.append(
+                    _Read(
+                        [e.position for e in batch],
+                        np.fromiter((e.slot for e in batch), np.int64, len(batch)),
+                        ats if any(a is not None for a in ats) else None,
+                    )
+                )
+                self._note_read(self._incoming[-1].positions)
+
+    def add_read(self, positions: Sequence[Position], slots: Any, deliver_at: Any = None) -> None:
+        """Entries of one read as columns: the bulk form of ``add_entries``.
+
+        ``positions`` in read order, their selector ``slots`` (an int array), and optionally their
+        ``deliver_at`` times.
+        """
+        pos = list(positions)
+        if not all(type(p) is Position for p in pos):
+            raise InvalidInputType("positions must be cursorkit.Position objects")
+        col = np.ascontiguousarray(slots, dtype=np.int64)
+        ats: list[int | None] | None = None
+        if deliver_at is not None:
+            ats = [int(a) for a in np.asarray(deliver_at, dtype=np.int64)]
+        if col.ndim != 1 or len(col) != len(pos) or (ats is not None and len(ats) != len(pos)):
+            raise InvalidArgument(
+                f"positions, slots and deliver_at differ in length: {len(pos)}, {col.size}, "
+                f"{'-' if ats is None else len(ats)}"
+            )
+        if len(pos):
+            with self._lock:
+                self._incoming.append(_Read(pos, col, ats))
+                self._note_read(pos)
+
+    def _note_read(self, positions: list[Position]) -> None:
+        if positions:
+            top = max(positions)
+            if self._highest_read is None or top > self._highest_read:
+                self._highest_read = top
 
     def nack(self, consumer: Hashable, positions: Sequence[Position]) -> None:
         """Negative acks: the messages leave the consumer and are redelivered (order may change)."""
@@ -368,9 +414,7 @@ class KeySharedDispatcher:
                     pending[p] = h
                 bad = positions[len(slots)]
                 raise InvalidArgument(f"{bad} was not sent to {state.name} (or is acked already)") from None
-            ack = self.cursor.ack
-            for p in positions:
-                ack(p)
+            deque(map(self.cursor.ack, positions), 0)  # the loop runs in C
             unblocked = sum(self._release(state, h) for h in slots) if self._draining_live else 0
             self._forget_joined()
             if self.policy is not None:
@@ -460,47 +504,52 @@ class KeySharedDispatcher:
                 if target is not None:
                     self._from_replay(pos)
                     self._send(target, pos, slot, out)
-            incoming, self._incoming = self._incoming, []
-            if incoming:  # one selector call for the whole read
-                owners = self.selector.select_many(
-                    np.fromiter((e.slot for e in incoming), np.int64, len(incoming))
-                )
-                by_index = self.selector.consumers_by_index
-            consumers, replay_slots, delayed = self._consumers, self._replay_slots, self.delayed
-            # Fast path: no gate can hold an entry back (nothing draining, no PIP-282 joiners).
-            plain = (self.mode == "out-of-order" or not self._draining_live) and not self._joined
-            for (pos, slot, at), owner in zip(incoming, owners.tolist() if incoming else (), strict=True):
-                if (
-                    at is not None
-                    and delayed is not None
-                    and delayed.add_message(pos.ledger_id, pos.entry_id, at)
-                ):
-                    self._delayed_slots[pos] = slot
-                    continue
-                if slot in replay_slots:  # earlier messages of this hash are waiting
-                    self._blocked.setdefault(slot, Blocked("replay-order", position=pos))
-                    self._to_replay(pos, slot)
-                    continue
-                consumer = by_index[owner]
-                state = consumers.get(consumer) if consumer is not None else None
-                if plain and state is not None and state.permits > 0 and self.mode != "last-sent":
-                    state.permits -= 1
-                    state.pending[pos] = slot
-                    state.delivered += 1
-                    sent = out.get(state.cid)
-                    if sent is None:
-                        out[state.cid] = [pos]
-                    else:
-                        sent.append(pos)
-                    continue
-                target = self._target(pos, slot, consumer)
-                if target is None:
-                    self._to_replay(pos, slot)
-                else:
-                    self._send(target, pos, slot, out)
+            reads, self._incoming = self._incoming, []
+            for read in reads:
+                self._dispatch_read(read, out)
+            for cid, positions in out.items():
+                self._by_cid[cid].delivered += len(positions)
             if self.mode == "last-sent" and out:
                 self._advance_last_sent()
             return [(self._by_cid[cid].consumer, positions) for cid, positions in out.items()]
+
+    def _dispatch_read(self, read: _Read, out: dict[int, list[Position]]) -> None:
+        """New entries of one read, in order; one selector call for all of them."""
+        owners = self.selector.select_many(read.slots).tolist()
+        by_index = self.selector.consumers_by_index
+        consumers, replay_slots, delayed = self._consumers, self._replay_slots, self.delayed
+        # Fast path: no gate can hold an entry back (nothing draining, no PIP-282 joiners).
+        plain = (self.mode == "out-of-order" or not self._draining_live) and not self._joined
+        plain = plain and self.mode != "last-sent"
+        ats = read.deliver_at if read.deliver_at is not None else [None] * len(owners)
+        for pos, slot, owner, at in zip(read.positions, read.slots.tolist(), owners, ats, strict=True):
+            if (
+                at is not None
+                and delayed is not None
+                and delayed.add_message(pos.ledger_id, pos.entry_id, at)
+            ):
+                self._delayed_slots[pos] = slot
+                continue
+            if slot in replay_slots:  # earlier messages of this hash are waiting
+                self._blocked.setdefault(slot, Blocked("replay-order", position=pos))
+                self._to_replay(pos, slot)
+                continue
+            consumer = by_index[owner]
+            state = consumers.get(consumer) if consumer is not None else None
+            if plain and state is not None and state.permits > 0:
+                state.permits -= 1
+                state.pending[pos] = slot
+                sent = out.get(state.cid)
+                if sent is None:
+                    out[state.cid] = [pos]
+                else:
+                    sent.append(pos)
+                continue
+            target = self._target(pos, slot, consumer)
+            if target is None:
+                self._to_replay(pos, slot)
+            else:
+                self._send(target, pos, slot, out)
 
     def _target(self, pos: Position, slot: int, consumer: Any) -> _Consumer | None:
         """The consumer ``slot`` may go to now, or None (the reason is recorded)."""
@@ -528,7 +577,6 @@ class KeySharedDispatcher:
     def _send(self, state: _Consumer, pos: Position, slot: int, out: dict[int, list[Position]]) -> None:
         state.permits -= 1
         state.pending[pos] = slot
-        state.delivered += 1
         out.setdefault(state.cid, []).append(pos)
         if self.mode == "last-sent":
             lsp = self._lsp()

@@ -25,7 +25,7 @@ import numpy as np
 
 from cursorkit._core import Position
 from cursorkit.errors import InvalidArgument
-from cursorkit.keyshared.dispatcher import Entry, KeySharedDispatcher
+from cursorkit.keyshared.dispatcher import KeySharedDispatcher
 
 
 @dataclass(eq=False)
@@ -115,6 +115,10 @@ class Simulation:
         self.rng = np.random.default_rng(seed)
         self.key_names = [f"key-{i}".encode() for i in range(keys)]
         self.key_slots = [dispatcher.slot_of(k) for k in self.key_names]
+        self.key_slot_array = np.asarray(self.key_slots, dtype=np.int64)
+        self.positions: list[Position] = []
+        """Published positions in order (the topic as the broker reads it), with ``slots`` beside."""
+        self.slots = np.empty(0, dtype=np.int64)
         self.distribution = distribution
         self.zipf_s = zipf_s
         self.ledger_size = ledger_size
@@ -146,10 +150,13 @@ class Simulation:
         keys = [int(k) for k in idx]
         self.log.extend(zip(positions, keys, strict=True))
         self.key_of.update(zip(positions, keys, strict=True))
+        self.positions.extend(positions)
+        self.slots = np.concatenate([self.slots, self.key_slot_array[np.asarray(keys, dtype=np.int64)]])
 
     def _new_key(self, key: bytes, n: int) -> list[int]:
         self.key_names.append(key)
         self.key_slots.append(self.dispatcher.slot_of(key))
+        self.key_slot_array = np.asarray(self.key_slots, dtype=np.int64)
         return [len(self.key_names) - 1] * n
 
     # --- consumers -------------------------------------------------------------------------------
@@ -201,9 +208,9 @@ class Simulation:
         self.round += 1
         d = self.dispatcher
         if self.read_upto < len(self.log) and d.should_read():
-            chunk = self.log[self.read_upto : self.read_upto + self.read_batch]
-            self.read_upto += len(chunk)
-            d.add_entries([Entry(pos, self.key_slots[k]) for pos, k in chunk])
+            end = min(self.read_upto + self.read_batch, len(self.log))
+            d.add_read(self.positions[self.read_upto : end], self.slots[self.read_upto : end])
+            self.read_upto = end
         sent = 0
         for consumer, positions in d.dispatch():
             if self.check:
