@@ -329,3 +329,23 @@ def test_columnar_reads() -> None:
     assert sent_to(d.dispatch(), c) == [Position(1, 0), Position(1, 2)]
     now[0] = 500
     assert sent_to(d.dispatch(), c) == [Position(1, 1)]
+
+
+def test_the_simulation_is_deterministic_per_seed() -> None:
+    def trace(seed: int) -> list[tuple[str, Position]]:
+        d = KeySharedDispatcher(selector=ConsistentHashingSelector(points_per_consumer=10), cursor=Cursor())
+        sim = Simulation(d, seed=seed, keys=50, distribution="zipf", read_batch=9)
+        log: list[tuple[str, Position]] = []
+        original = d.dispatch
+
+        def recording() -> list[tuple[object, list[Position]]]:
+            out = original()
+            log.extend((getattr(c, "name", "?"), p) for c, ps in out for p in ps)
+            return out
+
+        d.dispatch = recording  # type: ignore[method-assign]
+        sim.run_script("join a 3\njoin b 2\npublish 200\nstep 10\njoin c 4\nleave a\ndrain")
+        return log
+
+    assert trace(7) == trace(7)
+    assert trace(7) != trace(8)
