@@ -51,6 +51,10 @@ def select_row(kind: str) -> str:
 PER_CALL = "select per call, deque(map(...)), consistent hashing"
 MEMBERSHIP = "add + remove one consumer at 100, consistent hashing"
 CH_BALANCE = "balance max/min, 10 consumers, 1M keys, consistent hashing"
+CH_SPREAD = "same over 50 random consumer-name sets: median (p90, worst), 100 points"
+CH_SPREAD_200 = "same over 50 random consumer-name sets: median (p90, worst), 200 points"
+NAME_SETS = 50
+SMOKE_NAME_SETS = 3
 AS_BALANCE = "balance max/min, 10 consumers, 1M keys, auto-split"
 
 TABLE = dw.DelayedTable(
@@ -59,6 +63,8 @@ TABLE = dw.DelayedTable(
         cw.Row(PER_CALL, "M/s", True, None),
         cw.Row(MEMBERSHIP, "µs", False, None),
         cw.Row(CH_BALANCE, "×", False, 1.4),
+        cw.Row(CH_SPREAD, "×", False, None),
+        cw.Row(CH_SPREAD_200, "×", False, None),
         cw.Row(AS_BALANCE, "×", False, None),
     ],
     peers=(BISECT, SEARCHSORTED),
@@ -218,3 +224,21 @@ def test_balance(smoke: bool, kind: str) -> None:
         # 10 joins halve the widest range each time: four consumers hold 1/16, six hold 1/8.
         assert sorted(np.round(load / load.sum() * 16).astype(int).tolist()) == [1] * 4 + [2] * 6
     TABLE.record(CH_BALANCE if kind == "consistent hashing" else AS_BALANCE, CURSORKIT, ratio)
+
+
+@pytest.mark.parametrize("points", [100, 200])
+def test_balance_over_name_sets(smoke: bool, points: int) -> None:
+    """The ring depends on consumer names (Pulsar's point naming), so balance does too: its spread."""
+    hashes = slots(balance_hashes(SMOKE_BALANCE_KEYS if smoke else BALANCE_KEYS), "consistent")
+    ratios = []
+    for t in range(SMOKE_NAME_SETS if smoke else NAME_SETS):
+        sel = ConsistentHashingSelector(points_per_consumer=points)
+        for i in range(BALANCE_CONSUMERS):
+            sel.add_consumer(Named(f"set{t}-consumer-{i}"))
+        load = np.bincount(sel.select_many(hashes), minlength=BALANCE_CONSUMERS)
+        assert load.min() > 0
+        ratios.append(float(load.max() / load.min()))
+    r = np.array(ratios)
+    share = 100 * (r <= 1.4).mean()
+    note = f"p90 {np.percentile(r, 90):.2f}, worst {r.max():.2f}; <= 1.4 in {share:.0f}% of sets"
+    TABLE.record(CH_SPREAD if points == 100 else CH_SPREAD_200, CURSORKIT, float(np.median(r)), note)
