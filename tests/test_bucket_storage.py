@@ -31,6 +31,7 @@ from cursorkit.errors import (
 )
 from cursorkit.fsio import atomic_write, fsync_dir, temp_path, temp_target
 from cursorkit.proto import delayed_bucket_pb2 as pb
+from faulty_files import Faults, faulty_opener
 
 KEY = "#pulsar.internal.delayed.bucket_3_7"
 TOPIC = "persistent://public/default/orders"
@@ -454,55 +455,6 @@ def test_one_segment_read_reads_only_its_bytes(
 # -- failed writes -----------------------------------------------------------------------------------
 
 
-class Faults:
-    """Switches for FaultyFile: fail writes after ``budget`` bytes, or fail fsync."""
-
-    def __init__(self) -> None:
-        self.budget: int | None = None
-        self.fail_fsync = False
-        self.fail_open = False
-
-
-class FaultyFile:
-    """A real unbuffered file whose writes stop (ENOSPC) once the budget is spent, or whose fsync fails."""
-
-    def __init__(self, path: str, mode: str, faults: Faults) -> None:
-        if faults.fail_open:
-            raise OSError(errno.EACCES, "open refused (injected)")
-        self._f = open(path, mode, buffering=0)  # noqa: SIM115 - closed by close()
-        self._faults = faults
-        self._pipe: tuple[int, int] | None = None
-
-    def write(self, data: memoryview, /) -> int | None:
-        budget = self._faults.budget
-        if budget is None or len(data) <= budget:
-            if budget is not None:
-                self._faults.budget = budget - len(data)
-            return self._f.write(data)
-        if budget > 0:
-            self._faults.budget = 0
-            return self._f.write(data[:budget])  # a short write; the retry then fails
-        raise OSError(errno.ENOSPC, "No space left on device (injected)")
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        return self._f.seek(offset, whence)
-
-    def truncate(self, size: int | None = None, /) -> int:
-        return self._f.truncate(size)
-
-    def fileno(self) -> int:
-        if self._faults.fail_fsync:  # fsync on a pipe fails with EINVAL: a real failing fsync
-            self._pipe = self._pipe or os.pipe()
-            return self._pipe[0]
-        return self._f.fileno()
-
-    def close(self) -> None:
-        if self._pipe is not None:
-            os.close(self._pipe[0])
-            os.close(self._pipe[1])
-        self._f.close()
-
-
 def valid_buckets(root: Path) -> list[int]:
     found = []
     with FileBucketSnapshotStorage(root) as s:
@@ -519,7 +471,7 @@ def valid_buckets(root: Path) -> list[int]:
 def test_failed_writes_leave_no_bucket_and_the_directory_usable(root: Path) -> None:
     meta, segs = make_bucket(3)
     faults = Faults()
-    s = FileBucketSnapshotStorage(root, opener=lambda p, m: FaultyFile(p, m, faults))
+    s = FileBucketSnapshotStorage(root, opener=faulty_opener(faults))
     s.start()
     first = s.create_bucket_snapshot(meta, segs, KEY, TOPIC, CURSOR)
     size = s.get_bucket_snapshot_length(first)
@@ -550,7 +502,7 @@ def test_failed_writes_leave_no_bucket_and_the_directory_usable(root: Path) -> N
 def test_a_failed_id_mark_write_consumes_nothing(root: Path) -> None:
     meta, segs = make_bucket(1)
     faults = Faults()
-    with FileBucketSnapshotStorage(root, opener=lambda p, m: FaultyFile(p, m, faults)) as s:
+    with FileBucketSnapshotStorage(root, opener=faulty_opener(faults)) as s:
         faults.fail_fsync = True  # the first create writes the id mark first
         with pytest.raises(PersistFailed, match=NEXT_ID_FILE):
             s.create_bucket_snapshot(meta, segs, KEY, TOPIC, CURSOR)
@@ -568,7 +520,7 @@ def test_atomic_write_keeps_the_old_file_on_failure(tmp_path: Path) -> None:
     for switch in ("budget", "fail_fsync", "fail_open"):
         setattr(faults, switch, 1 if switch == "budget" else True)
         with pytest.raises(PersistFailed, match=str(target)):
-            atomic_write(target, b"new content", opener=lambda p, m: FaultyFile(p, m, faults))
+            atomic_write(target, b"new content", opener=faulty_opener(faults))
         setattr(faults, switch, None if switch == "budget" else False)
         assert target.read_bytes() == b"old"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]

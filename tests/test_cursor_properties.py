@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import shutil
 import tempfile
 import threading
@@ -17,60 +16,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from cursorkit.delayed.properties import CursorProperties, FileCursorProperties, MemoryCursorProperties
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, PersistFailed
+from faulty_files import Faults, faulty_opener
 
 BUCKET = "#pulsar.internal.delayed.bucket"
-
-
-class Faults:
-    """Switches for FaultyFile: fail writes after ``budget`` bytes, or fail fsync; counts opens."""
-
-    def __init__(self) -> None:
-        self.budget: int | None = None
-        self.fail_fsync = False
-        self.opens = 0
-
-
-class FaultyFile:
-    """A real unbuffered file whose writes stop (ENOSPC) once the budget is spent, or whose fsync fails."""
-
-    def __init__(self, path: str, mode: str, faults: Faults) -> None:
-        faults.opens += 1
-        self._f = open(path, mode, buffering=0)  # noqa: SIM115 - closed by close()
-        self._faults = faults
-        self._pipe: tuple[int, int] | None = None
-
-    def write(self, data: memoryview, /) -> int | None:
-        budget = self._faults.budget
-        if budget is None or len(data) <= budget:
-            if budget is not None:
-                self._faults.budget = budget - len(data)
-            return self._f.write(data)
-        if budget > 0:
-            self._faults.budget = 0
-            return self._f.write(data[:budget])
-        raise OSError(errno.ENOSPC, "No space left on device (injected)")
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        return self._f.seek(offset, whence)
-
-    def truncate(self, size: int | None = None, /) -> int:
-        return self._f.truncate(size)
-
-    def fileno(self) -> int:
-        if self._faults.fail_fsync:  # fsync on a pipe fails with EINVAL: a real failing fsync
-            self._pipe = self._pipe or os.pipe()
-            return self._pipe[0]
-        return self._f.fileno()
-
-    def close(self) -> None:
-        if self._pipe is not None:
-            os.close(self._pipe[0])
-            os.close(self._pipe[1])
-        self._f.close()
-
-
-def faulty(faults: Faults) -> Any:
-    return lambda path, mode: FaultyFile(path, mode, faults)
 
 
 def temp_files(directory: Path) -> list[str]:
@@ -169,7 +117,7 @@ def test_round_trip_across_reopen(tmp_path: Path) -> None:
 
 def test_one_write_per_change_and_none_without_change(tmp_path: Path) -> None:
     faults = Faults()
-    p = FileCursorProperties(tmp_path / "props", opener=faulty(faults))
+    p = FileCursorProperties(tmp_path / "props", opener=faulty_opener(faults))
     assert faults.opens == 1
     p.apply({"a": "1", "b": "2", "c": "3"})
     assert faults.opens == 2
@@ -184,7 +132,7 @@ def test_one_write_per_change_and_none_without_change(tmp_path: Path) -> None:
 def test_failed_writes_keep_the_old_content(tmp_path: Path) -> None:
     path = tmp_path / "props"
     faults = Faults()
-    p = FileCursorProperties(path, opener=faulty(faults))
+    p = FileCursorProperties(path, opener=faulty_opener(faults))
     p.apply({f"{BUCKET}_1_3": "7", f"{BUCKET}_4_6": "8"})
     before = dict(p)
     size = path.stat().st_size
@@ -213,7 +161,7 @@ def test_a_failed_first_write_raises_from_the_constructor(tmp_path: Path) -> Non
     faults = Faults()
     faults.budget = 3
     with pytest.raises(PersistFailed):
-        FileCursorProperties(tmp_path / "props", opener=faulty(faults))
+        FileCursorProperties(tmp_path / "props", opener=faulty_opener(faults))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -293,7 +241,7 @@ class PropertiesMachine(RuleBasedStateMachine):
         self.faults = Faults()
         self.dir = Path(tempfile.mkdtemp(prefix="ckprops-"))
         self.path = self.dir / "props"
-        self.props = FileCursorProperties(self.path, opener=faulty(self.faults))
+        self.props = FileCursorProperties(self.path, opener=faulty_opener(self.faults))
 
     def teardown(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -345,7 +293,7 @@ class PropertiesMachine(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
-        self.props = FileCursorProperties(self.path, opener=faulty(self.faults))
+        self.props = FileCursorProperties(self.path, opener=faulty_opener(self.faults))
 
     @invariant()
     def matches_model(self) -> None:

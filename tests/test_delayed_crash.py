@@ -34,7 +34,6 @@ import errno
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -48,6 +47,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import child_lines
 from cursorkit.ackstate.store import StoreFile, default_opener
 from cursorkit.delayed import (
     BucketDelayedDeliveryTracker,
@@ -69,7 +69,6 @@ from delayed_crash_child import (
 KILLS = int(os.environ.get("CURSORKIT_DELAYED_CRASH_KILLS", "30"))
 SEED = int(os.environ.get("CURSORKIT_DELAYED_CRASH_SEED", "26239"))
 CHILD = Path(__file__).with_name("delayed_crash_child.py")
-TIMEOUT_S = 60.0
 LEDGER_CAP = 600
 """Past this many ledgers the next round starts a fresh history."""
 TICK = 1
@@ -80,28 +79,8 @@ TEMP_FILE = re.compile(r"\..+\.tmp-[0-9a-f]{16}")
 Key = tuple[int, int, int]
 
 
-class Lines:
-    """Lines of a child's stdout, read with a timeout."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self._fd = proc.stdout.fileno()
-        self._buf = b""
-        self.seen: list[str] = []
-
-    def next(self) -> str | None:
-        deadline = time.monotonic() + TIMEOUT_S
-        while b"\n" not in self._buf:
-            ready, _, _ = select.select([self._fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise TimeoutError("delayed crash child printed nothing for a minute")
-            chunk = os.read(self._fd, 65536)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        self.seen.append(line.decode())
-        return self.seen[-1]
+class Lines(child_lines.Lines):
+    """The child's stdout, plus waiting for a tagged line."""
 
     def wait_for(self, tag: str, nth: int, give_up_after: int) -> None:
         """Reads until the ``nth`` line tagged ``tag``, or until ``give_up_after`` ``A`` lines."""
@@ -112,10 +91,6 @@ class Lines:
             if found >= nth or added >= give_up_after:
                 return
 
-    def drain(self) -> None:
-        while self.next() is not None:
-            pass
-
 
 def run_child(root: Path, seed: int, plan: random.Random, stderr: Path) -> tuple[list[str], str]:
     """Starts the child, kills it at a planned moment; its stdout lines and how the kill was aimed."""
@@ -123,7 +98,7 @@ def run_child(root: Path, seed: int, plan: random.Random, stderr: Path) -> tuple
         proc = subprocess.Popen(
             [sys.executable, str(CHILD), str(root), str(seed)], stdout=subprocess.PIPE, stderr=err
         )
-    lines = Lines(proc)
+    lines = Lines(proc, "delayed crash child")
     aim = plan.random()
     try:
         if aim < 0.06:

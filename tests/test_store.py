@@ -19,6 +19,7 @@ from cursorkit import Position, RangeSet
 from cursorkit.ackstate import Cursor, CursorStore, StoreOptions
 from cursorkit.ackstate.store import META_FILE
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed
+from faulty_files import Faults, faulty_opener
 
 State = tuple[Position, RangeSet, list[tuple[int, int, int, bytes]], dict[str, int]]
 
@@ -40,50 +41,6 @@ def recovered_state(path: Path, **kw: Any) -> State:
 
 def logs(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if p.suffix == ".log")
-
-
-class Faults:
-    """Shared switch for FaultyFile: after ``budget`` more bytes, every write fails with ENOSPC."""
-
-    def __init__(self) -> None:
-        self.budget: int | None = None
-        self.fail_modes: set[str] = {"ab", "xb", "wb"}
-
-
-class FaultyFile:
-    """A real unbuffered file whose writes stop short (then raise ENOSPC) once the budget is spent."""
-
-    def __init__(self, path: str, mode: str, faults: Faults) -> None:
-        self._f = open(path, mode, buffering=0)  # noqa: SIM115 - closed by close()
-        self._mode = mode
-        self._faults = faults
-
-    def write(self, data: memoryview, /) -> int | None:
-        budget = self._faults.budget
-        if budget is None or self._mode not in self._faults.fail_modes or len(data) <= budget:
-            if budget is not None and self._mode in self._faults.fail_modes:
-                self._faults.budget = budget - len(data)
-            return self._f.write(data)
-        if budget > 0:
-            self._faults.budget = 0
-            return self._f.write(data[:budget])  # a short write; the retry then fails
-        raise OSError(errno.ENOSPC, "No space left on device (injected)")
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        return self._f.seek(offset, whence)
-
-    def truncate(self, size: int | None = None, /) -> int:
-        return self._f.truncate(size)
-
-    def fileno(self) -> int:
-        return self._f.fileno()
-
-    def close(self) -> None:
-        self._f.close()
-
-
-def faulty_opener(faults: Faults) -> Any:
-    return lambda path, mode: FaultyFile(path, mode, faults)
 
 
 def populated(rng: np.random.Generator, ledgers: int = 20) -> Cursor:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import random
-import select
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from child_lines import Lines
 from crash_child import ENTRIES, LEDGERS, OPTIONS, SIZES, step
 from cursorkit import Position, RangeSet
 from cursorkit.ackstate import Cursor, CursorStore
@@ -30,7 +30,6 @@ from cursorkit.ackstate import Cursor, CursorStore
 KILLS = int(os.environ.get("CURSORKIT_CRASH_KILLS", "50"))
 SEED = int(os.environ.get("CURSORKIT_CRASH_SEED", "26266"))
 CHILD = Path(__file__).with_name("crash_child.py")
-TIMEOUT_S = 60.0
 
 UNIVERSE_LEDGERS = np.repeat(np.array(LEDGERS, dtype=np.int64), ENTRIES)
 UNIVERSE_ENTRIES = np.tile(np.arange(ENTRIES, dtype=np.int64), len(LEDGERS))
@@ -44,34 +43,6 @@ def state(c: Cursor) -> State:
 
 def acked(c: Cursor) -> npt.NDArray[np.bool_]:
     return c.is_acked_many(UNIVERSE_LEDGERS, UNIVERSE_ENTRIES)
-
-
-class Lines:
-    """Lines of a child's stdout, read with a timeout."""
-
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        self._fd = proc.stdout.fileno()
-        self._buf = b""
-        self.seen: list[str] = []
-
-    def next(self) -> str | None:
-        deadline = time.monotonic() + TIMEOUT_S
-        while b"\n" not in self._buf:
-            ready, _, _ = select.select([self._fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise TimeoutError("crash child printed nothing for a minute")
-            chunk = os.read(self._fd, 65536)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        self.seen.append(line.decode())
-        return self.seen[-1]
-
-    def drain(self) -> None:
-        while self.next() is not None:
-            pass
 
 
 def run_child(path: Path, seed: int, plan: random.Random, stderr: Path) -> tuple[list[str], str]:
