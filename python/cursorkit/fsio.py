@@ -1,9 +1,9 @@
-"""Small durable-file helpers shared by the file-backed stores: atomic replace and directory fsync.
+"""Durable-file helpers shared by every file-backed store: file protocol, full writes, atomic replace.
 
 ``atomic_write`` is the classic sequence — temp file in the target's directory, write everything,
 fsync, rename over the target, fsync the directory — so a reader (or a crash) sees either the old file
-or the new one, never a mix. Writes go through the :data:`~cursorkit.ackstate.store.Opener` protocol
-that ``CursorStore`` uses, so tests inject short writes and failing syncs the same way everywhere.
+or the new one, never a mix. Every store writes through the :data:`Opener` protocol defined here, so
+tests inject short writes and failing syncs the same way everywhere.
 """
 
 from __future__ import annotations
@@ -13,12 +13,57 @@ import errno
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-from cursorkit.ackstate.store import Opener, StoreFile, default_opener
 from cursorkit.errors import PersistFailed
 
-__all__ = ["atomic_write", "fsync_dir", "temp_path", "temp_target"]
+__all__ = [
+    "Opener",
+    "StoreFile",
+    "atomic_write",
+    "default_opener",
+    "fsync_dir",
+    "temp_path",
+    "temp_target",
+    "write_all",
+]
+
+
+class StoreFile(Protocol):
+    """The writable file a store appends to: an unbuffered binary file (``open(p, m, buffering=0)``)."""
+
+    def write(self, data: memoryview, /) -> int | None:
+        """Writes some of ``data``; returns the count (a short write is retried)."""
+        ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        """Moves the write position."""
+        ...
+
+    def truncate(self, size: int | None = None, /) -> int:
+        """Cuts the file to ``size`` bytes."""
+        ...
+
+    def fileno(self) -> int:
+        """The descriptor that ``os.fsync`` is called on."""
+        ...
+
+    def close(self) -> None:
+        """Closes the file."""
+        ...
+
+
+Opener = Callable[[str, str], StoreFile]
+"""``opener(path, mode)`` with mode ``"ab"`` (existing log), ``"xb"`` (new log) or ``"wb"`` (meta temp)."""
+
+
+def default_opener(path: str, mode: str) -> StoreFile:
+    """Plain unbuffered binary file: every ``write`` reaches the OS before ``fsync``."""
+    f: StoreFile = open(path, mode, buffering=0)  # noqa: SIM115 - the store owns and closes it
+    return f
+
 
 _TEMP = re.compile(r"\.(.+)\.tmp-[0-9a-f]{16}")
 
@@ -44,7 +89,8 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def _write_all(f: StoreFile, data: bytes | bytearray | memoryview) -> None:
+def write_all(f: StoreFile, data: bytes | bytearray | memoryview) -> None:
+    """Writes everything, retrying short writes; a write that makes no progress is an EIO."""
     view = memoryview(data)
     while view:
         n = f.write(view)
@@ -75,7 +121,7 @@ def atomic_write(
     try:
         f = open_file(str(tmp), "xb")
         stage = "write"
-        _write_all(f, data)
+        write_all(f, data)
         if sync:
             stage = "fsync"
             os.fsync(f.fileno())

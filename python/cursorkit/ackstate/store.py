@@ -33,10 +33,9 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
@@ -45,6 +44,7 @@ from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.ackstate.persist import BatchRow
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed, UnsupportedVersion
+from cursorkit.fsio import Opener, StoreFile, default_opener, write_all
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import cursor_store_pb2 as pb
 
@@ -95,40 +95,6 @@ class StoreOptions:
             raise InvalidArgument(f"compact_min_dead_bytes must be a non-negative int, got {dead!r}")
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio >= 0:
             raise InvalidArgument(f"compact_dead_ratio must be a number >= 0, got {ratio!r}")
-
-
-class StoreFile(Protocol):
-    """The writable file a store appends to: an unbuffered binary file (``open(p, m, buffering=0)``)."""
-
-    def write(self, data: memoryview, /) -> int | None:
-        """Writes some of ``data``; returns the count (a short write is retried)."""
-        ...
-
-    def seek(self, offset: int, whence: int = 0, /) -> int:
-        """Moves the write position."""
-        ...
-
-    def truncate(self, size: int | None = None, /) -> int:
-        """Cuts the file to ``size`` bytes."""
-        ...
-
-    def fileno(self) -> int:
-        """The descriptor that ``os.fsync`` is called on."""
-        ...
-
-    def close(self) -> None:
-        """Closes the file."""
-        ...
-
-
-Opener = Callable[[str, str], StoreFile]
-"""``opener(path, mode)`` with mode ``"ab"`` (existing log), ``"xb"`` (new log) or ``"wb"`` (meta temp)."""
-
-
-def default_opener(path: str, mode: str) -> StoreFile:
-    """Plain unbuffered binary file: every ``write`` reaches the OS before ``fsync``."""
-    f: StoreFile = open(path, mode, buffering=0)  # noqa: SIM115 - the store owns and closes it
-    return f
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,15 +460,6 @@ def _lay_out(
     marker = _record(KIND_MARKER, _marker_payload(cp, index))
     parts.append(marker)
     return b"".join(parts), marker
-
-
-def _write_all(f: StoreFile, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = f.write(view)
-        if not n:
-            raise OSError(errno.EIO, "write returned no progress")
-        view = view[n:]
 
 
 def _datasync(fd: int) -> None:
@@ -951,7 +908,7 @@ class CursorStore:
         blob_out, marker = _lay_out(records, cp, index, start)
         stage = "write"
         try:
-            _write_all(f, blob_out)
+            write_all(f, blob_out)
             stage = "sync"
             _datasync(f.fileno())
         except OSError:
@@ -989,7 +946,7 @@ class CursorStore:
         f: StoreFile | None = None
         try:
             f = self._opener(str(path), "xb")
-            _write_all(f, data)
+            write_all(f, data)
             os.fsync(f.fileno())
             os.fsync(self._dir_fd)
             self._write_meta(gen)
@@ -1043,7 +1000,7 @@ class CursorStore:
         tmp = self._path / _META_TMP
         f = self._opener(str(tmp), "wb")
         try:
-            _write_all(f, head + _U32.pack(zlib.crc32(head)))
+            write_all(f, head + _U32.pack(zlib.crc32(head)))
             os.fsync(f.fileno())
         except OSError:
             with contextlib.suppress(OSError):

@@ -25,9 +25,8 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 
-from cursorkit.ackstate.store import Opener
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, UnsupportedVersion
-from cursorkit.fsio import atomic_write, fsync_dir, temp_target
+from cursorkit.fsio import Opener, atomic_write, fsync_dir, temp_target
 
 __all__ = ["FORMAT_VERSION", "CursorProperties", "FileCursorProperties", "MemoryCursorProperties"]
 

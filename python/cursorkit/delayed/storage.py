@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from google.protobuf.message import DecodeError
 
-from cursorkit.ackstate.store import Opener
 from cursorkit.errors import (
     BucketNotFound,
     CorruptSnapshot,
@@ -48,7 +47,7 @@ from cursorkit.errors import (
     PersistFailed,
     UnsupportedVersion,
 )
-from cursorkit.fsio import atomic_write, fsync_dir, temp_target
+from cursorkit.fsio import Opener, atomic_write, fsync_dir, temp_target
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 
 __all__ = [
