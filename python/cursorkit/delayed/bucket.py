@@ -87,8 +87,7 @@ class ImmutableBucket:
     barrier: Key | None = None
     """Last index of the loaded segment: nothing later may be popped until the next one is loaded."""
     pending: SegmentArrays | None = None
-    pending_first: int = 1
-    """Segment id of ``pending``'s first segment."""
+    """Every segment (``pending.segment(0)`` is segment 1) until the snapshot is durable."""
     removed: bool = False
     """Dropped from the tracker (consumed, merged away, downgraded or cleared)."""
 

@@ -501,7 +501,7 @@ class BucketDelayedDeliveryTracker:
         self, b: ImmutableBucket, segment_id: int
     ) -> tuple[Int64Array, Int64Array, Int64Array]:
         if b.pending is not None:
-            return b.pending.segment(segment_id - b.pending_first)
+            return b.pending.segment(segment_id - 1)
         assert b.bucket_id is not None
         bucket_id = b.bucket_id
         blobs = self._timed(
@@ -589,9 +589,8 @@ class BucketDelayedDeliveryTracker:
         self._n["downgrades"] += 1
         if b.removed or b.pending is None:
             return
-        segs, first = b.pending, b.pending_first
         for sid in range(b.current_segment_entry_id + 1, b.last_segment_entry_id + 1):
-            ts, ls, es = segs.segment(sid - first)
+            ts, ls, es = b.pending.segment(sid - 1)
             live = self._index.contains_many(ls, es)
             self._shared.add_many(ts[live], ls[live], es[live])
         self._remove(b)

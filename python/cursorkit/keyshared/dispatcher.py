@@ -235,7 +235,7 @@ class KeySharedDispatcher:
                 self.mode == "last-sent"
                 and len(self._consumers) > 1
                 and read is not None
-                and read > self._md()
+                and read > self.cursor.mark_delete_position
             ):
                 lsp = self._lsp()
                 state.joined_last_sent = lsp
@@ -498,12 +498,16 @@ class KeySharedDispatcher:
                     slot = self._delayed_slots.pop(pos, None)
                     if slot is not None:
                         self._to_replay(pos, slot)
-            for pos in list(self._replay_order):
-                slot = self._replay[pos]
-                target = self._target(pos, slot, self.selector.select(slot))
-                if target is not None:
-                    self._from_replay(pos)
-                    self._send(target, pos, slot, out)
+            if self._replay_order:  # one selector call for the whole replay queue
+                queued = list(self._replay_order)
+                slots = [self._replay[pos] for pos in queued]
+                owners = self.selector.select_many(np.array(slots, dtype=np.int64)).tolist()
+                by_index = self.selector.consumers_by_index
+                for pos, slot, owner in zip(queued, slots, owners, strict=True):
+                    target = self._target(pos, slot, by_index[owner])
+                    if target is not None:
+                        self._from_replay(pos)
+                        self._send(target, pos, slot, out)
             reads, self._incoming = self._incoming, []
             for read in reads:
                 self._dispatch_read(read, out)
@@ -607,9 +611,6 @@ class KeySharedDispatcher:
             lsp = run[1]
         self._last_sent = lsp
         self._sent.remove_at_most(lsp.ledger_id, lsp.entry_id)
-
-    def _md(self) -> Position:
-        return self.cursor.mark_delete_position
 
     # --- state ----------------------------------------------------------------------------------------
 
