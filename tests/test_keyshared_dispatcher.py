@@ -204,7 +204,22 @@ def check_draining_refs(d: KeySharedDispatcher, sim: Simulation) -> None:
 def test_simulated_churn_keeps_key_order(
     mode: str, consistent: bool, seed: int, ops: list[tuple[str, int]]
 ) -> None:
-    """With no nacks: nothing lost, per-key publish order at successive owners, single owner (draining)."""
+    """With no nacks nothing is lost, in both modes; draining mode also keeps every ordering rule.
+
+    Draining keeps per-key publish order at successive owners and a single owner per key at all times;
+    last-sent (PIP-282) does not always: see ``test_last_sent_reorders_where_draining_does_not``.
+    """
+    sim = churn(mode, consistent, seed, ops)
+    for c in sim.consumers.values():
+        c.stalled = False
+    sim.drain(max_rounds=20_000)
+    if mode == "draining":
+        assert not sim.checker.violations, sim.checker.violations[:3]
+    assert sim.checker.acked == {p for p, _ in sim.log}
+
+
+def churn(mode: str, consistent: bool, seed: int, ops: list[tuple[str, int]]) -> Simulation:
+    """Runs the churn ops (checking the draining invariants after each) and returns the simulation."""
     selector = ConsistentHashingSelector(points_per_consumer=20) if consistent else AutoSplitSelector()
     d = KeySharedDispatcher(selector=selector, cursor=Cursor(Position(1, -1)), mode=mode)  # type: ignore[arg-type]
     sim = Simulation(d, seed=seed, keys=30, distribution="zipf", ledger_size=50, read_batch=7)
@@ -226,13 +241,30 @@ def test_simulated_churn_keeps_key_order(
         else:
             for _ in range(n + 1):
                 sim.step()
-        assert not sim.checker.violations, sim.checker.violations[:3]
-        check_draining_refs(d, sim)
-    for c in sim.consumers.values():
-        c.stalled = False
-    sim.drain(max_rounds=20_000)
-    assert not sim.checker.violations, sim.checker.violations[:3]
-    assert sim.checker.acked == {p for p, _ in sim.log}
+        if mode == "draining":
+            assert not sim.checker.violations, sim.checker.violations[:3]
+            check_draining_refs(d, sim)
+    return sim
+
+
+def test_last_sent_reorders_where_draining_does_not() -> None:
+    """PIP-282's gap (Pulsar #23307, which led to PIP-379), reproduced and pinned.
+
+    A joiner's limit is the *contiguous* last sent position (1:13); the old owner already holds 1:23
+    of key-2, sent individually past a gap (1:14 waits in replay). Once mark-delete reaches 1:13 the
+    joiner is free, receives key-2's 1:26 and acks it; when the old owner leaves, its 1:23 follows.
+    Draining mode keeps key-2 on the old owner until 1:23 is acked, so the same churn stays ordered.
+    """
+    ops = [("publish", 0), ("publish", 5), ("join", 0), ("join", 0), ("leave", 2), ("step", 0), ("step", 1)]
+    ops += [("step", 5), ("stall", 0), ("join", 0), ("step", 0), ("leave", 0)]
+    found = {}
+    for mode in ("last-sent", "draining"):
+        sim = churn(mode, True, 496, ops)
+        sim.drain(max_rounds=20_000)
+        assert sim.checker.acked == {p for p, _ in sim.log}
+        found[mode] = sim.checker.violations
+    assert found["draining"] == []
+    assert "key b'key-2': 1:23 delivered to c3 after 1:26 was acked" in found["last-sent"]
 
 
 def test_script_dsl() -> None:
