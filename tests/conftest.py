@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # "default" keeps each property file well under a minute; "thorough" is for local soak runs:
 #   HYPOTHESIS_PROFILE=thorough pytest tests
@@ -21,3 +27,22 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cursorkit"))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local Spark for the whole test session (start-up costs ~10 s): 2 cores, 2 shuffle partitions."""
+    pytest.importorskip("pyspark")
+    from cursorkit.pipeline.session import spark_session
+
+    session = spark_session(
+        "local[2]",
+        [
+            ("spark.sql.shuffle.partitions", "2"),
+            ("spark.ui.enabled", "false"),
+            ("spark.driver.bindAddress", "127.0.0.1"),
+        ],
+        app_name="cursorkit-tests",
+    )
+    yield session
+    session.stop()

@@ -8,6 +8,7 @@ __all__ = [
     "CorruptSnapshot",
     "CursorkitError",
     "InvalidArgument",
+    "InvalidInput",
     "InvalidInputType",
     "InvalidPosition",
     "LengthMismatch",
@@ -82,3 +83,23 @@ class ConsumerAssignError(CursorkitError, ValueError):
     Overlapping exclusive ranges (the message names the holder and its range), or no auto-split range
     left to halve.
     """
+
+
+class InvalidInput(CursorkitError, ValueError):
+    """A log a pipeline job cannot rebuild from: names the input, the column and a sample row.
+
+    Raised for missing or mistyped columns, null ids, duplicate positions and values no rule covers;
+    inputs a documented rule handles (acks for unknown positions, deliver-at in the past) are counted in
+    the report instead.
+    """
+
+    def __init__(
+        self, message: str, *, source: str = "", column: str = "", row: dict[str, object] | None = None
+    ) -> None:
+        self.source = source
+        self.column = column
+        self.row = dict(row) if row is not None else None
+        parts = [message]
+        if row is not None:
+            parts.append("sample row: " + ", ".join(f"{k}={v!r}" for k, v in row.items()))
+        super().__init__("; ".join(parts))

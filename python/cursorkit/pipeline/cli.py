@@ -1,0 +1,163 @@
+"""``cursorkit``: the command line of the pipeline (generate, rebuild, demo, inspect).
+
+``main(argv)`` is the ``[project.scripts]`` entry point and works the same under spark-submit
+(``spark-submit … -m``-style drivers call ``main`` with their arguments). Errors of the input or the
+arguments print one line and exit 2; nothing else is swallowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from cursorkit.errors import CursorkitError
+from cursorkit.pipeline.display import print_summary, stage_progress
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cursorkit", description=__doc__.splitlines()[0] if __doc__ else None)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="write synthetic message and ack logs as Parquet")
+    g.add_argument("--out", required=True, type=Path)
+    g.add_argument("--messages", type=int, default=1_000_000)
+    g.add_argument("--ledgers", type=int, default=100)
+    g.add_argument("--keys", type=int, default=10_000)
+    g.add_argument("--delayed-fraction", type=float, default=0.3)
+    g.add_argument("--subscriptions", type=int, default=3)
+    g.add_argument("--seed", type=int, default=1)
+
+    r = sub.add_parser("rebuild", help="rebuild the delayed index and cursors from logs on Spark")
+    r.add_argument("--messages", required=True, help="message log (Parquet/CSV/JSON file or directory)")
+    r.add_argument("--acks", help="ack log (Parquet/CSV/JSON file or directory)")
+    r.add_argument("--out", required=True, type=Path)
+    _rebuild_options(r)
+
+    d = sub.add_parser("demo", help="generate a small topic, rebuild it on local Spark, verify, report")
+    d.add_argument("--dir", type=Path, default=Path("cursorkit-demo"))
+    d.add_argument("--messages", type=int, default=200_000)
+    d.add_argument("--subscriptions", type=int, default=3)
+    d.add_argument("--seed", type=int, default=7)
+    d.add_argument("--master", default=None)
+
+    i = sub.add_parser(
+        "inspect", help="summarise a bucket snapshot store, a cursor store or a rebuild output"
+    )
+    i.add_argument("path", type=Path)
+    return p
+
+
+def _rebuild_options(r: argparse.ArgumentParser) -> None:
+    r.add_argument("--now", type=int, default=None, help="ms since the epoch (default: last publish_time)")
+    r.add_argument("--topic", default="persistent://public/default/topic")
+    r.add_argument("--master", default=None, help="Spark master (default: spark-submit's, else local[*])")
+    r.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting (repeatable)"
+    )
+    r.add_argument("--min-index-count-per-bucket", type=int, default=50_000)
+    r.add_argument("--max-time-step-per-segment-ms", type=int, default=300_000)
+    r.add_argument("--max-indexes-per-segment", type=int, default=5000)
+    r.add_argument("--max-delay-ms", type=int, default=365 * 24 * 3_600_000)
+    r.add_argument("--consumers", type=int, default=8, help="consumers of the Key_Shared load figures")
+    r.add_argument("--no-report", action="store_true", help="skip report.html")
+
+
+def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.pipeline.generate import generate
+
+    t0 = time.perf_counter()
+    s = generate(
+        args.out,
+        messages=args.messages,
+        ledgers=args.ledgers,
+        keys=args.keys,
+        delayed_fraction=args.delayed_fraction,
+        subscriptions=args.subscriptions,
+        seed=args.seed,
+    )
+    console.print(
+        f"wrote {s.messages:,} messages ({s.delayed:,} delayed) in {s.ledgers} ledgers and "
+        f"{s.acks:,} acks of {len(s.subscriptions)} subscriptions to {args.out} "
+        f"in {time.perf_counter() - t0:.1f} s; "
+        f"now = {s.now_ms}",
+        highlight=False,
+    )
+    return 0
+
+
+def _config(args: argparse.Namespace) -> object:
+    from cursorkit.pipeline.rebuild import RebuildConfig
+
+    return RebuildConfig(
+        topic=args.topic,
+        now_ms=args.now,
+        min_index_count_per_bucket=args.min_index_count_per_bucket,
+        max_time_step_per_segment_ms=args.max_time_step_per_segment_ms,
+        max_indexes_per_segment=args.max_indexes_per_segment,
+        max_delay_ms=args.max_delay_ms,
+        consumers=args.consumers,
+        report=not args.no_report,
+    )
+
+
+def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
+    from cursorkit.pipeline.session import parse_conf, spark_session
+
+    cfg = _config(args)
+    assert isinstance(cfg, RebuildConfig)
+    conf = parse_conf(args.conf)
+    spark = spark_session(args.master, conf)
+    with stage_progress(console) as on_stage:
+        summary = rebuild(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
+    print_summary(console, summary)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.pipeline.demo import run_demo
+
+    ok = run_demo(
+        args.dir,
+        messages=args.messages,
+        subscriptions=args.subscriptions,
+        seed=args.seed,
+        master=args.master,
+        console=console,
+    )
+    return 0 if ok else 1
+
+
+def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.pipeline.inspect import inspect_path, render
+
+    render(inspect_path(args.path), console=console)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one ``cursorkit`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    console = Console(stderr=False)
+    commands = {
+        "generate": _cmd_generate,
+        "rebuild": _cmd_rebuild,
+        "demo": _cmd_demo,
+        "inspect": _cmd_inspect,
+    }
+    try:
+        return commands[args.command](args, console)
+    except (CursorkitError, FileExistsError, BlockingIOError) as e:
+        print(f"cursorkit {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

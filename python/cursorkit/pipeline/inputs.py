@@ -1,0 +1,102 @@
+"""Reading the input logs with Spark and checking their columns before any job runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cursorkit.errors import InvalidInput
+from cursorkit.pipeline.schema import Column
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["log_format", "read_log"]
+
+_FORMATS = ("parquet", "csv", "json")
+
+
+def log_format(path: str) -> str:
+    """``parquet``, ``csv`` or ``json`` by the path's suffix or, for a directory, its files' suffixes."""
+    p = Path(path)
+    for fmt in _FORMATS:
+        if p.suffix.lower() in (f".{fmt}", ".jsonl" if fmt == "json" else f".{fmt}"):
+            return fmt
+    if p.is_dir():
+        names = [q.suffix.lower() for q in p.rglob("*") if q.is_file() and not q.name.startswith((".", "_"))]
+        for fmt in _FORMATS:
+            if any(n in (f".{fmt}", ".jsonl" if fmt == "json" else f".{fmt}") for n in names):
+                return fmt
+    return "parquet"
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def read_log(
+    spark: SparkSession, path: str | os.PathLike[str], columns: tuple[Column, ...], what: str
+) -> DataFrame:
+    """The log at ``path`` with exactly ``columns`` (cast to their types; absent optional ones null).
+
+    Raises:
+        InvalidInput: the path is missing, a required column is absent, or a column has a type that
+            cannot hold its values (a string id, a float time); the message names the column, its
+            type and a sample row.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    text = os.fspath(path)
+    local = text.removeprefix("file://")
+    if _is_local(text) and not Path(local).exists():
+        raise InvalidInput(f"{what} log {text}: no such file or directory", source=text)
+    fmt = log_format(local) if _is_local(text) else "parquet"
+    reader = spark.read
+    if fmt == "csv":
+        df = reader.option("header", "true").option("inferSchema", "true").csv(text)
+    elif fmt == "json":
+        df = reader.json(text)
+    else:
+        df = reader.parquet(text)
+    have = {f.name: f.dataType for f in df.schema.fields}
+    ints = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    out = []
+    for col in columns:
+        kind = have.get(col.name)
+        if kind is None:
+            if col.required:
+                raise InvalidInput(
+                    f"{what} log {text}: missing column {col.name!r} ({col.doc or col.type}); "
+                    f"it has {sorted(have)}",
+                    source=text,
+                    column=col.name,
+                )
+            out.append(F.lit(None).cast(_spark_type(col)).alias(col.name))
+            continue
+        wants_int = col.type.equals(_arrow_int64()) or str(col.type).startswith("int")
+        ok = isinstance(kind, ints) if wants_int else isinstance(kind, T.StringType)
+        if isinstance(kind, T.NullType):  # an all-null column read from JSON/CSV
+            ok = True
+        if not ok:
+            sample = df.select(*have).first()
+            raise InvalidInput(
+                f"{what} log {text}: column {col.name!r} is {kind.simpleString()}, expected "
+                f"{'an integer' if wants_int else 'a string'} ({col.doc or col.type})",
+                source=text,
+                column=col.name,
+                row=sample.asDict() if sample is not None else None,
+            )
+        out.append(F.col(col.name).cast(_spark_type(col)).alias(col.name))
+    return df.select(*out)
+
+
+def _arrow_int64() -> object:
+    import pyarrow as pa
+
+    return pa.int64()
+
+
+def _spark_type(col: Column) -> str:
+    return {"int64": "long", "int32": "int", "string": "string"}[str(col.type)]

@@ -1,0 +1,671 @@
+"""``cursorkit rebuild``: a topic's delayed index and cursors rebuilt from its message and ack logs.
+
+Stages (each timed): *index* folds the message log into per-ledger entry bitmaps, checks it and
+counts delayed messages; *cursors* folds each subscription's acks (a union, so order-free) into
+mark-delete + ranges + partial batches and writes a ``CursorStore`` per subscription; *delayed*
+plans PIP-195 buckets at ledger boundaries on the driver and builds them in Rust inside
+``mapInArrow``, written through ``FileBucketSnapshotStorage`` with the cursor-properties manifest;
+*report* writes the stats tables, ``summary.json`` and ``report.html``. Everything goes to a
+temporary sibling directory that is renamed over ``--out`` only at the end, so a failed run leaves
+nothing a recovery would read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cursorkit._core import Position, RangeSet
+from cursorkit.ackstate import Cursor
+from cursorkit.ackstate.store import CursorStore
+from cursorkit.delayed.bucket import bucket_key
+from cursorkit.delayed.properties import FileCursorProperties
+from cursorkit.delayed.storage import FileBucketSnapshotStorage
+from cursorkit.errors import InvalidArgument, InvalidInput
+from cursorkit.fsio import atomic_write, fsync_dir
+from cursorkit.pipeline import partitions, schema
+from cursorkit.pipeline.inputs import read_log
+from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
+from cursorkit.pipeline.results import BucketRow, CursorRow, RebuildSummary, StageTiming
+from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["MANIFEST", "RebuildConfig", "cursor_dir_name", "rebuild"]
+
+MANIFEST = "manifest.json"
+"""Written last into a rebuild's output: what it holds and where (``cursorkit inspect`` reads it)."""
+FORMAT = "cursorkit-rebuild"
+SHARED_CURSOR = "shared-delayed-index"
+"""Cursor name recorded in the bucket snapshots of the topic's one shared delayed index."""
+
+# Problems that make the input unusable: the driver raises on the first it finds.
+_ERRORS = {
+    "null_ledger_id": ("ledger_id", "is null"),
+    "null_entry_id": ("entry_id", "is null"),
+    "null_publish_time": ("publish_time", "is null"),
+    "negative_ledger_id": ("ledger_id", "is negative"),
+    "negative_entry_id": ("entry_id", "is negative"),
+    "implausible_publish_time": ("publish_time", "is negative or after the year 3000 (µs or ns, not ms?)"),
+    "implausible_deliver_at": ("deliver_at", "is negative or after the year 3000 (µs or ns, not ms?)"),
+    "bad_batch_size": ("batch_size", "is below 1 or above 1,048,576"),
+    "duplicate_position": ("ledger_id, entry_id", "repeats a position already in the log"),
+    "null_subscription": ("subscription", "is null"),
+    "null_ack_type": ("ack_type", "is null"),
+    "null_ack_time": ("ack_time", "is null"),
+    "bad_ack_type": ("ack_type", f"is not one of {schema.ACK_TYPES}"),
+    "negative_position": ("ledger_id, entry_id", "is negative"),
+    "implausible_ack_time": ("ack_time", "is negative or after the year 3000 (µs or ns, not ms?)"),
+    "acks_batch_index_out_of_range": ("batch_index", "is outside the entry's batch (see batch_size)"),
+}
+# Rows a documented rule sets aside; counted in the report.
+RULES = (
+    "acks_unknown_position",
+    "acks_after_now",
+    "delayed_due",
+    "delayed_beyond_max_delay",
+    "delayed_acked",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RebuildConfig:
+    """Settings of a rebuild (PIP-195's sizes are Pulsar's defaults)."""
+
+    topic: str = "persistent://public/default/topic"
+    now_ms: int | None = None
+    """The moment the state is rebuilt for; None = the last publish_time of the message log."""
+    min_index_count_per_bucket: int = 50_000
+    max_time_step_per_segment_ms: int = 300_000
+    max_indexes_per_segment: int = 5000
+    max_delay_ms: int = 365 * 24 * 3_600_000
+    """Deliver-at further than this after now is set aside (rule ``delayed_beyond_max_delay``)."""
+    consumers: int = 8
+    """Consumers of the Key_Shared hash-load figures."""
+    fsync: bool = True
+    report: bool = True
+
+
+@dataclass(slots=True)
+class _Stages:
+    """Times the stages and tells a progress callback."""
+
+    on_stage: Callable[[str, str], None] | None
+    timings: list[StageTiming] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if self.on_stage is not None:
+            self.on_stage(name, "start")
+        t0 = time.perf_counter()
+        yield
+        self.timings.append(StageTiming(name, round(time.perf_counter() - t0, 3)))
+        if self.on_stage is not None:
+            self.on_stage(name, "done")
+
+
+def _ddl(arrow_schema: pa.Schema) -> Any:
+    """The Spark schema of a per-partition function's Arrow output schema."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema)
+
+
+def cursor_dir_name(subscription: str) -> str:
+    """A file-system-safe directory name for a subscription (readable, collision-free)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02X}" for c in subscription)
+    return safe if safe and not safe.startswith(".") else f"%{safe}"
+
+
+def _raise_problems(problems: partitions.Problems, what: str, source: str) -> None:
+    for name, count in problems.counts.items():
+        if name in _ERRORS:
+            column, rule = _ERRORS[name]
+            raise InvalidInput(
+                f"{what} log {source}: {count} row(s) where {column} {rule}",
+                source=source,
+                column=column,
+                row=problems.samples.get(name),
+            )
+
+
+def _out_dirs(out: Path) -> Path:
+    """The temporary sibling the run writes into; refuses an ``out`` that is not a rebuild's output."""
+    if out.exists():
+        if not out.is_dir():
+            raise InvalidArgument(f"--out {out} exists and is not a directory")
+        if any(out.iterdir()) and not (out / MANIFEST).exists():
+            raise InvalidArgument(f"--out {out} is a non-empty directory that is not a rebuild's output")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out.parent / f".{out.name}.rebuild-{uuid.uuid4().hex[:12]}"
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Renames the finished ``tmp`` over ``out`` (an older output is moved aside, then removed)."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
+        out.rename(old)
+    tmp.rename(out)
+    fsync_dir(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def rebuild(
+    spark: SparkSession,
+    messages: str | os.PathLike[str],
+    acks: str | os.PathLike[str] | None,
+    out: str | os.PathLike[str],
+    config: RebuildConfig | None = None,
+    *,
+    on_stage: Callable[[str, str], None] | None = None,
+) -> RebuildSummary:
+    """Runs the rebuild job and returns what it measured (also written to ``out/summary.json``).
+
+    Raises:
+        InvalidInput: an input log is unusable (the message names the column and a sample row).
+        InvalidArgument: ``out`` is an existing directory that is not a rebuild's output.
+    """
+    cfg = config if config is not None else RebuildConfig()
+    out_path = Path(out)
+    tmp = _out_dirs(out_path)
+    stages = _Stages(on_stage)
+    try:
+        summary, manifest = _run(
+            spark, os.fspath(messages), os.fspath(acks) if acks is not None else None, tmp, cfg, stages
+        )
+        summary.out_dir = str(out_path)
+        summary.stages = stages.timings
+        with stages.stage("write report"):
+            _write_summary(tmp, summary, manifest, cfg)
+        _publish(tmp, out_path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
+
+
+def _run(
+    spark: SparkSession,
+    messages_path: str,
+    acks_path: str | None,
+    tmp: Path,
+    cfg: RebuildConfig,
+    stages: _Stages,
+) -> tuple[RebuildSummary, dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    tmp.mkdir()
+    with stages.stage("read"):
+        msgs = read_log(spark, messages_path, schema.MESSAGE_COLUMNS, "message")
+        ack_df = read_log(spark, acks_path, schema.ACK_COLUMNS, "ack") if acks_path is not None else None
+        now = cfg.now_ms
+        if now is None:
+            row = msgs.agg(F.max("publish_time").alias("t")).first()
+            now = int(row["t"]) if row is not None and row["t"] is not None else 0
+    summary = RebuildSummary(topic=cfg.topic, now_ms=now, out_dir="", master=spark.sparkContext.master or "")
+    summary.config = {k: v for k, v in asdict(cfg).items() if k not in ("fsync", "report")} | {"now_ms": now}
+
+    with stages.stage("index messages"):
+        index = _index(msgs, now, cfg, messages_path)
+    summary.inputs.update(messages=index.rows, ledgers=len(index.sizes))
+    summary.ledger_sizes = dict(index.sizes)
+    summary.rules.update(delayed_due=index.due, delayed_beyond_max_delay=index.beyond)
+    summary.inputs["delayed"] = index.delayed
+
+    with stages.stage("fold acks"):
+        cursors, ack_rows, ack_problems = _cursors(spark, msgs, ack_df, now, index, acks_path or "")
+    summary.inputs["acks"] = ack_rows
+    summary.inputs["subscriptions"] = len(cursors)
+    for rule in ("acks_unknown_position", "acks_after_now"):
+        summary.rules[rule] = ack_problems.counts.get(rule, 0)
+
+    with stages.stage("write cursors"):
+        summary.cursors = _write_cursors(tmp, cursors, index.sizes, cfg)
+        summary.holes = {name: holes_per_ledger(c, index.sizes) for name, c in cursors.items()}
+
+    with stages.stage("delayed index"):
+        buckets, dropped = _delayed(msgs, now, cfg, index, cursors, tmp)
+    summary.buckets = buckets
+    summary.rules["delayed_acked"] = dropped
+    summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in index.hours.items())
+
+    with stages.stage("key load"):
+        from cursorkit.pipeline.keyload import key_load
+
+        summary.key_load = key_load(index.range_slots, index.consistent_slots, cfg.consumers)
+        manifest = _manifest(cfg, now, cursors, bool(buckets))
+    return summary, manifest
+
+
+@dataclass(slots=True)
+class _Index:
+    """The message log folded: positions, sizes and counts the later stages need."""
+
+    positions: RangeSet
+    sizes: dict[int, int]
+    not_yet_due: dict[int, int]
+    rows: int
+    delayed: int
+    due: int
+    beyond: int
+    hours: dict[int, int]
+    range_slots: np.ndarray[Any, np.dtype[np.int64]]
+    consistent_slots: np.ndarray[Any, np.dtype[np.int64]]
+    batched: bool
+
+
+def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index:
+    from pyspark.sql import functions as F
+
+    fn = partial(partitions.index_messages, now_ms=now, max_delay_ms=cfg.max_delay_ms)
+    table = msgs.mapInArrow(fn, _ddl(partitions.INDEX_SCHEMA)).toArrow()
+    positions = RangeSet()
+    nyd: dict[int, int] = {}
+    problems = partitions.Problems()
+    rows = delayed = due = beyond = 0
+    hours: dict[int, int] = {}
+    range_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
+    consistent_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
+    for r in table.to_pylist():
+        if r["ledger_id"] == -1:
+            st = json.loads(r["stats"])
+            problems.merge(st["problems"])
+            rows += st["rows"]
+            delayed += st["delayed"]
+            due += st["delayed_due"]
+            beyond += st["delayed_beyond_max_delay"]
+            for k, v in st["hours"].items():
+                hours[int(k)] = hours.get(int(k), 0) + v
+            range_slots += np.frombuffer(r["range_slots"], dtype=np.int64)
+            consistent_slots += np.frombuffer(r["consistent_slots"], dtype=np.int64)
+            continue
+        positions.union_ledger_bytes(r["ledger_id"], r["bitmap"])
+        if r["not_yet_due"]:
+            nyd[r["ledger_id"]] = nyd.get(r["ledger_id"], 0) + r["not_yet_due"]
+    _raise_problems(problems, "message", source)
+    valid = positions.total_cardinality()
+    counted = rows - sum(problems.counts.values())
+    if valid != counted:  # a position repeated across partitions
+        dup = (
+            msgs.groupBy("ledger_id", "entry_id")
+            .count()
+            .filter(F.col("count") > 1)
+            .select("ledger_id", "entry_id")
+            .limit(1)
+            .collect()
+        )
+        sample = None
+        if dup:
+            first = (
+                msgs.filter((F.col("ledger_id") == dup[0][0]) & (F.col("entry_id") == dup[0][1]))
+                .limit(1)
+                .collect()
+            )
+            sample = first[0].asDict() if first else None
+        raise InvalidInput(
+            f"message log {source}: {counted - valid} row(s) where ledger_id, entry_id repeats a position "
+            "already in the log",
+            source=source,
+            column="ledger_id, entry_id",
+            row=sample,
+        )
+    sizes: dict[int, int] = {}
+    for ledger in positions.ledgers():
+        n = positions.cardinality(ledger, -1, ledger, 2**31)
+        if positions.cardinality(ledger, -1, ledger, n - 1) != n:
+            missing = _first_missing(positions, ledger)
+            raise InvalidInput(
+                f"message log {source}: ledger {ledger} has {n} entries but not 0..{n - 1} "
+                f"(entry {missing} is missing); a ledger's entries are dense",
+                source=source,
+                column="entry_id",
+                row={"ledger_id": ledger, "entry_id": missing},
+            )
+        sizes[ledger] = n
+    return _Index(
+        positions, sizes, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots, False
+    )
+
+
+def _first_missing(positions: RangeSet, ledger: int) -> int:
+    expect = 0
+    for lo_l, lo_e, hi_l, hi_e in positions.ranges():
+        if lo_l != ledger:
+            continue
+        if lo_e + 1 != expect:
+            return expect
+        expect = hi_e + 1
+        del hi_l
+    return expect
+
+
+# --- cursors ---------------------------------------------------------------------------------------
+
+
+def _cursors(
+    spark: SparkSession,
+    msgs: DataFrame,
+    acks: DataFrame | None,
+    now: int,
+    index: _Index,
+    source: str,
+) -> tuple[dict[str, Cursor], int, partitions.Problems]:
+    from pyspark.sql import functions as F
+
+    problems = partitions.Problems()
+    if acks is None:
+        return {}, 0, problems
+    plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
+    sizes = msgs.select(
+        "ledger_id", "entry_id", F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size")
+    )
+    batched = acks.filter(F.col("batch_index").isNotNull()).join(sizes, ["ledger_id", "entry_id"], "left")
+    both = plain.unionByName(batched)
+    fn = partial(partitions.fold_acks, now_ms=now, positions=index.positions.to_bytes())
+    table = both.mapInArrow(fn, _ddl(partitions.ACKS_SCHEMA)).toArrow()
+    acked: dict[str, RangeSet] = {}
+    cumulative: dict[str, tuple[int, int, int, int]] = {}
+    batches: dict[str, dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]]] = {}
+    rows = 0
+    subs: set[str] = set()
+    for r in table.to_pylist():
+        kind, sub = r["kind"], r["subscription"]
+        if kind == "stats":
+            st = json.loads(r["stats"])
+            rows += st["rows"]
+            problems.merge(st["problems"])
+            continue
+        subs.add(sub)
+        if kind == "acked":
+            acked.setdefault(sub, RangeSet()).union_ledger_bytes(r["ledger_id"], r["bitmap"])
+        elif kind == "cumulative":
+            idx = partitions.WHOLE_ENTRY if r["batch_index"] == -1 else r["batch_index"]
+            cand = (r["ledger_id"], r["entry_id"], idx, r["batch_size"])
+            if sub not in cumulative or cand[:3] > cumulative[sub][:3]:
+                cumulative[sub] = cand
+        else:
+            words = np.frombuffer(r["bitmap"], dtype="<u8").astype(np.uint64)
+            key = (r["ledger_id"], r["entry_id"])
+            mine = batches.setdefault(sub, {})
+            if key in mine:
+                size, old = mine[key]
+                n = max(len(old), len(words))
+                merged = np.zeros(n, dtype=np.uint64)
+                merged[: len(old)] |= old
+                merged[: len(words)] |= words
+                mine[key] = (size, merged)
+            else:
+                mine[key] = (r["batch_size"], words)
+    _raise_problems(problems, "ack", source)
+    first = min(index.sizes) if index.sizes else 0
+    cursors: dict[str, Cursor] = {}
+    for sub in sorted(subs):
+        cursors[sub] = assemble_cursor(
+            sub, index.sizes, first, acked.get(sub, RangeSet()), cumulative.get(sub), batches.get(sub, {})
+        )
+    return cursors, rows, problems
+
+
+def assemble_cursor(
+    name: str,
+    sizes: Mapping[int, int],
+    first_ledger: int,
+    acked: RangeSet,
+    cumulative: tuple[int, int, int, int] | None,
+    batches: Mapping[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]],
+) -> Cursor:
+    """A subscription's cursor from its folded acks: the union of what every ack acknowledged.
+
+    ``cumulative`` is the highest cumulative ack (ledger, entry, batch index, batch size; index
+    ``WHOLE_ENTRY`` for a whole entry); ``batches`` maps a batch entry to (size, acked-index
+    words). A batch whose every index is acked counts as an acked entry.
+    """
+    md = Position(first_ledger, -1)
+    rows: list[tuple[int, int, int, bytes]] = []
+    extra: dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]] = dict(batches)
+    if cumulative is not None:
+        ledger, entry, index, size = cumulative
+        if index == partitions.WHOLE_ENTRY:
+            md = max(md, Position(ledger, entry))
+        elif Position(ledger, entry) > md:
+            md = max(md, Position(ledger, entry - 1))
+            words = _acked_words(range(index + 1))
+            if (ledger, entry) in extra:
+                old = extra[(ledger, entry)][1]
+                n = max(len(old), len(words))
+                merged = np.zeros(n, dtype=np.uint64)
+                merged[: len(old)] |= old
+                merged[: len(words)] |= words
+                words = merged
+            extra[(ledger, entry)] = (size, words)
+    acked = acked.copy()
+    for (ledger, entry), (size, words) in sorted(extra.items()):
+        full = _full_words(size)
+        acked_words = np.zeros(len(full), dtype=np.uint64)
+        acked_words[: min(len(full), len(words))] = words[: len(full)]
+        unacked = full & ~acked_words
+        if not unacked.any():
+            acked.add(ledger, entry)
+            continue
+        rows.append((ledger, entry, size, unacked.astype("<u8").tobytes()))
+    cursor = Cursor(Position(first_ledger, -1), name=name, ledger_sizes=dict(sizes))
+    cursor.restore(md, acked, rows)
+    return cursor
+
+
+def _acked_words(indexes: range) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    ix = np.asarray(list(indexes), dtype=np.int64)
+    return np.frombuffer(partitions.batch_bits(ix), dtype="<u8").astype(np.uint64)
+
+
+def _full_words(size: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    words = np.full((size + 63) // 64, np.uint64(2**64 - 1), dtype=np.uint64)
+    if size % 64:
+        words[-1] = np.uint64((1 << (size % 64)) - 1)
+    return words
+
+
+def holes_per_ledger(cursor: Cursor, sizes: Mapping[int, int]) -> dict[int, int]:
+    """Per ledger: unacked entries between mark-delete and the last individually acked entry."""
+    acked = cursor.individually_deleted
+    last = acked.last_range()
+    if last is None:
+        return {}
+    md = cursor.mark_delete_position
+    end = last[1]
+    out: dict[int, int] = {}
+    for ledger in sorted(sizes):
+        if ledger < md.ledger_id or ledger > end.ledger_id:
+            continue
+        lo = md.entry_id if ledger == md.ledger_id else -1
+        hi = end.entry_id if ledger == end.ledger_id else sizes[ledger] - 1
+        if hi <= lo:
+            continue
+        holes = (hi - lo) - acked.cardinality(ledger, lo, ledger, hi)
+        if holes:
+            out[ledger] = holes
+    return out
+
+
+def _write_cursors(
+    tmp: Path, cursors: Mapping[str, Cursor], sizes: Mapping[int, int], cfg: RebuildConfig
+) -> list[CursorRow]:
+    root = tmp / "cursors"
+    root.mkdir()
+    rows: list[CursorRow] = []
+    for name, cursor in cursors.items():
+        path = root / cursor_dir_name(name)
+        store = CursorStore.create(path, name=name)
+        try:
+            store.flush(cursor, full=True, force=True)
+        finally:
+            store.close()
+        reopened = CursorStore.open(path)
+        try:
+            back = reopened.recover(ledger_sizes=dict(sizes))
+        finally:
+            reopened.close()
+        backlog = cursor.backlog()
+        pulsar = cursor.persist("message_range")
+        as_pulsar = Cursor.decode(pulsar.data, "message_range", ledger_sizes=dict(sizes))
+        st = cursor.stats()
+        rows.append(
+            CursorRow(
+                subscription=name,
+                mark_delete=str(cursor.mark_delete_position),
+                ranges=st.non_contiguous_deleted_ranges,
+                individually_acked=st.individually_acked_entries,
+                partial_batches=st.partial_batches,
+                backlog=backlog,
+                compact_bytes=st.compact_bytes,
+                message_range_bytes=cursor.individually_deleted.message_range_wire_size(),
+                long_list_map_bytes=st.long_list_map_bytes,
+                persistable_pulsar=not pulsar.truncated,
+                redeliver_pulsar=as_pulsar.backlog() - backlog,
+                redeliver_ours=back.backlog() - backlog,
+                store_bytes=sum(p.stat().st_size for p in path.iterdir() if p.is_file()),
+            )
+        )
+    return rows
+
+
+# --- delayed index ---------------------------------------------------------------------------------
+
+
+def _delayed(
+    msgs: DataFrame, now: int, cfg: RebuildConfig, index: _Index, cursors: Mapping[str, Cursor], tmp: Path
+) -> tuple[list[BucketRow], int]:
+    from pyspark.sql import functions as F
+
+    plan = plan_buckets(index.not_yet_due, cfg.min_index_count_per_bucket)
+    root = tmp / "delayed"
+    root.mkdir()
+    if not plan:
+        FileCursorProperties(root / "cursor.properties").apply({})
+        return [], 0
+    nyd = msgs.filter(
+        F.col("deliver_at").isNotNull()
+        & (F.col("deliver_at") > F.col("publish_time"))
+        & (F.col("deliver_at") > F.lit(now))
+        & (F.col("deliver_at") <= F.lit(now + cfg.max_delay_ms))
+    ).select("ledger_id", "entry_id", "deliver_at")
+    tag = partial(partitions.tag_buckets, starts=[b.start_ledger_id for b in plan])
+    build = partial(
+        partitions.build_buckets,
+        max_time_step_ms=cfg.max_time_step_per_segment_ms,
+        max_indexes_per_segment=cfg.max_indexes_per_segment,
+        cursors={name: pickle.dumps(c) for name, c in cursors.items()},
+    )
+    parts = max(1, min(len(plan), int(msgs.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)))
+    built = (
+        nyd.mapInArrow(tag, _ddl(partitions.BUCKET_ID_SCHEMA))
+        .repartition(parts, "bucket")
+        .mapInArrow(build, _ddl(partitions.BUCKETS_SCHEMA))
+        .toArrow()
+    )
+    return write_buckets(root, plan, built, topic=cfg.topic, fsync=cfg.fsync)
+
+
+def write_buckets(
+    root: Path, plan: list[PlannedBucket], built: pa.Table, *, topic: str, fsync: bool = True
+) -> tuple[list[BucketRow], int]:
+    """Writes built buckets (``BUCKETS_SCHEMA`` rows) as snapshots under ``root/buckets``.
+
+    Snapshots are written in plan order, then recorded all at once in ``root/cursor.properties``
+    (one atomic write), so a crash before the end leaves only unrecorded snapshots.
+
+    Returns the bucket rows of the report and how many indexes were dropped as acked everywhere.
+    """
+    rows: list[BucketRow] = []
+    dropped = 0
+    found = sorted(built.to_pylist(), key=lambda r: r["bucket"])
+    storage = FileBucketSnapshotStorage(root / "buckets", fsync=fsync)
+    storage.start()
+    keys: dict[str, str] = {}
+    try:
+        for r in found:
+            dropped += r["dropped_acked"]
+            if not r["messages"]:
+                continue
+            planned = plan[r["bucket"]]
+            meta = SnapshotMetadata()
+            meta.ParseFromString(r["metadata"])
+            key = bucket_key(planned.start_ledger_id, planned.end_ledger_id)
+            bucket_id = storage.create_bucket_snapshot(meta, r["segments"], key, topic, SHARED_CURSOR)
+            keys[key] = str(bucket_id)
+            rows.append(
+                BucketRow(
+                    bucket_id=bucket_id,
+                    start_ledger_id=planned.start_ledger_id,
+                    end_ledger_id=planned.end_ledger_id,
+                    messages=r["messages"],
+                    segments=len(r["segments"]),
+                    snapshot_bytes=storage.get_bucket_snapshot_length(bucket_id),
+                    first_deliver_at=r["first_deliver_at"],
+                    last_deliver_at=r["last_deliver_at"],
+                )
+            )
+    finally:
+        storage.close()
+    FileCursorProperties(root / "cursor.properties").apply(keys)
+    return rows, dropped
+
+
+# --- outputs ---------------------------------------------------------------------------------------
+
+
+def _manifest(cfg: RebuildConfig, now: int, cursors: Mapping[str, Cursor], delayed: bool) -> dict[str, Any]:
+    manifest = {
+        "format": FORMAT,
+        "version": 1,
+        "topic": cfg.topic,
+        "now_ms": now,
+        "delayed": {
+            "storage": "delayed/buckets",
+            "properties": "delayed/cursor.properties",
+            "topic": cfg.topic,
+            "cursor": SHARED_CURSOR,
+        }
+        if delayed
+        else None,
+        "subscriptions": {name: f"cursors/{cursor_dir_name(name)}" for name in cursors},
+        "segments": {
+            "min_index_count_per_bucket": cfg.min_index_count_per_bucket,
+            "max_time_step_per_segment_ms": cfg.max_time_step_per_segment_ms,
+            "max_indexes_per_segment": cfg.max_indexes_per_segment,
+        },
+    }
+    return manifest
+
+
+def _write_summary(tmp: Path, summary: RebuildSummary, manifest: dict[str, Any], cfg: RebuildConfig) -> None:
+    stats = tmp / "stats"
+    stats.mkdir(exist_ok=True)
+    if summary.cursors:
+        pq.write_table(pa.Table.from_pylist([asdict(c) for c in summary.cursors]), stats / "cursors.parquet")
+    if summary.buckets:
+        pq.write_table(pa.Table.from_pylist([asdict(b) for b in summary.buckets]), stats / "buckets.parquet")
+    atomic_write(tmp / "summary.json", json.dumps(summary.to_json(), indent=1).encode(), sync=cfg.fsync)
+    if cfg.report:
+        from cursorkit.pipeline.report import write_report
+
+        write_report(summary, tmp / "report.html")
+    atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
+    fsync_dir(tmp)

@@ -1,0 +1,65 @@
+"""The SparkSession of a pipeline job: local by default, any cluster by ``--master`` or spark-submit."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cursorkit.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["DEFAULT_MASTER", "parse_conf", "spark_session"]
+
+DEFAULT_MASTER = "local[*]"
+"""Where a job runs when neither ``--master`` nor spark-submit names a cluster."""
+
+
+def parse_conf(pairs: Sequence[str]) -> list[tuple[str, str]]:
+    """``k=v`` strings of ``--conf`` as pairs (``InvalidArgument`` for one without ``=``)."""
+    out: list[tuple[str, str]] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidArgument(f"--conf takes key=value, got {pair!r}")
+        out.append((key.strip(), value))
+    return out
+
+
+def spark_session(
+    master: str | None = None, conf: Sequence[tuple[str, str]] = (), *, app_name: str = "cursorkit"
+) -> SparkSession:
+    """A session for the jobs (or the one already running, e.g. under spark-submit or in tests).
+
+    The master is ``master`` if given, else what spark-submit set, else ``local[*]``. In local mode
+    Python workers run this interpreter (``PYSPARK_PYTHON``), so they import this cursorkit. Spark's
+    console progress bar is off (the CLI draws its own); logs are at WARN.
+    """
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    submitted = SparkConf().get("spark.master", None)
+    chosen = master or submitted or DEFAULT_MASTER
+    if chosen.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(chosen)
+    defaults = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "65536",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    if chosen.startswith("local"):
+        defaults["spark.sql.shuffle.partitions"] = str(max(2, 2 * (os.cpu_count() or 1)))
+        defaults["spark.driver.bindAddress"] = "127.0.0.1"
+        defaults["spark.driver.host"] = "127.0.0.1"
+        defaults["spark.ui.enabled"] = "false"
+    given = dict(conf)
+    for key, value in {**defaults, **given}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
