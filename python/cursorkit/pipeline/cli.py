@@ -138,14 +138,17 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.inspect import inspect_path, render
 
-    render(inspect_path(args.path), console=console)
-    return 0
+    summary = inspect_path(args.path)
+    render(summary, console=console)
+    return 1 if summary.damaged else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one ``cursorkit`` command; returns the exit status."""
     args = _parser().parse_args(argv)
-    console = Console(stderr=False)
+    console = Console()
+    if not console.is_terminal:  # logs and pipes: wide enough for the tables, no colour codes
+        console = Console(width=120, no_color=True)
     commands = {
         "generate": _cmd_generate,
         "rebuild": _cmd_rebuild,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,7 @@ def spark_session(
     if chosen.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name).master(chosen)
     defaults = {
         "spark.ui.showConsoleProgress": "false",
@@ -53,6 +55,8 @@ def spark_session(
         "spark.sql.execution.arrow.pyspark.enabled": "true",
     }
     if chosen.startswith("local"):
+        log4j = Path(__file__).with_name("log4j2.properties")
+        defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
         defaults["spark.sql.shuffle.partitions"] = str(max(2, 2 * (os.cpu_count() or 1)))
         defaults["spark.driver.bindAddress"] = "127.0.0.1"
         defaults["spark.driver.host"] = "127.0.0.1"

@@ -8,7 +8,10 @@ not-yet-due messages, in deliver-at order.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -100,7 +103,21 @@ def _check_buckets(out: str | os.PathLike[str], ref: ReferenceRebuild, v: Verifi
 
 
 def _check_emission(out: str | os.PathLike[str], ref: ReferenceRebuild, v: Verification, batch: int) -> None:
-    """A strict tracker recovered at ``now`` must emit every indexed message, in deliver-at order."""
+    """A strict tracker recovered at ``now`` must emit every indexed message, in deliver-at order.
+
+    The tracker runs on a copy: draining it deletes consumed buckets, as a broker's would.
+    """
+    manifest = read_manifest(out)
+    if manifest.delayed is None:
+        return
+    with tempfile.TemporaryDirectory(prefix="cursorkit-verify-") as scratch:
+        copy = Path(scratch)
+        shutil.copy2(manifest.root / "manifest.json", copy / "manifest.json")
+        shutil.copytree(manifest.root / "delayed", copy / "delayed")
+        _drain(copy, ref, v, batch)
+
+
+def _drain(out: Path, ref: ReferenceRebuild, v: Verification, batch: int) -> None:
     clock = [ref.now_ms]
     tracker = open_delayed_index(out, clock=lambda: clock[0], strict=True, background=False)
     if tracker is None:
