@@ -29,18 +29,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cursorkit._core import Position, RangeSet
+from cursorkit._core import RangeSet
 from cursorkit.ackstate import Cursor
-from cursorkit.ackstate.store import CursorStore
 from cursorkit.delayed.bucket import bucket_key
 from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.delayed.storage import FileBucketSnapshotStorage
 from cursorkit.errors import InvalidArgument, InvalidInput
 from cursorkit.fsio import atomic_write, fsync_dir
 from cursorkit.pipeline import partitions, schema
+from cursorkit.pipeline.cursors import cursor_dir_name, holes_per_ledger, merge_ack_folds, write_cursors
 from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
-from cursorkit.pipeline.results import BucketRow, CursorRow, RebuildSummary, StageTiming
+from cursorkit.pipeline.results import BucketRow, RebuildSummary, StageTiming
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 
 if TYPE_CHECKING:
@@ -124,12 +124,6 @@ def _ddl(arrow_schema: pa.Schema) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(arrow_schema)
-
-
-def cursor_dir_name(subscription: str) -> str:
-    """A file-system-safe directory name for a subscription (readable, collision-free)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02X}" for c in subscription)
-    return safe if safe and not safe.startswith(".") else f"%{safe}"
 
 
 def _raise_problems(problems: partitions.Problems, what: str, source: str) -> None:
@@ -237,7 +231,7 @@ def _run(
         summary.rules[rule] = ack_problems.counts.get(rule, 0)
 
     with stages.stage("write cursors"):
-        summary.cursors = _write_cursors(tmp, cursors, index.sizes, cfg)
+        summary.cursors = write_cursors(tmp / "cursors", cursors, index.sizes)
         summary.holes = {name: holes_per_ledger(c, index.sizes) for name, c in cursors.items()}
 
     with stages.stage("delayed index"):
@@ -380,170 +374,9 @@ def _cursors(
     both = plain.unionByName(batched)
     fn = partial(partitions.fold_acks, now_ms=now, positions=index.positions.to_bytes())
     table = both.mapInArrow(fn, _ddl(partitions.ACKS_SCHEMA)).toArrow()
-    acked: dict[str, RangeSet] = {}
-    cumulative: dict[str, tuple[int, int, int, int]] = {}
-    batches: dict[str, dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]]] = {}
-    rows = 0
-    subs: set[str] = set()
-    for r in table.to_pylist():
-        kind, sub = r["kind"], r["subscription"]
-        if kind == "stats":
-            st = json.loads(r["stats"])
-            rows += st["rows"]
-            problems.merge(st["problems"])
-            continue
-        subs.add(sub)
-        if kind == "acked":
-            acked.setdefault(sub, RangeSet()).union_ledger_bytes(r["ledger_id"], r["bitmap"])
-        elif kind == "cumulative":
-            idx = partitions.WHOLE_ENTRY if r["batch_index"] == -1 else r["batch_index"]
-            cand = (r["ledger_id"], r["entry_id"], idx, r["batch_size"])
-            if sub not in cumulative or cand[:3] > cumulative[sub][:3]:
-                cumulative[sub] = cand
-        else:
-            words = np.frombuffer(r["bitmap"], dtype="<u8").astype(np.uint64)
-            key = (r["ledger_id"], r["entry_id"])
-            mine = batches.setdefault(sub, {})
-            if key in mine:
-                size, old = mine[key]
-                n = max(len(old), len(words))
-                merged = np.zeros(n, dtype=np.uint64)
-                merged[: len(old)] |= old
-                merged[: len(words)] |= words
-                mine[key] = (size, merged)
-            else:
-                mine[key] = (r["batch_size"], words)
+    cursors, rows, problems = merge_ack_folds(table.to_pylist(), index.sizes)
     _raise_problems(problems, "ack", source)
-    first = min(index.sizes) if index.sizes else 0
-    cursors: dict[str, Cursor] = {}
-    for sub in sorted(subs):
-        cursors[sub] = assemble_cursor(
-            sub, index.sizes, first, acked.get(sub, RangeSet()), cumulative.get(sub), batches.get(sub, {})
-        )
     return cursors, rows, problems
-
-
-def assemble_cursor(
-    name: str,
-    sizes: Mapping[int, int],
-    first_ledger: int,
-    acked: RangeSet,
-    cumulative: tuple[int, int, int, int] | None,
-    batches: Mapping[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]],
-) -> Cursor:
-    """A subscription's cursor from its folded acks: the union of what every ack acknowledged.
-
-    ``cumulative`` is the highest cumulative ack (ledger, entry, batch index, batch size; index
-    ``WHOLE_ENTRY`` for a whole entry); ``batches`` maps a batch entry to (size, acked-index
-    words). A batch whose every index is acked counts as an acked entry.
-    """
-    md = Position(first_ledger, -1)
-    rows: list[tuple[int, int, int, bytes]] = []
-    extra: dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]] = dict(batches)
-    if cumulative is not None:
-        ledger, entry, index, size = cumulative
-        if index == partitions.WHOLE_ENTRY:
-            md = max(md, Position(ledger, entry))
-        elif Position(ledger, entry) > md:
-            md = max(md, Position(ledger, entry - 1))
-            words = _acked_words(range(index + 1))
-            if (ledger, entry) in extra:
-                old = extra[(ledger, entry)][1]
-                n = max(len(old), len(words))
-                merged = np.zeros(n, dtype=np.uint64)
-                merged[: len(old)] |= old
-                merged[: len(words)] |= words
-                words = merged
-            extra[(ledger, entry)] = (size, words)
-    acked = acked.copy()
-    for (ledger, entry), (size, words) in sorted(extra.items()):
-        full = _full_words(size)
-        acked_words = np.zeros(len(full), dtype=np.uint64)
-        acked_words[: min(len(full), len(words))] = words[: len(full)]
-        unacked = full & ~acked_words
-        if not unacked.any():
-            acked.add(ledger, entry)
-            continue
-        rows.append((ledger, entry, size, unacked.astype("<u8").tobytes()))
-    cursor = Cursor(Position(first_ledger, -1), name=name, ledger_sizes=dict(sizes))
-    cursor.restore(md, acked, rows)
-    return cursor
-
-
-def _acked_words(indexes: range) -> np.ndarray[Any, np.dtype[np.uint64]]:
-    ix = np.asarray(list(indexes), dtype=np.int64)
-    return np.frombuffer(partitions.batch_bits(ix), dtype="<u8").astype(np.uint64)
-
-
-def _full_words(size: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
-    words = np.full((size + 63) // 64, np.uint64(2**64 - 1), dtype=np.uint64)
-    if size % 64:
-        words[-1] = np.uint64((1 << (size % 64)) - 1)
-    return words
-
-
-def holes_per_ledger(cursor: Cursor, sizes: Mapping[int, int]) -> dict[int, int]:
-    """Per ledger: unacked entries between mark-delete and the last individually acked entry."""
-    acked = cursor.individually_deleted
-    last = acked.last_range()
-    if last is None:
-        return {}
-    md = cursor.mark_delete_position
-    end = last[1]
-    out: dict[int, int] = {}
-    for ledger in sorted(sizes):
-        if ledger < md.ledger_id or ledger > end.ledger_id:
-            continue
-        lo = md.entry_id if ledger == md.ledger_id else -1
-        hi = end.entry_id if ledger == end.ledger_id else sizes[ledger] - 1
-        if hi <= lo:
-            continue
-        holes = (hi - lo) - acked.cardinality(ledger, lo, ledger, hi)
-        if holes:
-            out[ledger] = holes
-    return out
-
-
-def _write_cursors(
-    tmp: Path, cursors: Mapping[str, Cursor], sizes: Mapping[int, int], cfg: RebuildConfig
-) -> list[CursorRow]:
-    root = tmp / "cursors"
-    root.mkdir()
-    rows: list[CursorRow] = []
-    for name, cursor in cursors.items():
-        path = root / cursor_dir_name(name)
-        store = CursorStore.create(path, name=name)
-        try:
-            store.flush(cursor, full=True, force=True)
-        finally:
-            store.close()
-        reopened = CursorStore.open(path)
-        try:
-            back = reopened.recover(ledger_sizes=dict(sizes))
-        finally:
-            reopened.close()
-        backlog = cursor.backlog()
-        pulsar = cursor.persist("message_range")
-        as_pulsar = Cursor.decode(pulsar.data, "message_range", ledger_sizes=dict(sizes))
-        st = cursor.stats()
-        rows.append(
-            CursorRow(
-                subscription=name,
-                mark_delete=str(cursor.mark_delete_position),
-                ranges=st.non_contiguous_deleted_ranges,
-                individually_acked=st.individually_acked_entries,
-                partial_batches=st.partial_batches,
-                backlog=backlog,
-                compact_bytes=st.compact_bytes,
-                message_range_bytes=cursor.individually_deleted.message_range_wire_size(),
-                long_list_map_bytes=st.long_list_map_bytes,
-                persistable_pulsar=not pulsar.truncated,
-                redeliver_pulsar=as_pulsar.backlog() - backlog,
-                redeliver_ours=back.backlog() - backlog,
-                store_bytes=sum(p.stat().st_size for p in path.iterdir() if p.is_file()),
-            )
-        )
-    return rows
 
 
 # --- delayed index ---------------------------------------------------------------------------------

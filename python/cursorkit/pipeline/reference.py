@@ -20,7 +20,7 @@ from cursorkit._core import Position
 from cursorkit.ackstate import Cursor
 from cursorkit.pipeline import schema
 
-__all__ = ["ReferenceBucket", "ReferenceRebuild", "rebuild_reference"]
+__all__ = ["ReferenceBucket", "ReferenceRebuild", "rebuild_reference", "replay_acks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ def rebuild_reference(
         size_of[(ledger, entry)] = b if b is not None else 1
     out = ReferenceRebuild(now_ms=now, ledger_sizes=sizes)
     if acks is not None:
-        out.cursors = _replay_acks(_read(acks), now, sizes, size_of)
+        out.cursors = replay_acks(_read(acks), now, sizes, size_of)
     rows: list[tuple[int, int, int]] = []
     for ledger, entry, pub, at in zip(ledgers, entries, publish, deliver, strict=True):
         if at is not None and at > pub and now < at <= now + max_delay_ms:
@@ -106,9 +106,13 @@ def rebuild_reference(
     return out
 
 
-def _replay_acks(
+def replay_acks(
     table: pa.Table, now: int, sizes: Mapping[int, int], size_of: Mapping[tuple[int, int], int]
 ) -> dict[str, Cursor]:
+    """Each subscription's cursor after its acks, applied one by one in ack-time order.
+
+    Acks after ``now`` and of positions not in ``size_of`` (position -> batch size) are skipped.
+    """
     acks = table.to_pydict()
     n = table.num_rows
     batch_index = acks.get("batch_index", [None] * n)

@@ -1,0 +1,202 @@
+"""Cursors from folded acks: merged, assembled per subscription, written and measured.
+
+The per-partition folds (``partitions.fold_acks``) are unions, so merging them in any order gives
+the same cursor; each is written as a ``CursorStore`` and measured (holes, encodings, exposure to
+redelivery under Pulsar's truncation and ours).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cursorkit._core import Position, RangeSet
+from cursorkit.ackstate import Cursor
+from cursorkit.ackstate.store import CursorStore
+from cursorkit.pipeline import partitions
+from cursorkit.pipeline.results import CursorRow
+
+__all__ = ["assemble_cursor", "cursor_dir_name", "holes_per_ledger", "merge_ack_folds", "write_cursors"]
+
+Words = np.ndarray[Any, np.dtype[np.uint64]]
+
+
+def merge_ack_folds(
+    rows_in: Iterable[Mapping[str, Any]], sizes: Mapping[int, int]
+) -> tuple[dict[str, Cursor], int, partitions.Problems]:
+    """Merges ``fold_acks`` output rows (any partitioning, any order) into one cursor per subscription.
+
+    Returns the cursors, the ack rows read and the problems counted (the caller raises on errors).
+    """
+    problems = partitions.Problems()
+    acked: dict[str, RangeSet] = {}
+    cumulative: dict[str, tuple[int, int, int, int]] = {}
+    batches: dict[str, dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]]] = {}
+    rows = 0
+    subs: set[str] = set()
+    for r in rows_in:
+        kind, sub = r["kind"], r["subscription"]
+        if kind == "stats":
+            st = json.loads(r["stats"])
+            rows += st["rows"]
+            problems.merge(st["problems"])
+            continue
+        subs.add(sub)
+        if kind == "acked":
+            acked.setdefault(sub, RangeSet()).union_ledger_bytes(r["ledger_id"], r["bitmap"])
+        elif kind == "cumulative":
+            idx = partitions.WHOLE_ENTRY if r["batch_index"] == -1 else r["batch_index"]
+            cand = (r["ledger_id"], r["entry_id"], idx, r["batch_size"])
+            if sub not in cumulative or cand[:3] > cumulative[sub][:3]:
+                cumulative[sub] = cand
+        else:
+            words = np.frombuffer(r["bitmap"], dtype="<u8").astype(np.uint64)
+            key = (r["ledger_id"], r["entry_id"])
+            mine = batches.setdefault(sub, {})
+            if key in mine:
+                size, old = mine[key]
+                n = max(len(old), len(words))
+                merged = np.zeros(n, dtype=np.uint64)
+                merged[: len(old)] |= old
+                merged[: len(words)] |= words
+                mine[key] = (size, merged)
+            else:
+                mine[key] = (r["batch_size"], words)
+    first = min(sizes) if sizes else 0
+    cursors: dict[str, Cursor] = {}
+    for sub in sorted(subs):
+        cursors[sub] = assemble_cursor(
+            sub, sizes, first, acked.get(sub, RangeSet()), cumulative.get(sub), batches.get(sub, {})
+        )
+    return cursors, rows, problems
+
+
+def cursor_dir_name(subscription: str) -> str:
+    """A file-system-safe directory name for a subscription (readable, collision-free)."""
+    safe = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02X}" for c in subscription)
+    return safe if safe and not safe.startswith(".") else f"%{safe}"
+
+
+def assemble_cursor(
+    name: str,
+    sizes: Mapping[int, int],
+    first_ledger: int,
+    acked: RangeSet,
+    cumulative: tuple[int, int, int, int] | None,
+    batches: Mapping[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]],
+) -> Cursor:
+    """A subscription's cursor from its folded acks: the union of what every ack acknowledged.
+
+    ``cumulative`` is the highest cumulative ack (ledger, entry, batch index, batch size; index
+    ``WHOLE_ENTRY`` for a whole entry); ``batches`` maps a batch entry to (size, acked-index
+    words). A batch whose every index is acked counts as an acked entry.
+    """
+    md = Position(first_ledger, -1)
+    rows: list[tuple[int, int, int, bytes]] = []
+    extra: dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]] = dict(batches)
+    if cumulative is not None:
+        ledger, entry, index, size = cumulative
+        if index == partitions.WHOLE_ENTRY:
+            md = max(md, Position(ledger, entry))
+        elif Position(ledger, entry) > md:
+            md = max(md, Position(ledger, entry - 1))
+            words = _acked_words(range(index + 1))
+            if (ledger, entry) in extra:
+                old = extra[(ledger, entry)][1]
+                n = max(len(old), len(words))
+                merged = np.zeros(n, dtype=np.uint64)
+                merged[: len(old)] |= old
+                merged[: len(words)] |= words
+                words = merged
+            extra[(ledger, entry)] = (size, words)
+    acked = acked.copy()
+    for (ledger, entry), (size, words) in sorted(extra.items()):
+        full = _full_words(size)
+        acked_words = np.zeros(len(full), dtype=np.uint64)
+        acked_words[: min(len(full), len(words))] = words[: len(full)]
+        unacked = full & ~acked_words
+        if not unacked.any():
+            acked.add(ledger, entry)
+            continue
+        rows.append((ledger, entry, size, unacked.astype("<u8").tobytes()))
+    cursor = Cursor(Position(first_ledger, -1), name=name, ledger_sizes=dict(sizes))
+    cursor.restore(md, acked, rows)
+    return cursor
+
+
+def _acked_words(indexes: range) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    ix = np.asarray(list(indexes), dtype=np.int64)
+    return np.frombuffer(partitions.batch_bits(ix), dtype="<u8").astype(np.uint64)
+
+
+def _full_words(size: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    words = np.full((size + 63) // 64, np.uint64(2**64 - 1), dtype=np.uint64)
+    if size % 64:
+        words[-1] = np.uint64((1 << (size % 64)) - 1)
+    return words
+
+
+def holes_per_ledger(cursor: Cursor, sizes: Mapping[int, int]) -> dict[int, int]:
+    """Per ledger: unacked entries between mark-delete and the last individually acked entry."""
+    acked = cursor.individually_deleted
+    last = acked.last_range()
+    if last is None:
+        return {}
+    md = cursor.mark_delete_position
+    end = last[1]
+    out: dict[int, int] = {}
+    for ledger in sorted(sizes):
+        if ledger < md.ledger_id or ledger > end.ledger_id:
+            continue
+        lo = md.entry_id if ledger == md.ledger_id else -1
+        hi = end.entry_id if ledger == end.ledger_id else sizes[ledger] - 1
+        if hi <= lo:
+            continue
+        holes = (hi - lo) - acked.cardinality(ledger, lo, ledger, hi)
+        if holes:
+            out[ledger] = holes
+    return out
+
+
+def write_cursors(root: Path, cursors: Mapping[str, Cursor], sizes: Mapping[int, int]) -> list[CursorRow]:
+    """Writes each cursor as a ``CursorStore`` under ``root`` and measures it (one ``CursorRow`` each)."""
+    root.mkdir()
+    rows: list[CursorRow] = []
+    for name, cursor in cursors.items():
+        path = root / cursor_dir_name(name)
+        store = CursorStore.create(path, name=name)
+        try:
+            store.flush(cursor, full=True, force=True)
+        finally:
+            store.close()
+        reopened = CursorStore.open(path)
+        try:
+            back = reopened.recover(ledger_sizes=dict(sizes))
+        finally:
+            reopened.close()
+        backlog = cursor.backlog()
+        pulsar = cursor.persist("message_range")
+        as_pulsar = Cursor.decode(pulsar.data, "message_range", ledger_sizes=dict(sizes))
+        st = cursor.stats()
+        rows.append(
+            CursorRow(
+                subscription=name,
+                mark_delete=str(cursor.mark_delete_position),
+                ranges=st.non_contiguous_deleted_ranges,
+                individually_acked=st.individually_acked_entries,
+                partial_batches=st.partial_batches,
+                backlog=backlog,
+                compact_bytes=st.compact_bytes,
+                message_range_bytes=cursor.individually_deleted.message_range_wire_size(),
+                long_list_map_bytes=st.long_list_map_bytes,
+                persistable_pulsar=not pulsar.truncated,
+                redeliver_pulsar=as_pulsar.backlog() - backlog,
+                redeliver_ours=back.backlog() - backlog,
+                store_bytes=sum(p.stat().st_size for p in path.iterdir() if p.is_file()),
+            )
+        )
+    return rows
