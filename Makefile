@@ -1,7 +1,8 @@
 # cursorkit: the commands the README names. Every target creates the venv by itself on first use.
 #
 #   make test    everything CI runs: Rust fmt/clippy/tests, ruff, mypy, stubtest, pytest (benches once)
-#   make demo    release build, then the guided tour (python -m cursorkit.tour)
+#   make demo    release build, then `cursorkit demo`: generate a topic, rebuild it on local Spark, verify
+#   make tour    release build, then the guided tour of the library (python -m cursorkit.tour)
 #   make bench   release build, then the benchmarks with their ratio tables
 #   make lint    static checks only (no build): cargo fmt/clippy, ruff, mypy
 #   make fmt     rewrite Rust and Python sources in the house style
@@ -28,12 +29,15 @@ export PYO3_PYTHON := $(abspath $(PY))
 MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
 
 .NOTPARALLEL:
-.PHONY: test demo bench lint fmt wheel proto clean distclean venv develop develop-release \
+.PHONY: test demo tour bench lint fmt wheel proto clean distclean venv develop develop-release \
 	rust-lint rust-test python-lint typecheck stubtest pytest
 
 test: lint rust-test develop stubtest pytest
 
 demo: develop-release
+	$(PY) -m cursorkit.pipeline.cli demo --dir cursorkit-demo
+
+tour: develop-release
 	$(PY) -m cursorkit.tour
 
 bench: develop-release

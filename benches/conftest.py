@@ -22,6 +22,7 @@ TABLE_MODULES = (
     "test_bench_selectors",
     "test_bench_draining",
     "test_bench_dispatcher",
+    "test_bench_pipeline",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

@@ -38,6 +38,7 @@ assert Path(_core.__file__).name.endswith(".abi3.so"), _core.__file__
 package = resources.files("cursorkit")
 assert package.joinpath("py.typed").is_file(), "py.typed missing from the wheel"
 assert package.joinpath("_core.pyi").is_file(), "_core.pyi missing from the wheel"
+assert package.joinpath("pipeline", "log4j2.properties").is_file(), "the pipeline's log config is missing"
 
 rs = RangeSet()
 rs.add_open_closed(0, 5, 0, 75)
@@ -92,3 +93,5 @@ def test_wheel_installs_and_works_in_a_fresh_venv(wheel: Path, tmp_path: Path) -
     _run([*pip, "install", "--quiet", str(wheel)], cwd=tmp_path, timeout=600)
     result = _run([str(python), "-I", "-c", SMOKE], cwd=tmp_path, timeout=120)
     assert result.stdout.startswith("wheel ok"), result.stdout
+    # The `cursorkit` command ([project.scripts]) is installed with the wheel.
+    assert (env_dir / "bin" / "cursorkit").is_file()
