@@ -20,7 +20,7 @@ from cursorkit.errors import InvalidArgument, InvalidInput
 from cursorkit.pipeline import schema
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate import GenerateSummary, generate
-from cursorkit.pipeline.inspect import inspect_path
+from cursorkit.pipeline.inspector import inspect_path
 from cursorkit.pipeline.load import open_delayed_index, read_cursors, read_manifest
 from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
 from cursorkit.pipeline.reference import ReferenceRebuild, rebuild_reference

@@ -136,7 +136,7 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
-    from cursorkit.pipeline.inspect import inspect_path, render
+    from cursorkit.pipeline.inspector import inspect_path, render
 
     summary = inspect_path(args.path)
     render(summary, console=console)

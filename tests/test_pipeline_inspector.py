@@ -23,7 +23,7 @@ from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.delayed.snapshot import cut, encode
 from cursorkit.delayed.storage import NEXT_ID_FILE, FileBucketSnapshotStorage
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, UnsupportedVersion
-from cursorkit.pipeline.inspect import (
+from cursorkit.pipeline.inspector import (
     BucketStoreSummary,
     CursorStoreSummary,
     RebuildOutputSummary,
