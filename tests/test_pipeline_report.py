@@ -328,6 +328,7 @@ names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_siz
 
 @pytest.mark.slow
 @settings(max_examples=12)
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font:UserWarning")
 @given(
     subs=st.lists(names, max_size=3, unique=True),
     hist=st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 10**6)), max_size=5),

@@ -59,11 +59,7 @@ def merge_ack_folds(
             mine = batches.setdefault(sub, {})
             if key in mine:
                 size, old = mine[key]
-                n = max(len(old), len(words))
-                merged = np.zeros(n, dtype=np.uint64)
-                merged[: len(old)] |= old
-                merged[: len(words)] |= words
-                mine[key] = (size, merged)
+                mine[key] = (size, _or_words(old, words))
             else:
                 mine[key] = (r["batch_size"], words)
     first = min(sizes) if sizes else 0
@@ -106,12 +102,7 @@ def assemble_cursor(
             md = max(md, Position(ledger, entry - 1))
             words = _acked_words(range(index + 1))
             if (ledger, entry) in extra:
-                old = extra[(ledger, entry)][1]
-                n = max(len(old), len(words))
-                merged = np.zeros(n, dtype=np.uint64)
-                merged[: len(old)] |= old
-                merged[: len(words)] |= words
-                words = merged
+                words = _or_words(extra[(ledger, entry)][1], words)
             extra[(ledger, entry)] = (size, words)
     acked = acked.copy()
     for (ledger, entry), (size, words) in sorted(extra.items()):
@@ -126,6 +117,14 @@ def assemble_cursor(
     cursor = Cursor(Position(first_ledger, -1), name=name, ledger_sizes=dict(sizes))
     cursor.restore(md, acked, rows)
     return cursor
+
+
+def _or_words(a: Words, b: Words) -> Words:
+    """Bitwise OR of two word arrays of possibly different lengths."""
+    out = np.zeros(max(len(a), len(b)), dtype=np.uint64)
+    out[: len(a)] |= a
+    out[: len(b)] |= b
+    return out
 
 
 def _acked_words(indexes: range) -> np.ndarray[Any, np.dtype[np.uint64]]:

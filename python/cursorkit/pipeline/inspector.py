@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import io
-import json
 import os
 import shutil
 import tempfile
@@ -44,8 +43,8 @@ from cursorkit.errors import (
     CorruptSnapshot,
     InvalidArgument,
     InvalidInputType,
-    UnsupportedVersion,
 )
+from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parse_manifest
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 
 __all__ = [
@@ -66,12 +65,6 @@ __all__ = [
     "render",
 ]
 
-MANIFEST_FILE = "manifest.json"
-"""The file naming the parts of a ``cursorkit rebuild`` output directory."""
-MANIFEST_FORMAT = "cursorkit-rebuild"
-"""The manifest's ``format`` value."""
-MANIFEST_VERSION = 1
-"""The manifest version this build reads."""
 
 PROPERTIES_FILE = "cursor.properties"
 """Name of a ``FileCursorProperties`` file looked for next to (or inside) a bucket store."""
@@ -633,7 +626,7 @@ def _retarget(value: _T, old: str, new: str) -> _T:
 
 
 def _inspect_rebuild(root: Path, *, verify: bool, sample: int) -> RebuildOutputSummary:
-    manifest = _read_manifest(root / MANIFEST_FILE)
+    manifest = parse_manifest(root / MANIFEST_FILE)
     problems: list[str] = []
     delayed = manifest["delayed"]
     delayed_summary: BucketStoreSummary | None = None
@@ -690,43 +683,6 @@ def _part(root: Path, rel: str, what: str, problems: list[str]) -> Path | None:
         problems.append(f"{what}: {rel!r} is not a path inside the output directory")
         return None
     return root.joinpath(*pure.parts)
-
-
-def _read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest, checked for every key and type :func:`_inspect_rebuild` uses."""
-    try:
-        doc = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InvalidArgument(f"{path} is not JSON ({e}); expected a {MANIFEST_FORMAT} manifest") from e
-    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
-        raise InvalidArgument(
-            f'{path} is not a {MANIFEST_FORMAT} manifest (no "format": {MANIFEST_FORMAT!r})'
-        )
-    version = doc.get("version")
-    if isinstance(version, bool) or version != MANIFEST_VERSION:
-        raise UnsupportedVersion(f"{path}: manifest version {version!r}; this build reads {MANIFEST_VERSION}")
-    _expect(path, doc, "topic", str)
-    _expect(path, doc, "now_ms", int)
-    subs = _expect(path, doc, "subscriptions", dict)
-    for name, rel in subs.items():
-        if not isinstance(rel, str):
-            raise CorruptSnapshot(f"{path}: subscriptions[{name!r}] must be a path string, got {rel!r}")
-    delayed = doc.get("delayed")
-    if delayed is not None:
-        if not isinstance(delayed, dict):
-            raise CorruptSnapshot(f'{path}: "delayed" must be an object or null')
-        for key in ("storage", "properties", "topic", "cursor"):
-            _expect(path, delayed, key, str, where="delayed.")
-    elif "delayed" not in doc:
-        raise CorruptSnapshot(f'{path}: "delayed" is missing')
-    return doc
-
-
-def _expect(path: Path, doc: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> Any:
-    value = doc.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise CorruptSnapshot(f"{path}: {where}{key} must be a {kind.__name__}, got {value!r}")
-    return value
 
 
 # -- rendering -------------------------------------------------------------------------------------------

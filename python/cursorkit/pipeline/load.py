@@ -13,9 +13,25 @@ from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
 from cursorkit.delayed.properties import FileCursorProperties
-from cursorkit.errors import CorruptSnapshot, InvalidArgument
+from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
 
-__all__ = ["Manifest", "open_delayed_index", "read_cursors", "read_manifest"]
+__all__ = [
+    "MANIFEST_FILE",
+    "MANIFEST_FORMAT",
+    "MANIFEST_VERSION",
+    "Manifest",
+    "open_delayed_index",
+    "parse_manifest",
+    "read_cursors",
+    "read_manifest",
+]
+
+MANIFEST_FILE = "manifest.json"
+"""Written last into a rebuild's output: what it holds and where."""
+MANIFEST_FORMAT = "cursorkit-rebuild"
+"""The manifest's ``format`` value."""
+MANIFEST_VERSION = 1
+"""The manifest version this build writes and reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +56,49 @@ class Manifest:
 def read_manifest(path: str | os.PathLike[str]) -> Manifest:
     """The manifest of the rebuild output at ``path`` (``InvalidArgument`` if it is not one)."""
     root = Path(path)
-    try:
-        raw = json.loads((root / "manifest.json").read_text())
-    except FileNotFoundError:
-        raise InvalidArgument(f"{root} is not a rebuild's output (no manifest.json)") from None
-    except json.JSONDecodeError as e:
-        raise CorruptSnapshot(f"{root / 'manifest.json'}: {e}") from None
-    if raw.get("format") != "cursorkit-rebuild" or raw.get("version") != 1:
-        raise CorruptSnapshot(f"{root / 'manifest.json'}: not a version-1 cursorkit rebuild manifest")
+    if not (root / MANIFEST_FILE).is_file():
+        raise InvalidArgument(f"{root} is not a rebuild's output (no {MANIFEST_FILE})")
+    raw = parse_manifest(root / MANIFEST_FILE)
     return Manifest(
         root, raw["topic"], int(raw["now_ms"]), dict(raw["subscriptions"]), raw.get("delayed"), raw
     )
+
+
+def parse_manifest(path: Path) -> dict[str, Any]:
+    """The manifest file at ``path``, checked for every key and type a reader uses."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidArgument(f"{path} is not JSON ({e}); expected a {MANIFEST_FORMAT} manifest") from e
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+        raise InvalidArgument(
+            f'{path} is not a {MANIFEST_FORMAT} manifest (no "format": {MANIFEST_FORMAT!r})'
+        )
+    version = doc.get("version")
+    if isinstance(version, bool) or version != MANIFEST_VERSION:
+        raise UnsupportedVersion(f"{path}: manifest version {version!r}; this build reads {MANIFEST_VERSION}")
+    _expect(path, doc, "topic", str)
+    _expect(path, doc, "now_ms", int)
+    subs = _expect(path, doc, "subscriptions", dict)
+    for name, rel in subs.items():
+        if not isinstance(rel, str):
+            raise CorruptSnapshot(f"{path}: subscriptions[{name!r}] must be a path string, got {rel!r}")
+    delayed = doc.get("delayed")
+    if delayed is not None:
+        if not isinstance(delayed, dict):
+            raise CorruptSnapshot(f'{path}: "delayed" must be an object or null')
+        for key in ("storage", "properties", "topic", "cursor"):
+            _expect(path, delayed, key, str, where="delayed.")
+    elif "delayed" not in doc:
+        raise CorruptSnapshot(f'{path}: "delayed" is missing')
+    return doc
+
+
+def _expect(path: Path, doc: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> Any:
+    value = doc.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise CorruptSnapshot(f"{path}: {where}{key} must be a {kind.__name__}, got {value!r}")
+    return value
 
 
 def read_cursors(

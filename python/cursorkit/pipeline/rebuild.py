@@ -39,6 +39,7 @@ from cursorkit.fsio import atomic_write, fsync_dir
 from cursorkit.pipeline import partitions, schema
 from cursorkit.pipeline.cursors import cursor_dir_name, holes_per_ledger, merge_ack_folds, write_cursors
 from cursorkit.pipeline.inputs import read_log
+from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
 from cursorkit.pipeline.results import BucketRow, RebuildSummary, StageTiming
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
@@ -46,11 +47,8 @@ from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["MANIFEST", "RebuildConfig", "cursor_dir_name", "rebuild"]
+__all__ = ["RebuildConfig", "rebuild", "write_buckets"]
 
-MANIFEST = "manifest.json"
-"""Written last into a rebuild's output: what it holds and where (``cursorkit inspect`` reads it)."""
-FORMAT = "cursorkit-rebuild"
 SHARED_CURSOR = "shared-delayed-index"
 """Cursor name recorded in the bucket snapshots of the topic's one shared delayed index."""
 
@@ -143,7 +141,7 @@ def _out_dirs(out: Path) -> Path:
     if out.exists():
         if not out.is_dir():
             raise InvalidArgument(f"--out {out} exists and is not a directory")
-        if any(out.iterdir()) and not (out / MANIFEST).exists():
+        if any(out.iterdir()) and not (out / MANIFEST_FILE).exists():
             raise InvalidArgument(f"--out {out} is a non-empty directory that is not a rebuild's output")
     out.parent.mkdir(parents=True, exist_ok=True)
     return out.parent / f".{out.name}.rebuild-{uuid.uuid4().hex[:12]}"
@@ -466,8 +464,8 @@ def write_buckets(
 
 def _manifest(cfg: RebuildConfig, now: int, cursors: Mapping[str, Cursor], delayed: bool) -> dict[str, Any]:
     manifest = {
-        "format": FORMAT,
-        "version": 1,
+        "format": MANIFEST_FORMAT,
+        "version": MANIFEST_VERSION,
         "topic": cfg.topic,
         "now_ms": now,
         "delayed": {
@@ -500,5 +498,5 @@ def _write_summary(tmp: Path, summary: RebuildSummary, manifest: dict[str, Any],
         from cursorkit.pipeline.report import write_report
 
         write_report(summary, tmp / "report.html")
-    atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
+    atomic_write(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
     fsync_dir(tmp)
