@@ -71,14 +71,6 @@ _ERRORS = {
     "implausible_ack_time": ("ack_time", "is negative or after the year 3000 (µs or ns, not ms?)"),
     "acks_batch_index_out_of_range": ("batch_index", "is outside the entry's batch (see batch_size)"),
 }
-# Rows a documented rule sets aside; counted in the report.
-RULES = (
-    "acks_unknown_position",
-    "acks_after_now",
-    "delayed_due",
-    "delayed_beyond_max_delay",
-    "delayed_acked",
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,7 +252,6 @@ class _Index:
     hours: dict[int, int]
     range_slots: np.ndarray[Any, np.dtype[np.int64]]
     consistent_slots: np.ndarray[Any, np.dtype[np.int64]]
-    batched: bool
 
 
 def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index:
@@ -331,20 +322,17 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
                 row={"ledger_id": ledger, "entry_id": missing},
             )
         sizes[ledger] = n
-    return _Index(
-        positions, sizes, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots, False
-    )
+    return _Index(positions, sizes, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots)
 
 
 def _first_missing(positions: RangeSet, ledger: int) -> int:
+    """The lowest entry id of ``ledger`` below its highest that the log does not hold."""
     expect = 0
-    for lo_l, lo_e, hi_l, hi_e in positions.ranges():
-        if lo_l != ledger:
-            continue
-        if lo_e + 1 != expect:
-            return expect
-        expect = hi_e + 1
-        del hi_l
+    for lo_ledger, lo_entry, _, hi_entry in positions.ranges():
+        if lo_ledger == ledger:
+            if lo_entry + 1 != expect:
+                return expect
+            expect = hi_entry + 1
     return expect
 
 
