@@ -17,6 +17,7 @@ import pytest
 
 from cursorkit._core import Position
 from cursorkit.errors import InvalidArgument, InvalidInput
+from cursorkit.pipeline import rebuild as rebuild_module
 from cursorkit.pipeline import schema
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate import GenerateSummary, generate
@@ -126,10 +127,19 @@ def test_cursor_stats_compare_persisted_forms(rebuilt: tuple[Path, RebuildSummar
 
 
 def test_rebuild_does_not_depend_on_partitioning(
-    spark: SparkSession, rebuilt: tuple[Path, RebuildSummary], topic: GenerateSummary, tmp_path: Path
+    spark: SparkSession,
+    rebuilt: tuple[Path, RebuildSummary],
+    topic: GenerateSummary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Many small input splits fold to byte-identical stores and snapshots."""
+    """Many small input splits fold to byte-identical stores and snapshots.
+
+    The second run also takes the other batch-size path (a join of the batch-index acks instead of a
+    broadcast of the batch entries).
+    """
     out, _ = rebuilt
+    monkeypatch.setattr(rebuild_module, "BROADCAST_BATCH_ENTRIES", -1)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "65536")
     try:
         again = tmp_path / "again"

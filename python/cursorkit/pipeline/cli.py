@@ -22,7 +22,10 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cursorkit", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="cursorkit",
+        description="Rebuild a topic's delayed index and cursors from message and ack logs on Spark.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("generate", help="write synthetic message and ack logs as Parquet")

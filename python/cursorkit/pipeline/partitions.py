@@ -160,7 +160,7 @@ def index_messages(
     hours: dict[int, int] = {}
     range_slots = np.zeros(SLOTS, dtype=np.int64)
     consistent_slots = np.zeros(SLOTS, dtype=np.int64)
-    delayed = due = beyond = 0
+    delayed = due = beyond = batch_entries = 0
     max_publish = -1
     for batch in batches:
         n = batch.num_rows
@@ -187,6 +187,7 @@ def index_messages(
             wrong = ((sizes < 1) | (sizes > 1 << 20)) & ~bad
             problems.note("bad_batch_size", wrong, batch)
             bad |= wrong
+            batch_entries += int(np.count_nonzero((sizes > 1) & ~bad))
         ok = ~bad
         if not ok.all():
             ledgers, entries, publish = ledgers[ok], entries[ok], publish[ok]
@@ -245,6 +246,7 @@ def index_messages(
         "delayed": delayed,
         "delayed_due": due,
         "delayed_beyond_max_delay": beyond,
+        "batch_entries": batch_entries,
         "max_publish_time": max_publish,
         "hours": {str(k): v for k, v in hours.items()},
         "problems": problems.to_json(),
@@ -368,7 +370,7 @@ def fold_acks(
             ~_nulls(batch, "batch_index") if "batch_index" in batch.schema.names else np.zeros(n, bool)
         )
         index = _ints(batch, "batch_index", -1) if "batch_index" in batch.schema.names else None
-        sizes = _ints(batch, "batch_size", 0) if "batch_size" in batch.schema.names else None
+        sizes = _ints(batch, "batch_size", 1) if "batch_size" in batch.schema.names else None
         if index is not None:
             if sizes is None:
                 sizes = np.zeros(n, dtype=np.int64)

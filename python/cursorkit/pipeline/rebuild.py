@@ -73,6 +73,10 @@ _ERRORS = {
 }
 
 
+BROADCAST_BATCH_ENTRIES = 4_000_000
+"""Up to this many batch entries (batch_size > 1) are broadcast to the ack fold (~100 MB)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RebuildConfig:
     """Settings of a rebuild (PIP-195's sizes are Pulsar's defaults)."""
@@ -252,6 +256,7 @@ class _Index:
     hours: dict[int, int]
     range_slots: np.ndarray[Any, np.dtype[np.int64]]
     consistent_slots: np.ndarray[Any, np.dtype[np.int64]]
+    batch_entries: int
 
 
 def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index:
@@ -262,7 +267,7 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
     positions = RangeSet()
     nyd: dict[int, int] = {}
     problems = partitions.Problems()
-    rows = delayed = due = beyond = 0
+    rows = delayed = due = beyond = batch_entries = 0
     hours: dict[int, int] = {}
     range_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
     consistent_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
@@ -274,6 +279,7 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
             delayed += st["delayed"]
             due += st["delayed_due"]
             beyond += st["delayed_beyond_max_delay"]
+            batch_entries += st["batch_entries"]
             for k, v in st["hours"].items():
                 hours[int(k)] = hours.get(int(k), 0) + v
             range_slots += np.frombuffer(r["range_slots"], dtype=np.int64)
@@ -322,7 +328,9 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
                 row={"ledger_id": ledger, "entry_id": missing},
             )
         sizes[ledger] = n
-    return _Index(positions, sizes, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots)
+    return _Index(
+        positions, sizes, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots, batch_entries
+    )
 
 
 def _first_missing(positions: RangeSet, ledger: int) -> int:
@@ -352,12 +360,22 @@ def _cursors(
     problems = partitions.Problems()
     if acks is None:
         return {}, 0, problems
-    plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
-    sizes = msgs.select(
-        "ledger_id", "entry_id", F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size")
-    )
-    batched = acks.filter(F.col("batch_index").isNotNull()).join(sizes, ["ledger_id", "entry_id"], "left")
-    both = plain.unionByName(batched)
+    # Batch-index acks need their entry's batch size. Few batch entries: one scan of the acks with
+    # the batch entries broadcast (measured 3 s faster at 16M); many: join only the batch-index acks.
+    if index.batch_entries <= BROADCAST_BATCH_ENTRIES:
+        entries = msgs.filter(F.col("batch_size") > 1).select(
+            "ledger_id", "entry_id", F.col("batch_size").cast("long").alias("batch_size")
+        )
+        both = acks.join(F.broadcast(entries), ["ledger_id", "entry_id"], "left")
+    else:
+        plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
+        sizes = msgs.select(
+            "ledger_id",
+            "entry_id",
+            F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size"),
+        )
+        batched = acks.filter(F.col("batch_index").isNotNull()).join(sizes, ["ledger_id", "entry_id"], "left")
+        both = plain.unionByName(batched)
     fn = partial(partitions.fold_acks, now_ms=now, positions=index.positions.to_bytes())
     table = both.mapInArrow(fn, _ddl(partitions.ACKS_SCHEMA)).toArrow()
     cursors, rows, problems = merge_ack_folds(table.to_pylist(), index.sizes)
