@@ -81,6 +81,11 @@ def test_outputs_equal_the_single_process_rebuild(
     assert summary.now_ms == topic_now(out)
 
 
+def leftovers(directory: Path) -> list[str]:
+    """Hidden entries a run left beside its output, other than its lock file."""
+    return [p.name for p in directory.iterdir() if p.name.startswith(".") and not p.name.endswith(".lock")]
+
+
 def topic_now(out: Path) -> int:
     return read_manifest(out).now_ms
 
@@ -109,7 +114,7 @@ def test_summary_counts_what_was_read(rebuilt: tuple[Path, RebuildSummary], topi
     assert "data:image/png;base64," in html and "sub-1" in html
     assert pq.read_table(out / "stats" / "cursors.parquet").num_rows == 3
     # Nothing half-written is left next to the output.
-    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+    assert leftovers(out.parent) == []
 
 
 def test_cursor_stats_compare_persisted_forms(rebuilt: tuple[Path, RebuildSummary]) -> None:
@@ -302,7 +307,7 @@ def _rebuild_fails(spark: SparkSession, tmp_path: Path, msgs: Path, acks: Path |
     with pytest.raises(InvalidInput) as err:
         rebuild(spark, msgs, acks, out, SMALL)
     assert not out.exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert leftovers(tmp_path) == []
     return err.value
 
 
@@ -416,7 +421,7 @@ def test_failed_rerun_keeps_the_previous_output(spark: SparkSession, tmp_path: P
         rebuild(spark, bad, None, out, SMALL)
     assert sorted(os.listdir(out)) == before
     assert read_manifest(out).now_ms == 1_700_000_000_039
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert leftovers(tmp_path) == []
 
 
 def test_refuses_to_replace_a_directory_it_did_not_write(spark: SparkSession, tmp_path: Path) -> None:
@@ -443,3 +448,30 @@ def test_csv_and_json_logs_are_read(spark: SparkSession, tmp_path: Path) -> None
     assert a.ledger_sizes == b.ledger_sizes == {7: 20, 9: 20}
     assert [x.messages for x in a.buckets] == [x.messages for x in b.buckets] == [20]
     assert a.now_ms == b.now_ms == 1_700_000_000_039
+
+
+def test_leftovers_of_a_killed_run_are_removed(spark: SparkSession, tmp_path: Path) -> None:
+    m = _write(tmp_path / "m", _messages())
+    dead = tmp_path / ".out.rebuild-0123456789ab"
+    (dead / "delayed").mkdir(parents=True)
+    (dead / "manifest.json").write_text("{}")
+    old = tmp_path / ".out.old-0123456789ab"
+    old.mkdir()
+    rebuild(spark, m, None, tmp_path / "out", SMALL)
+    assert leftovers(tmp_path) == []
+    assert read_manifest(tmp_path / "out").subscriptions == {}
+
+
+def test_two_rebuilds_never_write_one_output(spark: SparkSession, tmp_path: Path) -> None:
+    import fcntl
+
+    m = _write(tmp_path / "m", _messages())
+    fd = os.open(tmp_path / ".out.lock", os.O_CREAT | os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(InvalidArgument, match="another rebuild"):
+            rebuild(spark, m, None, tmp_path / "out", SMALL)
+    finally:
+        os.close(fd)
+    assert not (tmp_path / "out").exists()
+    rebuild(spark, m, None, tmp_path / "out", SMALL)

@@ -13,6 +13,7 @@ nothing a recovery would read.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pickle
@@ -132,15 +133,34 @@ def _raise_problems(problems: partitions.Problems, what: str, source: str) -> No
             )
 
 
-def _out_dirs(out: Path) -> Path:
-    """The temporary sibling the run writes into; refuses an ``out`` that is not a rebuild's output."""
+def _check_out(out: Path) -> None:
+    """Refuses an ``out`` that exists and is not a rebuild's output (nothing else is ever replaced)."""
     if out.exists():
         if not out.is_dir():
             raise InvalidArgument(f"--out {out} exists and is not a directory")
         if any(out.iterdir()) and not (out / MANIFEST_FILE).exists():
             raise InvalidArgument(f"--out {out} is a non-empty directory that is not a rebuild's output")
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Holds ``.<out>.lock`` beside ``out`` for the run, so two rebuilds never write one output.
+
+    With the lock held, leftovers of a killed run (``.<out>.rebuild-*``, ``.<out>.old-*``) are
+    nobody's and are removed. The lock file itself stays (removing it would race the next locker).
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
-    return out.parent / f".{out.name}.rebuild-{uuid.uuid4().hex[:12]}"
+    fd = os.open(out.parent / f".{out.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidArgument(f"another rebuild is writing {out}") from None
+        for stale in [*out.parent.glob(f".{out.name}.rebuild-*"), *out.parent.glob(f".{out.name}.old-*")]:
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _publish(tmp: Path, out: Path) -> None:
@@ -172,20 +192,23 @@ def rebuild(
     """
     cfg = config if config is not None else RebuildConfig()
     out_path = Path(out)
-    tmp = _out_dirs(out_path)
+    _check_out(out_path)
     stages = _Stages(on_stage)
-    try:
-        summary, manifest = _run(
-            spark, os.fspath(messages), os.fspath(acks) if acks is not None else None, tmp, cfg, stages
-        )
-        summary.out_dir = str(out_path)
-        summary.stages = stages.timings
-        with stages.stage("write report"):
-            _write_summary(tmp, summary, manifest, cfg)
-        _publish(tmp, out_path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with _locked(out_path):
+        _check_out(out_path)  # again: another run may have finished while this one waited
+        tmp = out_path.parent / f".{out_path.name}.rebuild-{uuid.uuid4().hex[:12]}"
+        try:
+            summary, manifest = _run(
+                spark, os.fspath(messages), os.fspath(acks) if acks is not None else None, tmp, cfg, stages
+            )
+            summary.out_dir = str(out_path)
+            summary.stages = stages.timings
+            with stages.stage("write report"):
+                _write_summary(tmp, summary, manifest, cfg)
+            _publish(tmp, out_path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return summary
 
 
