@@ -169,7 +169,12 @@ def _publish(tmp: Path, out: Path) -> None:
     if out.exists():
         old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
         out.rename(old)
-    tmp.rename(out)
+    try:
+        tmp.rename(out)
+    except BaseException:
+        if old is not None:  # put the previous output back
+            old.rename(out)
+        raise
     fsync_dir(out.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
