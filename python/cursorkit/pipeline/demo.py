@@ -1,7 +1,7 @@
 """``cursorkit demo``: generate a small topic, rebuild it on local Spark, verify it, point at the report.
 
 The rebuild uses smaller buckets and segments than Pulsar's defaults so that a topic of a few
-hundred thousand messages still shows several buckets, segments and merges' worth of structure.
+hundred thousand messages still shows several buckets of many segments each.
 """
 
 from __future__ import annotations

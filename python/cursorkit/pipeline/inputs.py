@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from cursorkit.errors import InvalidInput
 from cursorkit.pipeline.schema import Column
 
@@ -14,19 +16,18 @@ if TYPE_CHECKING:
 
 __all__ = ["log_format", "read_log"]
 
-_FORMATS = ("parquet", "csv", "json")
+_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 
 
 def log_format(path: str) -> str:
     """``parquet``, ``csv`` or ``json`` by the path's suffix or, for a directory, its files' suffixes."""
     p = Path(path)
-    for fmt in _FORMATS:
-        if p.suffix.lower() in (f".{fmt}", ".jsonl" if fmt == "json" else f".{fmt}"):
-            return fmt
+    if p.suffix.lower() in _SUFFIXES:
+        return _SUFFIXES[p.suffix.lower()]
     if p.is_dir():
-        names = [q.suffix.lower() for q in p.rglob("*") if q.is_file() and not q.name.startswith((".", "_"))]
-        for fmt in _FORMATS:
-            if any(n in (f".{fmt}", ".jsonl" if fmt == "json" else f".{fmt}") for n in names):
+        found = {q.suffix.lower() for q in p.rglob("*") if q.is_file() and not q.name.startswith((".", "_"))}
+        for suffix, fmt in _SUFFIXES.items():
+            if suffix in found:
                 return fmt
     return "parquet"
 
@@ -75,7 +76,7 @@ def read_log(
                 )
             out.append(F.lit(None).cast(_spark_type(col)).alias(col.name))
             continue
-        wants_int = col.type.equals(_arrow_int64()) or str(col.type).startswith("int")
+        wants_int = pa.types.is_integer(col.type)
         ok = isinstance(kind, ints) if wants_int else isinstance(kind, T.StringType)
         if isinstance(kind, T.NullType):  # an all-null column read from JSON/CSV
             ok = True
@@ -90,12 +91,6 @@ def read_log(
             )
         out.append(F.col(col.name).cast(_spark_type(col)).alias(col.name))
     return df.select(*out)
-
-
-def _arrow_int64() -> object:
-    import pyarrow as pa
-
-    return pa.int64()
 
 
 def _spark_type(col: Column) -> str:

@@ -24,12 +24,13 @@ from cursorkit import _core
 from cursorkit._core import RangeSet
 from cursorkit.delayed import snapshot
 from cursorkit.pipeline import schema
+from cursorkit.pipeline.keyload import SLOT_COUNT, slot_histograms
 
 Int64Array = npt.NDArray[np.int64]
 
 HOUR_MS = 3_600_000
 """Width of one bin of the delayed-messages-over-time histogram."""
-SLOTS = 65536
+SLOTS = SLOT_COUNT
 """Key_Shared slots of the default hash range."""
 
 INDEX_SCHEMA = pa.schema(
@@ -215,18 +216,10 @@ def index_messages(
                 bins, per_bin = np.unique((at[nyd] - now_ms) // HOUR_MS, return_counts=True)
                 for b, c in zip(bins.tolist(), per_bin.tolist(), strict=True):
                     hours[b] = hours.get(b, 0) + c
-        if "key" in batch.schema.names:
-            from cursorkit.pipeline.keyload import slot_histograms
-
-            r, c = slot_histograms(
-                batch.column("key").filter(pa.array(ok)) if not ok.all() else batch.column("key")
-            )
-            range_slots += r
-            consistent_slots += c
-        else:
-            none = _core.sticky_key_hash(b"NONE_KEY")
-            range_slots[_core.slot_for(none, "range")] += int(np.count_nonzero(ok))
-            consistent_slots[_core.slot_for(none, "consistent")] += int(np.count_nonzero(ok))
+        keys = batch.column("key") if "key" in batch.schema.names else pa.nulls(n, pa.string())
+        r, c = slot_histograms(keys if ok.all() else keys.filter(pa.array(ok)))
+        range_slots += r
+        consistent_slots += c
     nyd_all = np.concatenate(nyd_ledgers) if nyd_ledgers else np.empty(0, dtype=np.int64)
     nyd_ids, nyd_counts = np.unique(nyd_all, return_counts=True)
     nyd_of = dict(zip(nyd_ids.tolist(), nyd_counts.tolist(), strict=True))

@@ -246,7 +246,7 @@ def _run(
     summary.inputs["delayed"] = index.delayed
 
     with stages.stage("fold acks"):
-        cursors, ack_rows, ack_problems = _cursors(spark, msgs, ack_df, now, index, acks_path or "")
+        cursors, ack_rows, ack_problems = _cursors(msgs, ack_df, now, index, acks_path or "")
     summary.inputs["acks"] = ack_rows
     summary.inputs["subscriptions"] = len(cursors)
     for rule in ("acks_unknown_position", "acks_after_now"):
@@ -376,7 +376,6 @@ def _first_missing(positions: RangeSet, ledger: int) -> int:
 
 
 def _cursors(
-    spark: SparkSession,
     msgs: DataFrame,
     acks: DataFrame | None,
     now: int,

@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 from cursorkit._core import Position
 from cursorkit.ackstate import Cursor
 from cursorkit.pipeline import schema
+from cursorkit.pipeline.inputs import log_format
 
 __all__ = ["ReferenceBucket", "ReferenceRebuild", "rebuild_reference", "replay_acks"]
 
@@ -45,11 +46,7 @@ class ReferenceRebuild:
 
 
 def _read(path: str | os.PathLike[str]) -> pa.Table:
-    p = Path(path)
-    fmt = "parquet"
-    if p.suffix in (".csv", ".json"):
-        fmt = p.suffix[1:]
-    return ds.dataset(p, format=fmt).to_table()
+    return ds.dataset(Path(path), format=log_format(os.fspath(path))).to_table()
 
 
 def rebuild_reference(
