@@ -25,6 +25,7 @@ from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import pulsar_ml_pb2 as ml
+from cursorkit.proto.strict import parse
 
 if TYPE_CHECKING:
     from cursorkit.ackstate.cursor import Cursor
@@ -196,9 +197,8 @@ def decode_cursor_info(
     data: bytes, where: str, ledger_sizes: Mapping[int, int] | None
 ) -> tuple[Position, RangeSet, list[BatchRow], dict[str, int]]:
     """State held by a Pulsar ``ManagedCursorInfo`` whose ack state lives in the record itself."""
-    info = ml.ManagedCursorInfo()
     try:
-        info.ParseFromString(data)
+        info = parse(ml.ManagedCursorInfo, data)
     except DecodeError as e:
         raise CorruptSnapshot(f"{where}: ManagedCursorInfo does not parse ({e})") from e
     if info.cursorsLedgerId != -1:
@@ -373,14 +373,10 @@ def decode_position_info(
     MessageRange is preferred over LongListMap, as Pulsar's recovery does; cross-ledger ranges are
     expanded with ``ledger_sizes`` when given.
     """
-    info = ml.PositionInfo()
     try:
-        info.ParseFromString(data)
+        info = parse(ml.PositionInfo, data)
     except DecodeError as e:
         raise CorruptSnapshot(f"{where}: PositionInfo does not parse ({e})") from e
-    missing = [f for f in ("ledgerId", "entryId") if not info.HasField(f)]
-    if missing:
-        raise CorruptSnapshot(f"{where}: PositionInfo lacks required field(s) {', '.join(missing)}")
     try:
         md = Position(info.ledgerId, info.entryId)
         acked = _acked_from_info(info, data, ledger_sizes)

@@ -47,6 +47,7 @@ from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed, Un
 from cursorkit.fsio import Opener, StoreFile, default_opener, write_all
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import cursor_store_pb2 as pb
+from cursorkit.proto.strict import parse
 
 __all__ = [
     "FORMAT_VERSION",
@@ -308,7 +309,7 @@ def _ledger_record(ledger_id: int, bitmap: bytes) -> bytes:
 
 
 def _read_ledger(data: bytes, rec: _Record) -> tuple[int, bytes]:
-    msg = snap.LedgerAcks.FromString(data[rec.start : rec.end])
+    msg = parse(snap.LedgerAcks, data[rec.start : rec.end])
     return msg.ledger_id, msg.bitmap
 
 
@@ -317,7 +318,7 @@ def _use_marker(
 ) -> tuple[_Checkpoint, dict[int, tuple[int, int]], list[tuple[int, bytes]]]:
     """The state a marker describes; ``CorruptSnapshot`` when it or a record it names is unusable."""
     try:
-        msg = pb.Checkpoint.FromString(data[marker.start : marker.end])
+        msg = parse(pb.Checkpoint, data[marker.start : marker.end])
         cp = _checkpoint_of(msg)
     except (DecodeError, ValueError) as e:
         raise CorruptSnapshot(f"marker does not decode ({e})") from e
@@ -364,7 +365,7 @@ def _recover_log(path: Path, generation: int) -> _LogRecovery:
     if records and records[0].kind == KIND_HEADER and records[0].offset == len(_LOG_MAGIC):
         preamble += records[0].total
         try:
-            header = pb.LogHeader.FromString(data[records[0].start : records[0].end])
+            header = parse(pb.LogHeader, data[records[0].start : records[0].end])
         except DecodeError:
             corrupt.append(DamagedRecord(where, records[0].offset, "header record does not decode"))
         else:
@@ -434,7 +435,7 @@ def _read_meta(path: Path) -> tuple[pb.StoreMeta | None, str | None]:
     if zlib.crc32(data[:body_end]) != _U32.unpack_from(data, body_end)[0]:
         return None, f"{path}: checksum mismatch at byte {body_end}"
     try:
-        meta = pb.StoreMeta.FromString(data[len(_META_MAGIC) + _U32.size : body_end])
+        meta = parse(pb.StoreMeta, data[len(_META_MAGIC) + _U32.size : body_end])
     except DecodeError as e:
         return None, f"{path}: does not decode at byte {len(_META_MAGIC) + _U32.size} ({e})"
     if meta.format_version > FORMAT_VERSION:

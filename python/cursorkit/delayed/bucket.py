@@ -15,6 +15,10 @@ PROPERTY_PREFIX = "#pulsar.internal.delayed.bucket"
 MUTABLE_TAIL_PROPERTY = "#cursorkit.delayed.mutable_tail"
 """Our property for the persisted mutable tail (a namespace Pulsar's recovery never reads)."""
 
+DAMAGED_PROPERTY_PREFIX = "#cursorkit.delayed.damaged_"
+"""``<prefix><snapshot id>`` = the bucket's old property name: a damaged snapshot kept for inspection
+(Pulsar's recovery never reads this namespace; ours reports it and never deletes the snapshot)."""
+
 Int64Array = npt.NDArray[np.int64]
 Key = tuple[int, int, int]
 """A delayed index ``(deliver_at, ledger_id, entry_id)``; tuples order exactly as the queue pops."""

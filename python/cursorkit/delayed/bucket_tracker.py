@@ -5,9 +5,13 @@ arrives and the tail holds ``min_index_count_per_bucket`` indexes, the tail is s
 immutable bucket cut into time-ordered segments. Only each bucket's earliest unconsumed segment is
 in memory, in one shared queue; a segment's last index is a *barrier* past which nothing is popped
 until that bucket's next segment is loaded, so delivery is in exact (deliver-at, ledger, entry)
-order. One index (a ``RangeSet``) of every tracked position answers ``contains_message`` and
-deduplicates. Sealing swaps queues in O(1) and pushes segment 1; encoding, writing, merging and
-deleting snapshots run as jobs off the add path (a worker thread, or ``maintenance()``).
+order. After every change the tracker *settles*: untracked heads leave the queues and every bucket
+whose loaded segment is used up gets its next one, so the shared queue's head is always the earliest
+tracked index and ``has_message_available`` / ``next_delivery_time`` are exact at every moment (a
+broker that arms its timer from them never waits while something is due). One index (a
+``RangeSet``) of every tracked position answers ``contains_message`` and deduplicates. Sealing
+swaps queues in O(1) and pushes segment 1; encoding, writing, merging and deleting snapshots run as
+jobs off the add path (a worker thread, or ``maintenance()``).
 
 Snapshot ids are recorded in the cursor properties as ``#pulsar.internal.delayed.bucket_<s>_<e>``;
 a snapshot is written before its property, and deleted before its property is removed, so every
@@ -32,6 +36,7 @@ from cursorkit import _core
 from cursorkit._core import DelayQueue, Position, RangeSet
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import (
+    DAMAGED_PROPERTY_PREFIX,
     MUTABLE_TAIL_PROPERTY,
     ImmutableBucket,
     Int64Array,
@@ -54,6 +59,7 @@ from cursorkit.errors import (
 )
 
 I64_MAX = 2**63 - 1
+MAX_ENTRY_ID = 2**32 - 1
 T = TypeVar("T")
 Clock = Callable[[], int]
 
@@ -118,6 +124,8 @@ class BucketCounters:
     merges: int
     segment_loads: int
     downgrades: int
+    damaged: int
+    """Buckets lost to a damaged or vanished snapshot (at recovery or at a later segment load)."""
 
 
 def _as_int(value: object, what: str) -> int:
@@ -201,12 +209,14 @@ class BucketDelayedDeliveryTracker:
         self._mark_delete: Position | None = mark_delete
         self._tail_id: int | None = None
         self._seen: set[int] = set()
+        self._replay: list[tuple[int, int]] = []
         self._snapshot_bytes = 0
         self._n = dict.fromkeys(BucketCounters.__slots__, 0)
         self.op_stats = OpStats()
         self._jobs = JobRunner(background=background, name=f"cursorkit-delayed-{topic}-{cursor}")
         self.storage.start()
-        self.recovery_report = self._recover()
+        self.recovery_report = RecoveryReport()
+        self._recover()
 
     @classmethod
     def recover(
@@ -260,6 +270,7 @@ class BucketDelayedDeliveryTracker:
                 if tracked:  # [main]: an expired message is untracked as well
                     self._index.remove(ledger_id, entry_id)
                     self._count -= 1
+                    self._settle()
                 self._n["rejected_due"] += 1
                 return False
             md = self._mark_delete
@@ -300,6 +311,7 @@ class BucketDelayedDeliveryTracker:
             expired = due & present
             if expired.any():
                 self._count -= int(self._index.remove_many(ls[expired], es[expired]).sum())
+                self._settle()
             self._n["rejected_due"] += int(due.sum())
             md = self._mark_delete
             if md is not None:
@@ -425,22 +437,62 @@ class BucketDelayedDeliveryTracker:
         if len(ts):
             self._shared.add_many(ts, ls, es)
 
+    def _settle(self) -> None:
+        """Restores the delivery invariant after any change to the queues or the index.
+
+        Untracked indexes at the heads (expired re-adds, trims, merged or downgraded duplicates)
+        leave, and while the shared head lies beyond the earliest barrier, that bucket's loaded
+        segment is used up: its next segment is loaded (or the bucket retired). Afterwards the
+        shared head is the earliest tracked index unless a load failed (see ``_next_time``).
+        """
+        self._mutable.drop_untracked(self._index)
+        while True:
+            self._shared.drop_untracked(self._index)
+            b = self._min_barrier()
+            if b is None or b.barrier is None:
+                return
+            head = self._shared.peek()
+            if head is not None and head <= b.barrier:
+                return
+            if not self._advance(b):
+                return
+
+    def _next_time(self) -> int | None:
+        """Earliest deliver-at still tracked, or None when nothing is.
+
+        The queue heads give it, except for buckets whose next segment could not be loaded yet:
+        their metadata's ``min_schedule_timestamp`` of that segment stands in for it.
+        """
+        heads = [h[0] for h in (self._mutable.peek(), self._shared.peek()) if h is not None]
+        b = self._min_barrier()
+        if b is not None and b.barrier is not None:
+            head = self._shared.peek()
+            if head is None or head > b.barrier:  # a load failed: settled as far as it could
+                heads.extend(
+                    c.next_unloaded_timestamp()
+                    for c in self._buckets
+                    if c.barrier is not None and (head is None or head > c.barrier)
+                )
+        return min(heads) if heads else None
+
     def has_message_available(self) -> bool:
-        """Whether a message is due now (a due tail index counts too)."""
+        """Whether a tracked message is due now (a due tail index counts too)."""
         with self._lock:
             self._check_open()
             if self._count == 0:
                 return False
-            cutoff = self._cutoff(self._now())
-            heads = [h for h in (self._mutable.peek(), self._shared.peek()) if h is not None]
-            return bool(heads) and min(heads)[0] <= cutoff
+            nxt = self._next_time()
+            return nxt is not None and nxt <= self._cutoff(self._now())
 
     def next_delivery_time(self) -> int | None:
-        """Earliest deliver-at held in memory (for arming a timer), or None."""
+        """Earliest deliver-at of any tracked message (for arming a timer), or None when none is."""
         with self._lock:
             self._check_open()
-            heads = [h[0] for h in (self._mutable.peek(), self._shared.peek()) if h is not None]
-            return min(heads) if heads else None
+            return self._next_time() if self._count else None
+
+    def now(self) -> int:
+        """The tracker's clock (ms)."""
+        return self._now()
 
     def get_scheduled_messages(self, max_messages: int) -> Int64Array:
         """Up to ``max_messages`` due messages as (ledger, entry) rows sorted by position.
@@ -454,6 +506,7 @@ class BucketDelayedDeliveryTracker:
             self._check_open()
             cutoff = self._cutoff(self._now())
             self._move_due_tail(cutoff)
+            self._settle()  # retries a load that failed earlier
             out_l: list[Int64Array] = []
             out_e: list[Int64Array] = []
             remaining = limit_n
@@ -463,20 +516,17 @@ class BucketDelayedDeliveryTracker:
                 if b is not None and b.barrier is not None and b.barrier < limit:
                     limit = b.barrier
                 ts, ls, es = self._shared.pop_until(limit[0], limit[1], limit[2], remaining)
-                asked = remaining
-                if len(ts):
-                    live = self._index.remove_many(ls, es)
-                    k = int(live.sum())
-                    if k:
-                        out_l.append(ls[live] if k < len(ls) else ls)
-                        out_e.append(es[live] if k < len(es) else es)
-                        self._count -= k
-                        self._n["delivered"] += k
-                        remaining -= k
-                if len(ts) < asked:  # nothing at or below the limit is left
-                    if b is not None and limit == b.barrier and self._advance(b):
-                        continue
+                if not len(ts):
                     break
+                live = self._index.remove_many(ls, es)
+                k = int(live.sum())
+                if k:
+                    out_l.append(ls[live] if k < len(ls) else ls)
+                    out_e.append(es[live] if k < len(es) else es)
+                    self._count -= k
+                    self._n["delivered"] += k
+                    remaining -= k
+                self._settle()  # a popped barrier loads its bucket's next segment at once
             if not out_l:
                 return np.empty((0, 2), dtype=np.int64)
             ls_all, es_all = np.concatenate(out_l), np.concatenate(out_e)
@@ -491,8 +541,11 @@ class BucketDelayedDeliveryTracker:
             return True
         try:
             cols = self._segment_columns(b, nxt)
-        except (PersistFailed, OSError, CorruptSnapshot, BucketNotFound):
+        except (PersistFailed, OSError):
             return False  # counted in op_stats; retried on the next call
+        except (CorruptSnapshot, BucketNotFound) as e:
+            self._lose(b, f"segment {nxt}: {e}")
+            return True
         self._push_segment(b, nxt, *cols)
         self._n["segment_loads"] += 1
         return True
@@ -511,6 +564,52 @@ class BucketDelayedDeliveryTracker:
             raise CorruptSnapshot(f"bucket snapshot {bucket_id} has no segment {segment_id}")
         segs = snapshot.decode(blobs)
         return segs.segment(0)
+
+    def _lose(self, b: ImmutableBucket, reason: str) -> None:
+        """Drops a bucket whose snapshot can no longer be read, and reports it.
+
+        Its ledgers are untracked and handed back for replay from the cursor
+        (``take_replay_ranges``); the snapshot is kept for inspection. The other buckets go on
+        delivering in order: this one's barrier goes with it.
+        """
+        self._remove(b)
+        before = self._index.total_cardinality()
+        self._index.remove_open_closed(b.start_ledger_id, -1, b.end_ledger_id, MAX_ENTRY_ID)
+        self._count -= before - self._index.total_cardinality()
+        self._replay.append((b.start_ledger_id, b.end_ledger_id))
+        self.recovery_report.damaged.append(f"{b.key} (snapshot {b.bucket_id}): {reason}")
+        self._n["damaged"] += 1
+        bucket_id = b.bucket_id
+        if bucket_id is not None:
+            self._jobs.submit(lambda: self._quarantine(b.key, bucket_id))
+
+    def _quarantine(self, key: str, bucket_id: int) -> None:
+        """Moves a damaged bucket's property out of Pulsar's namespace; the snapshot stays."""
+        drop = [key] if self._props.store.get(key) == str(bucket_id) else []
+        self._props.apply({f"{DAMAGED_PROPERTY_PREFIX}{bucket_id}": key}, drop)
+        self.recovery_report.quarantined.append(bucket_id)
+
+    def take_replay_ranges(self) -> list[tuple[int, int]]:
+        """Ledger ranges (inclusive) whose delayed messages were lost to damage since the last call.
+
+        Their positions are no longer tracked: the dispatcher reads them again from the cursor and
+        adds them anew (at-least-once). Damage found at recovery is included.
+        """
+        with self._lock:
+            taken, self._replay = self._replay, []
+            return taken
+
+    def discard_damaged(self) -> list[int]:
+        """Deletes the snapshots kept for inspection and their properties; returns their ids."""
+        doomed = [
+            (k, int(k[len(DAMAGED_PROPERTY_PREFIX) :]))
+            for k in list(self._props.store)
+            if k.startswith(DAMAGED_PROPERTY_PREFIX) and k[len(DAMAGED_PROPERTY_PREFIX) :].isdigit()
+        ]
+        for key, bucket_id in doomed:
+            if self._delete_quietly(bucket_id):
+                self._props.apply({}, [key])
+        return [bucket_id for _, bucket_id in doomed]
 
     def _retire(self, b: ImmutableBucket) -> None:
         """Drops a consumed (or trimmed) bucket; its snapshot, then its property, go in a job."""
@@ -693,6 +792,7 @@ class BucketDelayedDeliveryTracker:
                 self._snapshot_bytes += merged.snapshot_length
                 self._insert(merged)
                 self._push_segment(merged, 1, *segs.segment(0))
+            self._settle()
         for s in sources:  # committed: a failed delete only leaves an orphan recovery removes
             if s.bucket_id is not None:
                 self._delete_quietly(s.bucket_id)
@@ -721,6 +821,7 @@ class BucketDelayedDeliveryTracker:
             self._shared.remove_ledgers_below(mark_delete.ledger_id)
             for b in [b for b in self._buckets if b.end_ledger_id < mark_delete.ledger_id]:
                 self._retire(b)
+            self._settle()
             return removed
 
     def checkpoint_tail(self) -> None:
@@ -862,12 +963,18 @@ class BucketDelayedDeliveryTracker:
 
     # --- recovery -----------------------------------------------------------------------------------
 
-    def _recover(self) -> RecoveryReport:
-        report = RecoveryReport()
+    def _recover(self) -> None:
+        report = self.recovery_report
         cutoff = self._cutoff(self._now())
         md_ledger = self._mark_delete.ledger_id if self._mark_delete is not None else -1
         recorded: list[RecordedBucket] = []
         for name, value in list(self._props.store.items()):
+            if name.startswith(DAMAGED_PROPERTY_PREFIX):
+                suffix = name[len(DAMAGED_PROPERTY_PREFIX) :]
+                if suffix.isascii() and suffix.isdigit():
+                    self._seen.add(int(suffix))  # kept for inspection: never adopted or deleted
+                    report.quarantined.append(int(suffix))
+                continue
             try:
                 rng = parse_bucket_key(name)
                 if rng is None:
@@ -878,7 +985,7 @@ class BucketDelayedDeliveryTracker:
                 self._props.apply({}, [name])
                 continue
             recorded.append(RecordedBucket(rng[0], rng[1], bucket_id, name))
-        self._seen = {r.bucket_id for r in recorded}
+        self._seen |= {r.bucket_id for r in recorded}
         kept, enclosed, notes = plan_ranges(recorded)
         report.overlapping.extend(notes)
         for r in enclosed:
@@ -895,8 +1002,8 @@ class BucketDelayedDeliveryTracker:
             self._index.remove_at_most(md.ledger_id, md.entry_id)
             self._count -= before - self._index.total_cardinality()
         self._recover_tail(report)
+        self._settle()
         report.messages_recovered = self._count
-        return report
 
     def _discard(self, bucket_id: int, key: str, into: list[int]) -> None:
         """Drops a recorded snapshot recovery does not keep: snapshot first, then its property."""
@@ -927,9 +1034,11 @@ class BucketDelayedDeliveryTracker:
             self._props.drop_if(r.key, str(r.bucket_id))
             return False
         except CorruptSnapshot as e:
-            # Its messages must be replayed from the cursor; the damaged file would only be retried.
+            # Never taken as due, never deleted: kept for inspection, its messages replayed.
             report.damaged.append(f"{r.key} (snapshot {r.bucket_id}): {e}")
-            self._discard(r.bucket_id, r.key, [])
+            self._n["damaged"] += 1
+            self._replay.append((r.start_ledger_id, r.end_ledger_id))
+            self._quarantine(r.key, r.bucket_id)
             return False
         count = 0
         for seg in segments[skip:]:

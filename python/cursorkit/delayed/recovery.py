@@ -39,7 +39,11 @@ class RecoveryReport:
     missing: list[str] = field(default_factory=list)
     """Properties naming a snapshot the storage does not hold: dropped."""
     damaged: list[str] = field(default_factory=list)
-    """Corrupt snapshots or properties, with the reason: dropped, their messages must be replayed."""
+    """Corrupt snapshots or properties, with the reason; their messages must be replayed from the
+    cursor. A tracker appends here too when a segment it loads later turns out damaged."""
+    quarantined: list[int] = field(default_factory=list)
+    """Damaged snapshots kept for inspection (``#cursorkit.delayed.damaged_<id>``): never loaded,
+    never deleted by the tracker; ``discard_damaged()`` removes them."""
     overlapping: list[str] = field(default_factory=list)
     """Partly overlapping ranges (kept both; the shared index deduplicates)."""
     adopted: list[int] = field(default_factory=list)

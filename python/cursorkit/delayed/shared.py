@@ -55,6 +55,10 @@ class DelayedTracker(Protocol):
         """Earliest deliver-at held."""
         ...
 
+    def now(self) -> int:
+        """The tracker's clock (ms)."""
+        ...
+
     @property
     def number_of_delayed_messages(self) -> int:
         """Positions tracked."""
@@ -143,7 +147,9 @@ class SharedDelayedIndex:
         while self._chunks and self._chunks[0].seq < low:
             self._chunks.pop(0)
 
-    def _read(self, sub: _Sub, limit: int) -> Int64Array:
+    def _catch_up(self, sub: _Sub) -> None:
+        """Pulls what is due, then moves the log rows owed to ``sub`` into its backlog."""
+        self._pull()
         for chunk in self._chunks:
             if chunk.seq < sub.offset:
                 continue
@@ -155,6 +161,9 @@ class SharedDelayedIndex:
                     sub.backlog.append(chunk.rows[mine])
             sub.offset = chunk.seq + 1
         self._collect()
+
+    def _read(self, sub: _Sub, limit: int) -> Int64Array:
+        self._catch_up(sub)
         parts: list[Int64Array] = []
         need = limit
         while need > 0 and sub.backlog:  # from the front, without re-joining what stays
@@ -216,25 +225,33 @@ class SubscriptionView:
         if max_messages < 0:
             raise InvalidArgument(f"max_messages must be >= 0, got {max_messages}")
         with self._index._lock:
-            sub = self._index._sub(self.name)
-            self._index._pull()
-            return self._index._read(sub, max_messages)
+            return self._index._read(self._index._sub(self.name), max_messages)
+
+    def _caught_up(self) -> _Sub:
+        sub = self._index._sub(self.name)
+        self._index._catch_up(sub)
+        return sub
 
     def has_message_available(self) -> bool:
-        """Whether this subscription has a due message to read."""
+        """Whether a due message is owed to this subscription (exact: others' messages do not count)."""
         with self._index._lock:
-            sub = self._index._sub(self.name)
-            if sub.backlog or self._index.tracker.has_message_available():
-                return True
-            return any(c.seq >= sub.offset and self.name in c.cuts for c in self._index._chunks)
+            return bool(self._caught_up().backlog)
 
     def contains_message(self, ledger_id: int, entry_id: int) -> bool:
         """Whether the topic index tracks the position."""
         return self._index.tracker.contains_message(ledger_id, entry_id)
 
     def next_delivery_time(self) -> int | None:
-        """The topic's next deliver-at."""
-        return self._index.tracker.next_delivery_time()
+        """When to look again: now if a due message is owed, else the topic's next deliver-at.
+
+        Never later than the earliest message this subscription is owed (it may be earlier, for a
+        message only other subscriptions read, which then falls due to them); None when the topic
+        tracks nothing and nothing is owed.
+        """
+        with self._index._lock:
+            if self._caught_up().backlog:
+                return self._index.tracker.now()
+            return self._index.tracker.next_delivery_time()
 
     def should_pause_all_deliveries(self) -> bool:
         """The topic tracker's fixed-delay pause."""
@@ -244,5 +261,5 @@ class SubscriptionView:
     def number_of_delayed_messages(self) -> int:
         """Messages the topic still delays plus this subscription's unread due ones."""
         with self._index._lock:
-            sub = self._index._sub(self.name)
+            sub = self._caught_up()
             return self._index.tracker.number_of_delayed_messages + sum(len(b) for b in sub.backlog)

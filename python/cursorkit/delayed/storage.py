@@ -49,6 +49,7 @@ from cursorkit.errors import (
 )
 from cursorkit.fsio import Opener, atomic_write, fsync_dir, temp_target
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
+from cursorkit.proto.strict import parse
 
 __all__ = [
     "FORMAT_VERSION",
@@ -593,7 +594,7 @@ class FileBucketSnapshotStorage:
         finally:
             reader.close()
         try:
-            metadata = SnapshotMetadata.FromString(payload)
+            metadata = parse(SnapshotMetadata, payload)
         except DecodeError as e:
             raise reader.corrupt(start, f"metadata record does not decode ({e})") from e
         if len(metadata.metadata_list) != index.segments:

@@ -44,6 +44,7 @@ from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VER
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
 from cursorkit.pipeline.results import BucketRow, RebuildSummary, StageTiming
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
+from cursorkit.proto.strict import parse
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -469,8 +470,7 @@ def write_buckets(
             if not r["messages"]:
                 continue
             planned = plan[r["bucket"]]
-            meta = SnapshotMetadata()
-            meta.ParseFromString(r["metadata"])
+            meta = parse(SnapshotMetadata, r["metadata"])
             key = bucket_key(planned.start_ledger_id, planned.end_ledger_id)
             bucket_id = storage.create_bucket_snapshot(meta, r["segments"], key, topic, SHARED_CURSOR)
             keys[key] = str(bucket_id)

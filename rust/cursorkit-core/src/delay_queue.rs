@@ -673,6 +673,24 @@ impl DelayQueue {
         n
     }
 
+    /// Pops head indexes for as long as `stale(ledger, entry)` holds and returns how many went.
+    ///
+    /// Owners that untrack positions without popping them (an expired re-add, a trim inside the
+    /// mark-delete ledger) call this so the head is always an index they still track.
+    pub fn drop_stale_heads(&mut self, mut stale: impl FnMut(i64, i64) -> bool) -> u64 {
+        let mut dropped = 0;
+        let mut sink = Popped::new();
+        while let Some(head) = self.peek() {
+            if !stale(head.1, head.2) {
+                break;
+            }
+            sink.clear();
+            self.pop_until(head, 1, &mut sink);
+            dropped += 1;
+        }
+        dropped
+    }
+
     /// Pops everything due at `cutoff`: [`DelayQueue::pop_until`] with `(cutoff, i64::MAX, i64::MAX)`.
     pub fn pop_due(&mut self, cutoff: i64, max: usize, out: &mut Popped) -> usize {
         self.pop_until((cutoff, i64::MAX, i64::MAX), max, out)

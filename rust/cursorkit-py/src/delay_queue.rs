@@ -16,6 +16,7 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyTuple};
 
 use crate::args::{bool_arg, column, int_arg, limit_arg, Column};
 use crate::errors::{error, IntoPy};
+use crate::rangeset::PyRangeSet;
 use crate::sync;
 
 /// Pops of at most this many indexes run with the GIL held (cheaper than releasing it).
@@ -239,6 +240,14 @@ impl PyDelayQueue {
         Ok(sync::detached(py, &self.inner, |q| {
             q.remove_ledgers_below(l)
         }))
+    }
+
+    /// Pops head indexes whose position `tracked` no longer holds; returns how many went.
+    fn drop_untracked(&self, tracked: &Bound<'_, PyRangeSet>) -> u64 {
+        let py = tracked.py();
+        let set = tracked.get().lock(py);
+        let mut q = self.lock(py);
+        q.drop_stale_heads(|l, e| !matches!(set.contains(l, e), Ok(true)))
     }
 
     /// Drops everything and releases the memory.
