@@ -4,6 +4,7 @@
 #   make demo    release build, then `cursorkit demo`: generate a topic, rebuild it on local Spark, verify
 #   make tour    release build, then the guided tour of the library (python -m cursorkit.tour)
 #   make bench   release build, then the benchmarks with their ratio tables
+#   make fuzz    release build, then the model and fuzz suites at their long counts (an hour or more)
 #   make lint    static checks only (no build): cargo fmt/clippy, ruff, mypy
 #   make fmt     rewrite Rust and Python sources in the house style
 #   make wheel   an abi3 release wheel in dist/
@@ -29,7 +30,7 @@ export PYO3_PYTHON := $(abspath $(PY))
 MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
 
 .NOTPARALLEL:
-.PHONY: test demo tour bench lint fmt wheel proto clean distclean venv develop develop-release \
+.PHONY: test demo tour bench fuzz lint fmt wheel proto clean distclean venv develop develop-release \
 	rust-lint rust-test python-lint typecheck stubtest pytest
 
 test: lint rust-test develop stubtest pytest
@@ -42,6 +43,12 @@ tour: develop-release
 
 bench: develop-release
 	$(PY) -m pytest benches --benchmark-enable --benchmark-only -s
+
+# The same model/fuzz tests CI runs at a bounded count, here at their long counts; Rust's randomised
+# decoder tests likewise (CURSORKIT_FUZZ=long raises their case counts).
+fuzz: develop-release
+	CURSORKIT_FUZZ=long cargo test --workspace --locked --release
+	CURSORKIT_FUZZ=long $(PY) -m pytest tests -m fuzz
 
 lint: rust-lint python-lint typecheck
 

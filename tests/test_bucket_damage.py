@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_bucket_tracker import Clock, fill, open_storage, tracker
 
 from cursorkit.delayed import FileBucketSnapshotStorage
 from cursorkit.delayed.bucket import DAMAGED_PROPERTY_PREFIX, PROPERTY_PREFIX
@@ -18,6 +17,7 @@ from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import atomic_write
 from cursorkit.proto import delayed_bucket_pb2 as pb
 from cursorkit.proto.strict import parse
+from test_bucket_tracker import Clock, fill, open_storage, tracker
 
 
 def damage_segment(tmp_path: Path, bucket_id: int, segment: int) -> None:
@@ -118,3 +118,29 @@ def test_metadata_without_a_required_field_is_damaged_not_due(tmp_path: Path, fi
     r.close()
     with open_storage(tmp_path) as s:
         assert bad in s.list_bucket_snapshots()  # never deleted
+
+
+def test_a_failed_load_keeps_the_next_time_from_metadata_and_is_retried(tmp_path: Path) -> None:
+    clock = Clock()
+    first, _ = two_buckets(tmp_path, clock)
+    r = tracker(tmp_path, clock)
+    path = tmp_path / "snaps" / f"bucket-{first:020d}.snap"
+    aside = path.with_suffix(".aside")
+    path.rename(aside)
+    path.mkdir()  # opening the bucket now fails with an OSError (EISDIR): a transient read fault
+    clock.now = 1030  # segment 1 of bucket [1,1] is 1000..1030, of [2,2] 1005..1035
+    got = r.get_scheduled_messages(100).tolist()
+    assert sorted(got) == [[1, 0], [1, 1], [1, 2], [1, 3], [2, 0], [2, 1], [2, 2]]
+    assert r.op_stats.count("load", "failed") >= 1
+    # Bucket [1,1]'s next segment starts at 1040 (metadata): nothing later may leave before it.
+    assert r.next_delivery_time() == 1035
+    clock.now = 1040
+    assert r.has_message_available()
+    assert r.get_scheduled_messages(100).tolist() == [[2, 3]]  # 1035: before anything unloaded
+    assert r.next_delivery_time() == 1040 and r.has_message_available()
+    assert r.get_scheduled_messages(100).tolist() == []  # (1,4)@1040 cannot be read yet: wait for it
+    path.rmdir()
+    aside.rename(path)
+    assert r.get_scheduled_messages(100).tolist() == [[1, 4]]
+    assert r.next_delivery_time() == 1045 and not r.recovery_report.damaged
+    r.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -31,6 +32,8 @@ from cursorkit.delayed import (
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, parse_bucket_key
 from cursorkit.proto import delayed_bucket_pb2 as pb
 from fuzz_budget import runs
+
+pytestmark = pytest.mark.fuzz
 
 Pos = tuple[int, int]
 SUBS = ("a", "b", "c")

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from cursorkit import errors
 from cursorkit._core import InMemoryTrackerState
 from delay_queue_model import MAX_ENTRY, MAX_I64, ModelTracker, precision_bits
+from fuzz_budget import runs
 
 
 class Clock:
@@ -385,7 +386,7 @@ class TrackerMachine(RuleBasedStateMachine):
     def advance(self, step: int) -> None:
         self.clock.now = min(self.clock.now + step, MAX_I64)
 
-    @rule(max_messages=st.sampled_from([0, 1, 3, 100, 2000]))
+    @rule(max_messages=st.integers(0, 6) | st.sampled_from([100, 2000]))
     def get_scheduled(self, max_messages: int) -> None:
         assert scheduled(self.t, max_messages) == self.model.get_scheduled(max_messages, self.clock.now)
 
@@ -413,14 +414,21 @@ class TrackerMachine(RuleBasedStateMachine):
 
     @invariant()
     def same_state(self) -> None:
+        """The timing contract after every step: readiness, next time, count and membership."""
         assert self.t.number_of_delayed_messages == len(self.model.queue)
         assert self.t.next_delivery_time() == self.model.next_delivery_time()
+        assert self.t.has_message_available() == self.model.has_message_available(self.clock.now)
+        for ledger in range(5):
+            for entry in range(0, 41, 4):
+                assert self.t.contains_message(ledger, entry) == self.model.queue.contains(ledger, entry)
         assert self.t.highest_delivery_time == self.model.highest
         assert self.t.counters() == self.model.counters
 
 
-TrackerMachine.TestCase.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
-TestTrackerMachine = TrackerMachine.TestCase
+TrackerMachine.TestCase.settings = settings(
+    max_examples=runs(80, 10_000), stateful_step_count=runs(40, 80), deadline=None
+)
+TestTrackerMachine = pytest.mark.fuzz(TrackerMachine.TestCase)
 
 
 @settings(max_examples=60, deadline=None)

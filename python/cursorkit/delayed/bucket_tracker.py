@@ -475,6 +475,27 @@ class BucketDelayedDeliveryTracker:
                 )
         return min(heads) if heads else None
 
+    def _pop_limit(self, cutoff: int) -> Key:
+        """The last index that may leave now: due, and before every bucket's unloaded indexes.
+
+        A bucket's unloaded segments follow its barrier; one whose next segment failed to load
+        holds back only indexes from that segment's ``min_schedule_timestamp`` on.
+        """
+        limit: Key = (cutoff, I64_MAX, I64_MAX)
+        b = self._min_barrier()
+        if b is None or b.barrier is None:
+            return limit
+        head = self._shared.peek()
+        if head is not None and head <= b.barrier:  # every load succeeded: the earliest barrier
+            return min(limit, b.barrier)
+        for c in self._buckets:
+            if c.barrier is not None:
+                loaded = head is not None and head <= c.barrier
+                limit = min(
+                    limit, c.barrier if loaded else (c.next_unloaded_timestamp() - 1, I64_MAX, I64_MAX)
+                )
+        return limit
+
     def has_message_available(self) -> bool:
         """Whether a tracked message is due now (a due tail index counts too)."""
         with self._lock:
@@ -511,10 +532,7 @@ class BucketDelayedDeliveryTracker:
             out_e: list[Int64Array] = []
             remaining = limit_n
             while remaining > 0:
-                b = self._min_barrier()
-                limit: Key = (cutoff, I64_MAX, I64_MAX)
-                if b is not None and b.barrier is not None and b.barrier < limit:
-                    limit = b.barrier
+                limit = self._pop_limit(cutoff)
                 ts, ls, es = self._shared.pop_until(limit[0], limit[1], limit[2], remaining)
                 if not len(ts):
                     break

@@ -1150,6 +1150,20 @@ mod tests {
     }
 
     #[test]
+    fn stale_heads_are_dropped_up_to_the_first_kept_index() {
+        let mut q = DelayQueue::new();
+        q.add_many(&[10, 20, 30, 40], &[1, 1, 2, 2], &[0, 1, 0, 1])
+            .unwrap();
+        let gone = [(1, 0), (1, 1), (2, 1)];
+        assert_eq!(q.drop_stale_heads(|l, e| gone.contains(&(l, e))), 2);
+        assert_eq!(q.peek(), Some((30, 2, 0)));
+        assert_eq!(q.len(), 2); // (2, 1) is stale but not at the head: it stays
+        assert_eq!(q.drop_stale_heads(|_, _| false), 0);
+        assert_eq!(q.drop_stale_heads(|_, _| true), 2);
+        assert!(q.is_empty() && q.peek().is_none());
+    }
+
+    #[test]
     fn memory_grows_and_is_released() {
         let mut q = DelayQueue::new();
         let empty = q.memory_usage();
