@@ -118,6 +118,7 @@ class RangeSet:
         field: int = 3,
         ledger_sizes: Mapping[int, int] | None = None,
         pulsar_quirks: bool = False,
+        max_chunks: int = 2097152,
     ) -> RangeSet: ...
     @staticmethod
     def from_long_list_map(words: Mapping[int, Any], pulsar_quirks: bool = False) -> RangeSet: ...
@@ -311,6 +312,9 @@ def heap_peak() -> int:
 
 def reset_heap_peak() -> None:
     """Restarts peak tracking from the current allocation."""
+
+def _guard_selftest() -> None:
+    """Panics inside the binding's guard on purpose: raises ``errors.InternalError``."""
 
 def cut_segments(timestamps: Any, max_time_step_ms: int, max_indexes_per_segment: int) -> Int64Array:
     """Exclusive end offsets of the PIP-195 segments cut from sorted deliver-at timestamps."""

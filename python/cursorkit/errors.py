@@ -4,12 +4,14 @@ from __future__ import annotations
 
 __all__ = [
     "BucketNotFound",
+    "BudgetExceeded",
     "ConsumerAssignError",
     "CorruptSnapshot",
     "CursorkitError",
     "InvalidArgument",
     "InvalidInput",
     "InvalidInputType",
+    "InternalError",
     "InvalidPosition",
     "LengthMismatch",
     "PersistFailed",
@@ -42,6 +44,21 @@ class LengthMismatch(CursorkitError, ValueError):
 
 class CorruptSnapshot(CursorkitError, ValueError):
     """Persisted bytes that are truncated, fail their checksum or do not decode."""
+
+
+class BudgetExceeded(CursorkitError, ValueError):
+    """Input whose decoding, or a call whose work, would pass a documented budget.
+
+    The message names the budget; pass a larger one to accept the input. Keeps small hostile
+    inputs from costing seconds or gigabytes.
+    """
+
+
+class InternalError(CursorkitError, RuntimeError):
+    """A bug: a panic inside the native core, caught at the binding (the message names the call).
+
+    The object it happened on may be left in a partly changed state; the process is not.
+    """
 
 
 class UnsupportedVersion(CorruptSnapshot):

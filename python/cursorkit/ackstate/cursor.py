@@ -14,7 +14,7 @@ from typing import Any
 from cursorkit._core import CursorState, Position
 from cursorkit.ackstate import persist
 from cursorkit.ackstate.limits import PersistLimits
-from cursorkit.errors import InvalidArgument
+from cursorkit.errors import BudgetExceeded, CorruptSnapshot, InvalidArgument
 
 
 @dataclass(slots=True)
@@ -157,14 +157,18 @@ class Cursor(CursorState):
         else:
             md, acked, batches, props = persist.decode_position_info(raw, where, ledger_sizes)
         cursor = cls(
-            md,
             name=name,
             pulsar_quirks=pulsar_quirks,
             ledger_sizes=ledger_sizes,
             limits=limits,
             properties=props,
         )
-        cursor.restore(md, acked, batches)
+        try:
+            cursor.restore(md, acked, batches)
+        except BudgetExceeded:
+            raise
+        except (ValueError, TypeError, KeyError) as e:  # persisted state no cursor can hold
+            raise CorruptSnapshot(f"{where}: {e}") from e
         return cursor
 
     def stats(self) -> CursorStats:

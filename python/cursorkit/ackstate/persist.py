@@ -22,7 +22,13 @@ from google.protobuf.message import DecodeError
 
 from cursorkit._core import Position, RangeSet
 from cursorkit.ackstate.limits import PersistLimits
-from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
+from cursorkit.errors import (
+    BudgetExceeded,
+    CorruptSnapshot,
+    InvalidArgument,
+    InvalidPosition,
+    UnsupportedVersion,
+)
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import pulsar_ml_pb2 as ml
 from cursorkit.proto.strict import parse
@@ -32,6 +38,9 @@ if TYPE_CHECKING:
 
 Encoding = Literal["message_range", "long_list_map", "compact", "managed_cursor_info"]
 ENCODINGS: tuple[Encoding, ...] = ("message_range", "long_list_map", "compact", "managed_cursor_info")
+
+MAX_ENTRY_ID = 2**32 - 1
+"""Highest entry id a cursor's bitmaps hold."""
 
 SNAPSHOT_VERSION = 1
 """Version of the compact ``CursorSnapshot`` this build writes and reads."""
@@ -193,6 +202,17 @@ def _encode_cursor_info(
     )
 
 
+def mark_delete_of(ledger_id: int, entry_id: int) -> Position:
+    """A persisted mark-delete position, checked as a cursor will check it.
+
+    An entry outside -1..2^32-1 (no cursor holds one) is ``InvalidPosition``, which the decoders
+    report as ``CorruptSnapshot``.
+    """
+    if not -1 <= entry_id <= MAX_ENTRY_ID:
+        raise InvalidPosition(f"mark-delete {ledger_id}:{entry_id} has an entry outside -1..{MAX_ENTRY_ID}")
+    return Position(ledger_id, entry_id)
+
+
 def decode_cursor_info(
     data: bytes, where: str, ledger_sizes: Mapping[int, int] | None
 ) -> tuple[Position, RangeSet, list[BatchRow], dict[str, int]]:
@@ -206,9 +226,11 @@ def decode_cursor_info(
             f"{where}: the ack state lives in cursor ledger {info.cursorsLedgerId}, not in this record"
         )
     try:
-        md = Position(info.markDeleteLedgerId, info.markDeleteEntryId)
+        md = mark_delete_of(info.markDeleteLedgerId, info.markDeleteEntryId)
         acked = RangeSet.from_message_range_field(data, 4, ledger_sizes)
         batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+    except BudgetExceeded:
+        raise
     except (ValueError, TypeError) as e:
         raise CorruptSnapshot(f"{where}: {e}") from e
     return md, acked, batches, {p.name: p.value for p in info.properties}
@@ -378,9 +400,11 @@ def decode_position_info(
     except DecodeError as e:
         raise CorruptSnapshot(f"{where}: PositionInfo does not parse ({e})") from e
     try:
-        md = Position(info.ledgerId, info.entryId)
+        md = mark_delete_of(info.ledgerId, info.entryId)
         acked = _acked_from_info(info, data, ledger_sizes)
         batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+    except BudgetExceeded:
+        raise
     except (ValueError, TypeError) as e:
         raise CorruptSnapshot(f"{where}: {e}") from e
     return md, acked, batches, {p.name: p.value for p in info.properties}

@@ -5,6 +5,16 @@
 //! `"CKRS"`, version `u8`, flags `u8` (bit 0: pulsar_quirks), `u32` record count, then per ledger
 //! `i64` id, `u32` length, that many bytes of a run-optimised 32-bit roaring portable bitmap
 //! (length 0: a quirk-mode empty ledger), and last a CRC-32 of everything before it.
+// A decoder of bytes from disk or a peer: no unwrap/expect/panic/unchecked indexing outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 use std::collections::BTreeMap;
 
@@ -66,40 +76,39 @@ impl RangeSet {
                 HEADER_LEN + CRC_LEN
             )));
         }
-        if &data[..4] != MAGIC {
+        let magic: [u8; 4] = array(data, 0)?;
+        if &magic != MAGIC {
             return Err(corrupt(format!(
-                "bad magic {:02x?}: not a cursorkit RangeSet",
-                &data[..4]
+                "bad magic {magic:02x?}: not a cursorkit RangeSet"
             )));
         }
-        if data[4] != FORMAT_VERSION {
+        let [version] = array(data, 4)?;
+        if version != FORMAT_VERSION {
             return Err(CoreError::UnsupportedVersion {
-                found: data[4],
+                found: version,
                 supported: FORMAT_VERSION,
             });
         }
         let (payload, crc) = data.split_at(data.len() - CRC_LEN);
-        let expected = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+        let expected = u32::from_le_bytes(array(crc, 0)?);
         let actual = crc32fast::hash(payload);
         if expected != actual {
             return Err(corrupt(format!(
                 "checksum mismatch: stored {expected:#010x}, computed {actual:#010x}"
             )));
         }
-        let flags = payload[5];
+        let [flags] = array(payload, 5)?;
         if flags & !FLAG_QUIRKS != 0 {
             return Err(corrupt(format!("unknown flags {flags:#04x}")));
         }
         let mut rs = RangeSet::new(flags & FLAG_QUIRKS != 0);
-        let count = u32::from_le_bytes(payload[6..10].try_into().expect("4 bytes"));
+        let count = u32::from_le_bytes(array(payload, 6)?);
         let mut at = HEADER_LEN;
         let mut previous: Option<i64> = None;
         for record in 0..count {
-            let header = payload.get(at..at + 12).ok_or_else(|| {
-                corrupt(format!("record {record} header truncated at offset {at}"))
-            })?;
-            let id = i64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
-            let len = u32::from_le_bytes(header[8..].try_into().expect("4 bytes")) as usize;
+            let truncated = |_| corrupt(format!("record {record} header truncated at offset {at}"));
+            let id = i64::from_le_bytes(array(payload, at).map_err(truncated)?);
+            let len = u32::from_le_bytes(array(payload, at + 8).map_err(truncated)?) as usize;
             at += 12;
             check_ledger(id)
                 .map_err(|_| corrupt(format!("record {record}: negative ledger id {id}")))?;
@@ -174,30 +183,10 @@ impl RangeSet {
         max_entries: Option<u64>,
         max_bytes: Option<u64>,
     ) -> Vec<(i64, Vec<i64>)> {
-        let limit = max_entries.unwrap_or(u64::MAX);
         let budget = max_bytes.unwrap_or(u64::MAX);
         let mut used: u64 = 0;
         let mut out = Vec::new();
-        let mut count: u64 = 0;
-        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> = self
-            .ledgers
-            .iter()
-            .map(|(&id, l)| (id, Some(&**l)))
-            .collect();
-        if self.pulsar_quirks() && !self.empty_quirk_ledgers.is_empty() {
-            ledgers.extend(self.empty_quirk_ledgers.iter().map(|&id| (id, None)));
-            ledgers.sort_by_key(|&(id, _)| id);
-        }
-        for (id, l) in ledgers {
-            let card = l.map_or(0, LedgerBits::cardinality);
-            let keep = if self.pulsar_quirks() {
-                count <= limit
-            } else {
-                count.saturating_add(card) <= limit
-            };
-            if !keep {
-                break;
-            }
+        for (id, l) in self.long_list_map_ledgers(max_entries) {
             // Each word costs at least 2 bytes (tag + 1-byte varint); the key at least 2 more.
             let floor = 4 + 2 * l.map_or(0, |l| (l.max() as u64) / 64 + 1);
             if used.saturating_add(floor) > budget {
@@ -209,10 +198,42 @@ impl RangeSet {
                 break;
             }
             used += exact;
-            count = count.saturating_add(card);
             out.push((id, words));
         }
         out
+    }
+
+    /// The ledgers `toRanges(max_entries)` keeps, in order (None: an empty ledger kept by quirks).
+    pub(crate) fn long_list_map_ledgers(
+        &self,
+        max_entries: Option<u64>,
+    ) -> Vec<(i64, Option<&LedgerBits>)> {
+        let limit = max_entries.unwrap_or(u64::MAX);
+        let mut ledgers: Vec<(i64, Option<&LedgerBits>)> = self
+            .ledgers
+            .iter()
+            .map(|(&id, l)| (id, Some(&**l)))
+            .collect();
+        if self.pulsar_quirks() && !self.empty_quirk_ledgers.is_empty() {
+            ledgers.extend(self.empty_quirk_ledgers.iter().map(|&id| (id, None)));
+            ledgers.sort_by_key(|&(id, _)| id);
+        }
+        let mut count: u64 = 0;
+        let mut kept = Vec::with_capacity(ledgers.len());
+        for (id, l) in ledgers {
+            let card = l.map_or(0, LedgerBits::cardinality);
+            let keep = if self.pulsar_quirks() {
+                count <= limit
+            } else {
+                count.saturating_add(card) <= limit
+            };
+            if !keep {
+                break;
+            }
+            count = count.saturating_add(card);
+            kept.push((id, l));
+        }
+        kept
     }
 
     /// Rebuilds a set from Pulsar's BitSet words (the inverse of [`RangeSet::to_long_list_map`]).
@@ -226,8 +247,23 @@ impl RangeSet {
                     w.len()
                 )));
             }
-            let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
-            decoded.insert(*id, RoaringBitmap::from_lsb0_bytes(0, &bytes));
+            // roaring takes at most 2^32 - 8 bits per call: the top word goes in on its own.
+            let (body, top) = if w.len() == MAX_WORDS {
+                w.split_at(MAX_WORDS - 1)
+            } else {
+                (&w[..], &[][..])
+            };
+            let bytes: Vec<u8> = body.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let mut bits = RoaringBitmap::from_lsb0_bytes(0, &bytes);
+            for &word in top {
+                let base = ((MAX_WORDS - 1) * 64) as u32;
+                bits.extend(
+                    (0..64u32)
+                        .filter(|b| (word as u64) >> b & 1 == 1)
+                        .map(|b| base + b),
+                );
+            }
+            decoded.insert(*id, bits);
         }
         let mut rs = RangeSet::new(pulsar_quirks);
         for (id, bits) in decoded {
@@ -268,6 +304,44 @@ fn decode_bitmap(data: &[u8]) -> std::result::Result<RoaringBitmap, String> {
 }
 
 /// `java.util.BitSet.toLongArray()` of one ledger: bit i of word j is entry 64j+i, no trailing zeros.
+/// Wire bytes of a ledger's BitSet words (`1 + varint` each) without building them: a zero word
+/// costs 2, a full one 11, and only the words at the ends of runs are computed. O(runs).
+pub(crate) fn bitset_words_wire_size(l: &LedgerBits) -> usize {
+    let top = l.max();
+    if top < 0 {
+        return 0;
+    }
+    let n_words = top as usize / 64 + 1;
+    let mut edges: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut full = 0usize;
+    l.for_each_run(|a, b| {
+        let (a, b) = (a as usize, b as usize);
+        let (wa, wb) = (a / 64, b / 64);
+        let lo_mask = !0u64 << (a % 64);
+        let hi_mask = !0u64 >> (63 - b % 64);
+        if wa == wb {
+            *edges.entry(wa).or_default() |= lo_mask & hi_mask;
+        } else {
+            *edges.entry(wa).or_default() |= lo_mask;
+            *edges.entry(wb).or_default() |= hi_mask;
+            full += wb - wa - 1;
+        }
+    });
+    let edge_bytes: usize = edges
+        .values()
+        .map(|&w| 1 + crate::wire::varint_len(w))
+        .sum();
+    let zero = n_words - edges.len() - full;
+    edge_bytes + full * 11 + zero * 2
+}
+
+/// The `N` bytes at `at`, or a `Corrupt` error when they run past the end.
+fn array<const N: usize>(data: &[u8], at: usize) -> Result<[u8; N]> {
+    data.get(at..at.saturating_add(N))
+        .and_then(|s| <[u8; N]>::try_from(s).ok())
+        .ok_or_else(|| corrupt(format!("{N} bytes at offset {at} run past the end")))
+}
+
 fn bitset_words(l: &LedgerBits) -> Vec<i64> {
     let top = l.max();
     if top < 0 {
@@ -279,12 +353,17 @@ fn bitset_words(l: &LedgerBits) -> Vec<i64> {
         let (wa, wb) = (a / 64, b / 64);
         let lo_mask = !0u64 << (a % 64);
         let hi_mask = !0u64 >> (63 - b % 64);
+        let mut or = |i: usize, mask: u64| {
+            if let Some(w) = words.get_mut(i) {
+                *w |= mask;
+            }
+        };
         if wa == wb {
-            words[wa] |= lo_mask & hi_mask;
+            or(wa, lo_mask & hi_mask);
         } else {
-            words[wa] |= lo_mask;
-            words[wa + 1..wb].iter_mut().for_each(|w| *w = !0);
-            words[wb] |= hi_mask;
+            or(wa, lo_mask);
+            (wa + 1..wb).for_each(|i| or(i, !0));
+            or(wb, hi_mask);
         }
     });
     words.into_iter().map(|w| w as i64).collect()

@@ -17,6 +17,8 @@ use crate::rangeset::{validate_columns, validate_sizes, RangeSet};
 
 /// Bytes the compact estimate charges per ledger record: tag, length and id varints (≤ 19) plus a
 /// one-container roaring header (≤ 16, the array form's; its data is at most 2 B more than runs').
+/// Most positions one `next_unacked` call returns (16 B each: 256 MiB); larger limits are refused.
+pub const MAX_NEXT_UNACKED: u64 = 1 << 24;
 const COMPACT_BYTES_PER_LEDGER: u64 = 40;
 /// Bytes the compact estimate charges per run (a roaring run-container interval).
 const COMPACT_BYTES_PER_RUN: u64 = 4;
@@ -86,14 +88,19 @@ impl Cursor {
 
     /// Rebuilds a cursor from persisted parts; entries at or below `mark_delete` are dropped and
     /// the mark-delete position is rolled forward.
+    ///
+    /// A mark-delete entry outside `-1..=2^32-1` or a batch position outside `0..=2^32-1` is an
+    /// `InvalidPosition` (no cursor can hold them, so none could be persisted and read back).
     pub fn from_parts(
         mark_delete: Position,
         mut acked: RangeSet,
         batches: Vec<(Position, BatchAcks)>,
-    ) -> Self {
-        acked
-            .remove_at_most(mark_delete.ledger_id, mark_delete.entry_id)
-            .expect("a Position is a valid bound");
+    ) -> Result<Self> {
+        check_bound(mark_delete.ledger_id, mark_delete.entry_id)?;
+        for (p, _) in &batches {
+            check_entry(p.ledger_id, p.entry_id)?;
+        }
+        acked.remove_at_most(mark_delete.ledger_id, mark_delete.entry_id)?;
         let mut cursor = Self::new(mark_delete, acked.pulsar_quirks());
         cursor.acked = acked;
         for (p, b) in batches {
@@ -102,7 +109,7 @@ impl Cursor {
             }
         }
         cursor.roll_forward();
-        cursor
+        Ok(cursor)
     }
 
     /// Replaces the ack state with persisted parts (as [`Cursor::from_parts`]), keeping the ledger
@@ -115,7 +122,7 @@ impl Cursor {
         batches: Vec<(Position, BatchAcks)>,
     ) -> Result<()> {
         acked.set_pulsar_quirks(self.acked.pulsar_quirks());
-        let mut fresh = Self::from_parts(mark_delete, acked, batches);
+        let mut fresh = Self::from_parts(mark_delete, acked, batches)?;
         fresh.set_ledger_sizes(self.sizes.clone())?;
         let old = self.acked.ledger_ids();
         let new = fresh.acked.ledger_ids();
@@ -409,11 +416,20 @@ impl Cursor {
         limit: u64,
         sizes: Option<&BTreeMap<i64, u64>>,
     ) -> Result<Vec<i64>> {
+        if limit > MAX_NEXT_UNACKED {
+            return Err(CoreError::InvalidArgument(format!(
+                "next_unacked limit {limit} is over the {MAX_NEXT_UNACKED} positions one call returns \
+                 (16 B each): page through with `after`"
+            )));
+        }
         let sizes = self.sizes_for("next_unacked", sizes)?;
+        if let Some(a) = after {
+            check_bound(a.ledger_id, a.entry_id)?;
+        }
         let from = after.map_or(self.mark_delete, |a| a.max(self.mark_delete));
-        let limit = limit.min(1 << 40) as usize;
+        let limit = limit as usize;
         let mut out = Vec::with_capacity(limit.min(1 << 16) * 2);
-        let mut emit = |l: i64, a: u32, b: u32| -> bool {
+        self.for_each_unacked_run(from, sizes, |l, a, b| {
             let mut e = a;
             loop {
                 if out.len() / 2 >= limit {
@@ -425,10 +441,21 @@ impl Cursor {
                 }
                 e += 1;
             }
-        };
+        });
+        Ok(out)
+    }
+
+    /// Calls `f(ledger, first, last)` for each run of entries after `from` that is not fully
+    /// acknowledged, in order, until `f` returns false. Costs O(ledgers + runs), not O(entries).
+    fn for_each_unacked_run(
+        &self,
+        from: Position,
+        sizes: &BTreeMap<i64, u64>,
+        mut f: impl FnMut(i64, u32, u32) -> bool,
+    ) {
         for (&l, &n) in sizes.range(from.ledger_id..) {
             let start = if l == from.ledger_id {
-                from.entry_id + 1
+                from.entry_id.saturating_add(1)
             } else {
                 0
             };
@@ -437,23 +464,40 @@ impl Cursor {
             }
             let (lo, hi) = (start as u32, (n - 1) as u32);
             let more = match self.acked.ledgers.get(&l) {
-                Some(bits) => bits.try_for_each_gap(lo..=hi, |a, b| emit(l, a, b)),
-                None => emit(l, lo, hi),
+                Some(bits) => bits.try_for_each_gap(lo..=hi, |a, b| f(l, a, b)),
+                None => f(l, lo, hi),
             };
             if !more {
                 break;
             }
         }
-        Ok(out)
     }
 
     /// Skips (acknowledges) the next `count` unacknowledged entries; returns how many.
+    ///
+    /// Walks runs of unacknowledged entries without listing them: O(ledgers + runs) time, O(1)
+    /// memory, whatever `count` is.
     pub fn skip(&mut self, count: u64, sizes: Option<&BTreeMap<i64, u64>>) -> Result<u64> {
-        let next = self.next_unacked(None, count, sizes)?;
-        let n = (next.len() / 2) as u64;
-        if let [.., l, e] = next[..] {
+        let sizes = self.sizes_for("skip", sizes)?;
+        let mut remaining = count;
+        let mut last = None;
+        if remaining > 0 {
+            self.for_each_unacked_run(self.mark_delete, sizes, |l, a, b| {
+                let run = u64::from(b - a) + 1;
+                if run >= remaining {
+                    last = Some(pos(l, i64::from(a) + remaining as i64 - 1));
+                    remaining = 0;
+                    return false;
+                }
+                remaining -= run;
+                last = Some(pos(l, i64::from(b)));
+                true
+            });
+        }
+        let n = count - remaining;
+        if let Some(p) = last {
             self.counters.skipped += n;
-            self.move_mark_delete(pos(l, e));
+            self.move_mark_delete(p);
         }
         Ok(n)
     }
@@ -892,7 +936,8 @@ mod tests {
     #[test]
     fn adopting_a_batch_size_keeps_the_estimate_balanced() {
         let restored = BatchAcks::from_words(0, &[1 << 5]).unwrap();
-        let mut c = Cursor::from_parts(p(1, -1), RangeSet::new(false), vec![(p(1, 4), restored)]);
+        let mut c =
+            Cursor::from_parts(p(1, -1), RangeSet::new(false), vec![(p(1, 4), restored)]).unwrap();
         let empty = Cursor::new(p(1, -1), false).compact_size_estimate();
         assert!(c.ack_batch_index(1, 4, 5, 100).unwrap());
         assert_eq!(
@@ -907,7 +952,7 @@ mod tests {
         rs.add_open_closed(1, -1, 1, 9, None).unwrap();
         rs.add(1, 12).unwrap();
         let b = BatchAcks::new(4).unwrap();
-        let c = Cursor::from_parts(p(1, 4), rs, vec![(p(1, 3), b.clone()), (p(1, 11), b)]);
+        let c = Cursor::from_parts(p(1, 4), rs, vec![(p(1, 3), b.clone()), (p(1, 11), b)]).unwrap();
         assert_eq!(c.mark_delete(), p(1, 9));
         assert_eq!(c.acked().to_string(), "[(1:11..1:12]]");
         assert_eq!(c.batch_count(), 1);

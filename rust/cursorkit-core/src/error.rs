@@ -34,6 +34,13 @@ pub enum CoreError {
     /// overlapping exclusive ranges, or no auto-split range left to halve.
     #[error("{0}")]
     ConsumerAssign(String),
+    /// A bug: a panic caught at the binding's guard; the message names the call.
+    #[error("{0}")]
+    Internal(String),
+    /// Input whose decoding, or a call whose work, would pass a documented budget (named in the
+    /// message); the caller may raise the budget to accept it.
+    #[error("{0}")]
+    Budget(String),
     /// Persisted bytes of a format version this build does not read.
     #[error("unsupported format version {found} (this build reads version {supported})")]
     UnsupportedVersion {

@@ -55,7 +55,7 @@ mod wire;
 
 pub use batch::{BatchAcks, MAX_BATCH_SIZE};
 pub use codec::{FORMAT_VERSION, MAGIC};
-pub use cursor::{Cursor, CursorCounters};
+pub use cursor::{Cursor, CursorCounters, MAX_NEXT_UNACKED};
 pub use delay_queue::{DelayQueue, Popped, MAX_LIVE_LEDGERS};
 pub use delay_tracker::{precision_bits, InMemoryTracker, TrackerCounters};
 pub use draining::{
@@ -69,7 +69,7 @@ pub use hash::{
 };
 pub use pending_acks::{PendingAck, PendingAcks};
 pub use position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
-pub use rangeset::{Range, RangeSet};
+pub use rangeset::{Range, RangeSet, MAX_DECODED_CHUNKS};
 pub use selector::{
     diff, ranges_by_consumer, Assignment, AutoSplitSelector, BeyondTable,
     ConsistentHashingSelector, ExclusiveRangeSelector, HashRange, Impact, SlotTable,

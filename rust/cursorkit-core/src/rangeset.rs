@@ -291,12 +291,38 @@ impl RangeSet {
         rows: &[[i64; 4]],
         ledger_sizes: Option<&BTreeMap<i64, u64>>,
     ) -> Result<()> {
+        self.add_ranges_within(rows, ledger_sizes, u64::MAX)
+    }
+
+    /// [`RangeSet::add_ranges`] refusing (with `CoreError::Budget`, before any change) rows that
+    /// would expand into more than `max_chunks` 65,536-entry chunks: a 27-byte Pulsar range can
+    /// name a whole 2^32-entry ledger, so decoders pass [`MAX_DECODED_CHUNKS`].
+    pub fn add_ranges_within(
+        &mut self,
+        rows: &[[i64; 4]],
+        ledger_sizes: Option<&BTreeMap<i64, u64>>,
+        max_chunks: u64,
+    ) -> Result<()> {
         for row in rows {
             check_bound(row[0], row[1])?;
             check_bound(row[2], row[3])?;
         }
         if let Some(sizes) = ledger_sizes {
             validate_sizes(sizes)?;
+        }
+        if max_chunks < u64::MAX {
+            let mut chunks: u64 = 0;
+            for &[lk, lv, uk, uv] in rows {
+                chunks =
+                    chunks.saturating_add(range_chunks(lk, lv, uk, uv, ledger_sizes, max_chunks));
+                if chunks > max_chunks {
+                    return Err(CoreError::Budget(format!(
+                        "ranges expand to more than {max_chunks} chunks of 65536 entries \
+                         (the decode budget max_chunks; a range ({lk}:{lv}..{uk}:{uv}] alone \
+                         may cover a whole ledger)"
+                    )));
+                }
+            }
         }
         for &[lk, lv, uk, uv] in rows {
             self.add_open_closed_checked(lk, lv, uk, uv, ledger_sizes);
@@ -703,4 +729,46 @@ pub(crate) fn validate_sizes(sizes: &BTreeMap<i64, u64>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The decode budget of [`RangeSet::add_ranges_within`]: 2^21 chunks of 65,536 entries (2^37
+/// entries, about 100 MiB of bitmaps). Real ledgers hold thousands of entries, so real cursors
+/// stay far below it.
+pub const MAX_DECODED_CHUNKS: u64 = 1 << 21;
+
+/// An upper bound of the 65,536-entry chunks that adding `(lk:lv..uk:uv]` touches (stops counting
+/// past `cap`). Without ledger sizes the lower ledger only fills up to entries already held.
+fn range_chunks(
+    lk: i64,
+    lv: i64,
+    uk: i64,
+    uv: i64,
+    sizes: Option<&BTreeMap<i64, u64>>,
+    cap: u64,
+) -> u64 {
+    let span = |a: i64, b: i64| {
+        if b >= a {
+            ((b >> 16) - (a >> 16) + 1) as u64
+        } else {
+            0
+        }
+    };
+    if lk == uk {
+        return span(lv + 1, uv);
+    }
+    if lk > uk {
+        return 0;
+    }
+    let mut n = span(0, uv);
+    if let Some(sizes) = sizes {
+        let lower = sizes.get(&lk).copied().unwrap_or(0) as i64;
+        n = n.saturating_add(span(lv + 1, lower - 1));
+        for (_, &size) in sizes.range(lk + 1..uk) {
+            n = n.saturating_add(span(0, size as i64 - 1));
+            if n > cap {
+                break;
+            }
+        }
+    }
+    n
 }

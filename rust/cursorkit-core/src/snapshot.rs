@@ -18,6 +18,16 @@
 //! let (a, l, e) = decode_segment(&bytes).unwrap();
 //! assert_eq!((a.as_slice(), l.as_slice(), e.as_slice()), (&at[..], &ledgers[..], &entries[..]));
 //! ```
+// A decoder of bytes from disk or a peer: no unwrap/expect/panic/unchecked indexing outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 use std::collections::HashMap;
 
@@ -64,12 +74,17 @@ pub fn cut_segments(
             "max_indexes_per_segment must be > 0 or -1 (unlimited), got {max_indexes_per_segment}"
         )));
     }
-    if let Some(i) = timestamps.windows(2).position(|w| w[0] > w[1]) {
+    let unsorted = timestamps
+        .windows(2)
+        .enumerate()
+        .find_map(|(i, w)| match *w {
+            [a, b] if a > b => Some((i, a, b)),
+            _ => None,
+        });
+    if let Some((i, a, b)) = unsorted {
         return Err(CoreError::InvalidArgument(format!(
-            "timestamps must be sorted ascending: index {} ({}) follows {}",
-            i + 1,
-            timestamps[i + 1],
-            timestamps[i]
+            "timestamps must be sorted ascending: index {} ({b}) follows {a}",
+            i + 1
         )));
     }
     let limit = if max_indexes_per_segment == UNLIMITED_INDEXES {
@@ -79,11 +94,11 @@ pub fn cut_segments(
     };
     let mut ends = Vec::new();
     let mut i = 0;
-    while i < timestamps.len() {
-        let upper = timestamps[i].saturating_add(max_time_step_ms - 1);
+    while let Some(&first) = timestamps.get(i) {
+        let upper = first.saturating_add(max_time_step_ms - 1);
         let start = i;
         i += 1;
-        while i < timestamps.len() && timestamps[i] <= upper && i - start < limit {
+        while timestamps.get(i).is_some_and(|&t| t <= upper) && i - start < limit {
             i += 1;
         }
         ends.push(i);
@@ -108,7 +123,7 @@ pub fn sort_indexes(
         .zip(entry_ids)
         .map(|((&t, &l), &e)| (t, l, e))
         .collect();
-    if !rows.windows(2).all(|w| w[0] <= w[1]) {
+    if !rows.windows(2).all(|w| matches!(w, [a, b] if a <= b)) {
         rows.sort_unstable();
     }
     let mut seen = SeenPositions::default();
@@ -151,7 +166,7 @@ impl SeenPositions {
                 slot
             }
         };
-        self.bitmaps[slot].insert(entry)
+        self.bitmaps.get_mut(slot).is_some_and(|b| b.insert(entry))
     }
 }
 
@@ -289,10 +304,9 @@ fn validate_indexes(timestamps: &[i64], ledger_ids: &[i64], entry_ids: &[i64]) -
             ledger_ids.len()
         )));
     }
-    if let Some(i) = timestamps.iter().position(|&t| t < 0) {
+    if let Some((i, t)) = timestamps.iter().enumerate().find(|&(_, &t)| t < 0) {
         return Err(CoreError::InvalidArgument(format!(
-            "timestamp {} at index {i} is negative (deliver-at times are ms since the epoch, >= 0)",
-            timestamps[i]
+            "timestamp {t} at index {i} is negative (deliver-at times are ms since the epoch, >= 0)"
         )));
     }
     validate_columns(ledger_ids, entry_ids, 0)
@@ -339,7 +353,8 @@ fn read_len<'a>(data: &'a [u8], pos: &mut usize) -> std::result::Result<&'a [u8]
         Ok(n) if n <= rest => {
             let start = *pos;
             *pos += n;
-            Ok(&data[start..start + n])
+            data.get(start..start + n)
+                .ok_or_else(|| (at, format!("length {len} runs past the end")))
         }
         _ => Err((
             at,

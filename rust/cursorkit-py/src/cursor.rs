@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use cursorkit_core::{BatchAcks, CoreError, Cursor, Position, RangeSet};
+use cursorkit_core::{check_bound, check_entry, BatchAcks, CoreError, Cursor, Position, RangeSet};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -109,6 +109,7 @@ fn parse_batches(rows: &Bound<'_, PyAny>) -> PyResult<Vec<(Position, BatchAcks)>
         }
         let l = int_arg(&t.get_item(0)?, "batch ledger id")?;
         let e = int_arg(&t.get_item(1)?, "batch entry id")?;
+        check_entry(l, e).map_err(|e| to_py(py, e))?;
         let p = Position::new(l, e).map_err(|e| to_py(py, e))?;
         let size = u32_arg(&t.get_item(2)?, "batch size")?;
         let raw = bytes_arg(&t.get_item(3)?, "batch words")?;
@@ -124,7 +125,7 @@ fn parse_batches(rows: &Bound<'_, PyAny>) -> PyResult<Vec<(Position, BatchAcks)>
         }
         let words: Vec<u64> = raw
             .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .map(|c| c.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b)))
             .collect();
         let b = BatchAcks::from_words(size, &words).map_err(|e| to_py(py, e))?;
         out.push((p, b));
@@ -146,8 +147,9 @@ impl PyCursorState {
     ) -> PyResult<Self> {
         let md = match mark_delete.filter(|m| !m.is_none()) {
             Some(m) => position_arg(m, "mark_delete")?,
-            None => Position::new(0, -1).expect("valid"),
+            None => Position::new(0, -1).map_err(|e| to_py(py, e))?,
         };
+        check_bound(md.ledger_id, md.entry_id).map_err(|e| to_py(py, e))?;
         let name = name
             .filter(|n| !n.is_none())
             .map_or(Ok("cursor".to_owned()), |n| str_arg(n, "name"))?;
@@ -508,7 +510,9 @@ impl PyCursorState {
             }
         })?;
         let rs: RangeSet = acked.get().lock(py).clone();
-        let r = self.lock(py).restore(md, rs, batches);
+        let r = sync::guarded_on(py, &self.inner, "Cursor.restore", |c| {
+            c.restore(md, rs, batches)
+        });
         self.ok(py, r)
     }
 

@@ -75,7 +75,7 @@ fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
 
 /// Columns of one length, or `LengthMismatch` naming each length.
 fn same_length(py: Python<'_>, names: &[&str], lens: &[usize]) -> PyResult<()> {
-    if lens.windows(2).all(|w| w[0] == w[1]) {
+    if lens.windows(2).all(|w| matches!(w, [a, b] if a == b)) {
         return Ok(());
     }
     let shown: Vec<String> = names

@@ -30,6 +30,8 @@ pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
         CoreError::UnsupportedVersion { .. } => "UnsupportedVersion",
         CoreError::UnknownConsumer(_) => "UnknownConsumer",
         CoreError::ConsumerAssign(_) => "ConsumerAssignError",
+        CoreError::Budget(_) => "BudgetExceeded",
+        CoreError::Internal(_) => "InternalError",
     };
     error(py, name, e.to_string())
 }

@@ -572,11 +572,12 @@ mod arrow {
         let end = offset + length;
         let mut i = offset;
         while i < end {
-            if i.is_multiple_of(8) && i + 8 <= end && bitmap[i / 8] == 0xFF {
+            let byte = bitmap.get(i / 8).copied().unwrap_or(0);
+            if i.is_multiple_of(8) && i + 8 <= end && byte == 0xFF {
                 i += 8;
                 continue;
             }
-            if bitmap[i / 8] & (1 << (i % 8)) == 0 {
+            if byte & (1 << (i % 8)) == 0 {
                 return Some(i - offset);
             }
             i += 1;
@@ -638,8 +639,8 @@ mod arrow {
                 Layout::Large => Offsets::Large(offsets_slice(py, offsets, offset, length)?),
             };
             let end = match offsets {
-                Offsets::Small(o) => o[length].index(),
-                Offsets::Large(o) => o[length].index(),
+                Offsets::Small(o) => o.get(length).and_then(|x| x.index()),
+                Offsets::Large(o) => o.get(length).and_then(|x| x.index()),
             }
             .ok_or_else(|| corrupt(py, "a negative last offset".to_owned()))?;
             let values = if end == 0 {
@@ -685,6 +686,7 @@ mod arrow {
         }
         // SAFETY: the offsets buffer holds `offset + length + 1` aligned entries.
         let all = unsafe { std::slice::from_raw_parts(buffer.cast::<O>(), offset + length + 1) };
-        Ok(&all[offset..])
+        all.get(offset..)
+            .ok_or_else(|| corrupt(py, "an offsets buffer shorter than its offset".to_owned()))
     }
 }

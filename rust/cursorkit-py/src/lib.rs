@@ -1,5 +1,12 @@
 //! `cursorkit._core`: the PyO3 binding of `cursorkit-core`. It converts types, maps errors to
 //! `cursorkit.errors`, takes numpy/Arrow columns without copying, and releases the GIL for bulk work.
+// Everything here handles values that came from Python: no unwrap/expect/panic/unchecked indexing.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod alloc;
 mod args;
@@ -30,6 +37,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::reset_heap_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(sync::_guard_selftest, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot::cut_segments, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot::sort_indexes, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot::encode_segment, m)?)?;

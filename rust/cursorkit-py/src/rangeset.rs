@@ -4,7 +4,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use cursorkit_core::{check_ledger, parse_message_ranges, Position, RangeSet};
+use cursorkit_core::{check_ledger, parse_message_ranges, Position, RangeSet, MAX_DECODED_CHUNKS};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -171,7 +171,7 @@ impl PyRangeSet {
         let values = col.as_slice();
         let parsed: Vec<[i64; 4]> = values
             .chunks_exact(4)
-            .map(|c| [c[0], c[1], c[2], c[3]])
+            .filter_map(|c| <[i64; 4]>::try_from(c).ok())
             .collect();
         let sizes = self::ledger_sizes(ledger_sizes)?;
         self.detached(py, |rs| rs.add_ranges(&parsed, sizes.as_ref()))
@@ -207,8 +207,10 @@ impl PyRangeSet {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let data = bytes_arg(data, "data")?;
-        self.detached(py, |rs| rs.union_ledger_bytes(l, &data))
-            .py_err(py)
+        sync::guarded_on(py, &self.inner, "RangeSet.union_ledger_bytes", |rs| {
+            rs.union_ledger_bytes(l, &data)
+        })
+        .py_err(py)
     }
 
     /// Whether the entry is held (entry -1 never is).
@@ -297,17 +299,20 @@ impl PyRangeSet {
         // One int object per ledger, shared by all of its rows: half the allocations.
         let mut ledger: Option<(i64, Bound<'py, PyAny>)> = None;
         let mut rows = Vec::with_capacity(flat.len() / 4);
-        for row in flat.chunks_exact(4) {
+        for &[lk, lv, _, uv] in flat
+            .chunks_exact(4)
+            .filter_map(|c| <&[i64; 4]>::try_from(c).ok())
+        {
             let id = match &ledger {
-                Some((l, obj)) if *l == row[0] => obj.clone(),
+                Some((l, obj)) if *l == lk => obj.clone(),
                 _ => {
-                    let obj = row[0].into_pyobject(py)?.into_any();
-                    ledger = Some((row[0], obj.clone()));
+                    let obj = lk.into_pyobject(py)?.into_any();
+                    ledger = Some((lk, obj.clone()));
                     obj
                 }
             };
-            let lower = row[1].into_pyobject(py)?.into_any();
-            let upper = row[3].into_pyobject(py)?.into_any();
+            let lower = lv.into_pyobject(py)?.into_any();
+            let upper = uv.into_pyobject(py)?.into_any();
             rows.push(PyTuple::new(py, [id.clone(), lower, id, upper])?);
         }
         let list = PyList::new(py, rows)?;
@@ -413,7 +418,8 @@ impl PyRangeSet {
     fn from_bytes(data: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = data.py();
         let data = bytes_arg(data, "data")?;
-        let rs = py.detach(|| RangeSet::from_bytes(&data)).py_err(py)?;
+        let rs =
+            sync::guarded(py, "RangeSet.from_bytes", || RangeSet::from_bytes(&data)).py_err(py)?;
         Ok(Self::from_core(rs))
     }
 
@@ -438,8 +444,10 @@ impl PyRangeSet {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let data = bytes_arg(data, "data")?;
-        self.detached(py, |rs| rs.set_ledger_bytes(l, &data))
-            .py_err(py)
+        sync::guarded_on(py, &self.inner, "RangeSet.set_ledger_bytes", |rs| {
+            rs.set_ledger_bytes(l, &data)
+        })
+        .py_err(py)
     }
 
     /// Pulsar's toRanges(max): {ledger: int64 BitSet words}, whole ledgers in ascending order;
@@ -464,24 +472,24 @@ impl PyRangeSet {
     /// The MessageRange list (field `field`: 3 of PositionInfo, 4 of ManagedCursorInfo) of a
     /// serialised message, parsed in Rust; cross-ledger ranges are expanded with ledger_sizes.
     #[staticmethod]
-    #[pyo3(signature = (data, field = 3, ledger_sizes = None, pulsar_quirks = false))]
+    #[pyo3(signature = (data, field = 3, ledger_sizes = None, pulsar_quirks = false, max_chunks = MAX_DECODED_CHUNKS))]
     fn from_message_range_field(
         data: &Bound<'_, PyAny>,
         field: u64,
         ledger_sizes: Option<&Bound<'_, PyAny>>,
         pulsar_quirks: bool,
+        max_chunks: u64,
     ) -> PyResult<Self> {
         let py = data.py();
         let bytes = bytes_arg(data, "data")?;
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        let rs = py
-            .detach(|| {
-                let rows = parse_message_ranges(&bytes, field)?;
-                let mut rs = RangeSet::new(pulsar_quirks);
-                rs.add_ranges(&rows, sizes.as_ref())?;
-                Ok(rs)
-            })
-            .py_err(py)?;
+        let rs = sync::guarded(py, "RangeSet.from_message_range_field", || {
+            let rows = parse_message_ranges(&bytes, field)?;
+            let mut rs = RangeSet::new(pulsar_quirks);
+            rs.add_ranges_within(&rows, sizes.as_ref(), max_chunks)?;
+            Ok(rs)
+        })
+        .py_err(py)?;
         Ok(Self::from_core(rs))
     }
 
@@ -503,9 +511,10 @@ impl PyRangeSet {
             let ledger = int_arg(&k, "ledger id")?;
             parsed.push((ledger, column(&v, "words")?.as_slice().to_vec()));
         }
-        let rs = py
-            .detach(|| RangeSet::from_long_list_map(&parsed, pulsar_quirks))
-            .py_err(py)?;
+        let rs = sync::guarded(py, "RangeSet.from_long_list_map", || {
+            RangeSet::from_long_list_map(&parsed, pulsar_quirks)
+        })
+        .py_err(py)?;
         Ok(Self::from_core(rs))
     }
 

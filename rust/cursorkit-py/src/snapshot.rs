@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use crate::args::{bytes_arg, column, int_arg, Column};
 use crate::errors::{error, IntoPy};
 use crate::rangeset::columns;
+use crate::sync;
 
 /// The three index columns, checked for equal lengths (`LengthMismatch` names all three).
 fn index_columns<'py>(
@@ -107,9 +108,10 @@ pub fn encode_segment<'py>(
 pub fn decode_segment<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let py = data.py();
     let data = bytes_arg(data, "data")?;
-    let decoded = py
-        .detach(|| cursorkit_core::decode_segment(&data))
-        .py_err(py)?;
+    let decoded = sync::guarded(py, "decode_segment", || {
+        cursorkit_core::decode_segment(&data)
+    })
+    .py_err(py)?;
     array_triple(py, decoded)
 }
 
@@ -137,6 +139,8 @@ pub fn segment_bitmaps<'py>(
 pub fn bitmap_cardinality(data: &Bound<'_, PyAny>) -> PyResult<u64> {
     let py = data.py();
     let data = bytes_arg(data, "data")?;
-    py.detach(|| cursorkit_core::bitmap_cardinality(&data))
-        .py_err(py)
+    sync::guarded(py, "bitmap_cardinality", || {
+        cursorkit_core::bitmap_cardinality(&data)
+    })
+    .py_err(py)
 }

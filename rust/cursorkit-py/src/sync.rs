@@ -3,7 +3,10 @@
 //! Per-call methods lock without releasing the GIL (uncontended, that is cheaper than a detach);
 //! work proportional to a structure's size runs with the GIL released.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use cursorkit_core::CoreError;
 
 use pyo3::prelude::*;
 
@@ -29,4 +32,49 @@ pub fn detached<T: Send, R: Send>(
         let mut guard = m.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
     })
+}
+
+/// `py.detach(f)` for work on input (decoders, restores): a panic inside `f` becomes
+/// `CoreError::Internal` naming `call` (raised as `cursorkit.errors.InternalError`), never a
+/// `PanicException`, which a broker catching `Exception` would not catch.
+pub fn guarded<R: Send>(
+    py: Python<'_>,
+    call: &str,
+    f: impl FnOnce() -> Result<R, CoreError> + Send,
+) -> Result<R, CoreError> {
+    py.detach(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panicked(call, &*p))))
+}
+
+/// [`guarded`] on the locked value of `m`.
+pub fn guarded_on<T: Send, R: Send>(
+    py: Python<'_>,
+    m: &Mutex<T>,
+    call: &str,
+    f: impl FnOnce(&mut T) -> Result<R, CoreError> + Send,
+) -> Result<R, CoreError> {
+    guarded(py, call, || {
+        let mut value = m.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut value)
+    })
+}
+
+fn panicked(call: &str, payload: &(dyn std::any::Any + Send)) -> CoreError {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_owned());
+    CoreError::Internal(format!(
+        "{call}: internal error ({what}); the input was refused"
+    ))
+}
+
+/// Panics inside [`guarded`] on purpose, so tests can see the guard turn it into `InternalError`.
+#[pyfunction]
+pub fn _guard_selftest(py: Python<'_>) -> PyResult<()> {
+    use crate::errors::IntoPy;
+    guarded(py, "_guard_selftest", || -> Result<(), CoreError> {
+        std::panic::panic_any("deliberate panic".to_owned())
+    })
+    .py_err(py)
 }
