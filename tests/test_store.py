@@ -410,6 +410,11 @@ def test_torn_tail_at_every_offset_of_the_last_flush(tmp_path: Path) -> None:
         assert state(c) == states[2], cut
         assert (rep.unused_tail_bytes, rep.corrupt_records, rep.fallbacks) == (cut - start, (), ()), cut
         assert rep.torn_tail_bytes <= cut - start
+        # Any cut inside the last flush is reported: a torn record, or whole records whose marker
+        # is missing (a cut exactly at a record boundary used to pass silently).
+        assert rep.damaged == (cut > start), cut
+        if not rep.torn_tail_bytes:  # cut exactly at a record boundary
+            assert (rep.unfinished_flush_records > 0) == (cut > start), cut
         c.ack(Position(7, 7))
         res = store.flush(c)
         assert not res.compacted  # a torn tail is cut off, not rolled over

@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -59,10 +60,45 @@ Opener = Callable[[str, str], StoreFile]
 """``opener(path, mode)`` with mode ``"ab"`` (existing log), ``"xb"`` (new log) or ``"wb"`` (meta temp)."""
 
 
+_OPEN_FLAGS = {
+    "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+    "xb": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+    "wb": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+}
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _regular_fd(path: str | os.PathLike[str], flags: int) -> int:
+    """A descriptor of ``path`` opened without following a final symlink; only regular files."""
+    fd = os.open(path, flags | _NOFOLLOW, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{os.fspath(path)} is not a regular file")
+    return fd
+
+
 def default_opener(path: str, mode: str) -> StoreFile:
-    """Plain unbuffered binary file: every ``write`` reaches the OS before ``fsync``."""
-    f: StoreFile = open(path, mode, buffering=0)  # noqa: SIM115 - the store owns and closes it
+    """Plain unbuffered binary file: every ``write`` reaches the OS before ``fsync``.
+
+    A symlink or anything but a regular file is refused (``OSError``): a store never writes
+    through a link planted in its directory.
+    """
+    if mode not in _OPEN_FLAGS:
+        raise ValueError(f"unsupported mode {mode!r}")
+    f: StoreFile = os.fdopen(_regular_fd(path, _OPEN_FLAGS[mode]), mode, buffering=0)
     return f
+
+
+def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """All bytes of a regular file.
+
+    Symlinks, special files and files over ``limit`` bytes are refused with ``OSError``; the size
+    is checked before anything is read.
+    """
+    with os.fdopen(_regular_fd(path, os.O_RDONLY), "rb") as f:
+        if limit is not None and os.fstat(f.fileno()).st_size > limit:
+            raise OSError(errno.EFBIG, f"{os.fspath(path)} is larger than {limit} bytes")
+        return f.read() if limit is None else f.read(limit + 1)
 
 
 _TEMP = re.compile(r"\.(.+)\.tmp-[0-9a-f]{16}")

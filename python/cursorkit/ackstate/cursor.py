@@ -97,7 +97,7 @@ class Cursor(CursorState):
                 max_entry_bytes=base.max_entry_bytes,
             )
         self.limits: PersistLimits = base
-        self.properties: dict[str, int] = dict(properties or {})
+        self.properties: dict[str, int] = persist.checked_properties(properties or {}, f"cursor {name!r}")
         self.truncations = TruncationCounters()
 
     def seek(self, read_position: Position) -> None:

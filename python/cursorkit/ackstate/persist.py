@@ -26,12 +26,13 @@ from cursorkit.errors import (
     BudgetExceeded,
     CorruptSnapshot,
     InvalidArgument,
+    InvalidInputType,
     InvalidPosition,
     UnsupportedVersion,
 )
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import pulsar_ml_pb2 as ml
-from cursorkit.proto.strict import parse
+from cursorkit.proto.strict import check, parse
 
 if TYPE_CHECKING:
     from cursorkit.ackstate.cursor import Cursor
@@ -94,7 +95,7 @@ def encode(cursor: Cursor, encoding: str, limits: PersistLimits) -> PersistResul
     """Serialises the cursor's ack state in one of the three forms, within ``limits``."""
     form = check_encoding(encoding)
     md, ledgers, _live, batches, _ = cursor.flush_state(dirty_only=False, clear_dirty=False)
-    properties = dict(cursor.properties)
+    properties = checked_properties(cursor.properties, f"cursor {cursor.name!r}")
     kept_batches = _fit_batches(batches, properties, limits, f"cursor {cursor.name!r}")
     if form == "compact":
         blobs = [(ledger, blob) for ledger, blob in ledgers if blob is not None]
@@ -105,6 +106,24 @@ def encode(cursor: Cursor, encoding: str, limits: PersistLimits) -> PersistResul
     if form == "message_range":
         return _encode_message_range(md, acked, batches, kept_batches, properties, limits)
     return _encode_long_list_map(md, acked, batches, kept_batches, properties, limits, cursor.pulsar_quirks)
+
+
+def checked_properties(properties: Mapping[Any, Any], who: str) -> dict[str, int]:
+    """Cursor properties as persistable values: str names (UTF-8) to signed 64-bit ints."""
+    out: dict[str, int] = {}
+    for name, value in properties.items():
+        if not isinstance(name, str):
+            raise InvalidInputType(f"{who}: property name {name!r} is not a str")
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument(f"{who}: property name {name!r} is not encodable as UTF-8") from e
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputType(f"{who}: property {name!r} must be an int, got {type(value).__name__}")
+        if not -(2**63) <= value < 2**63:
+            raise InvalidArgument(f"{who}: property {name!r}={value} does not fit in a signed 64-bit int")
+        out[name] = value
+    return out
 
 
 def _fit_batches(
@@ -367,8 +386,10 @@ def open_snapshot(data: bytes, where: str) -> snap.CursorSnapshot:
         raise UnsupportedVersion(
             f"{where}: compact snapshot version {msg.version} (this build reads {SNAPSHOT_VERSION})"
         )
-    if not msg.IsInitialized():
-        raise CorruptSnapshot(f"{where}: compact snapshot lacks required fields")
+    try:
+        check(msg)
+    except DecodeError as e:
+        raise CorruptSnapshot(f"{where}: compact snapshot: {e}") from e
     return msg
 
 

@@ -42,9 +42,9 @@ from google.protobuf.message import DecodeError
 from cursorkit._core import CursorState, Position, RangeSet
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
-from cursorkit.ackstate.persist import BatchRow
+from cursorkit.ackstate.persist import BatchRow, checked_properties
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed, UnsupportedVersion
-from cursorkit.fsio import Opener, StoreFile, default_opener, write_all
+from cursorkit.fsio import Opener, StoreFile, default_opener, read_regular, write_all
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import cursor_store_pb2 as pb
 from cursorkit.proto.strict import parse
@@ -132,6 +132,9 @@ class RecoveryReport:
     corrupt_records: tuple[DamagedRecord, ...] = ()
     fallbacks: tuple[DamagedRecord, ...] = ()
     """Markers (and logs) passed over for an older one, newest first, with the reason."""
+    unfinished_flush_records: int = 0
+    """Whole records after the marker used: a flush cut at a record boundary before its marker
+    (its state is not recovered, and this says so)."""
     meta_error: str | None = None
     """Why ``store.meta`` was unusable (the log generation was then found by scanning the directory)."""
     stale_files_removed: tuple[str, ...] = ()
@@ -140,7 +143,11 @@ class RecoveryReport:
     def damaged(self) -> bool:
         """Whether anything was torn, corrupt or passed over."""
         return bool(
-            self.torn_tail_bytes or self.corrupt_records or self.fallbacks or self.meta_error is not None
+            self.torn_tail_bytes
+            or self.unfinished_flush_records
+            or self.corrupt_records
+            or self.fallbacks
+            or self.meta_error is not None
         )
 
 
@@ -200,6 +207,8 @@ class _LogRecovery:
     torn_offset: int | None
     corrupt: list[DamagedRecord]
     skipped: list[DamagedRecord]
+    unfinished: int
+    """Whole records after the marker used: a flush whose marker never landed."""
 
 
 class _Unusable(CorruptSnapshot):
@@ -356,7 +365,7 @@ def _recover_log(path: Path, generation: int) -> _LogRecovery:
     """The newest usable state in one log file; ``_Unusable`` when there is none."""
     where = str(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as e:
         raise _Unusable(f"unreadable ({e})", 0) from e
     records, corrupt, torn = _scan(data, where)
@@ -404,6 +413,7 @@ def _recover_log(path: Path, generation: int) -> _LogRecovery:
             torn_offset=torn,
             corrupt=corrupt,
             skipped=skipped,
+            unfinished=sum(1 for r in records if r.offset > marker.offset),
         )
     damage = sorted(corrupt + skipped, key=lambda d: d.offset)
     if torn is not None:
@@ -418,7 +428,7 @@ def _recover_log(path: Path, generation: int) -> _LogRecovery:
 def _read_meta(path: Path) -> tuple[pb.StoreMeta | None, str | None]:
     """The metadata record, or ``None`` and why it is unusable (naming the byte offset)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         return None, f"{path} is missing"
     except OSError as e:
@@ -638,6 +648,7 @@ class CursorStore:
             log_bytes=found.size,
             torn_tail_bytes=torn_bytes,
             unused_tail_bytes=found.size - found.marker_end,
+            unfinished_flush_records=found.unfinished,
             corrupt_records=tuple(found.corrupt),
             fallbacks=tuple(passed_markers),
             meta_error=meta_error,
@@ -739,7 +750,7 @@ class CursorStore:
 
     def _read_bitmaps(self) -> list[tuple[int, bytes]]:
         path = self.log_path
-        data = path.read_bytes()
+        data = read_regular(path)
         out: list[tuple[int, bytes]] = []
         for lid, (off, length) in sorted(self._index.items()):
             rec, reason, _ = _parse_at(data, off)
@@ -784,7 +795,7 @@ class CursorStore:
         started = time.perf_counter()
         with self._lock:
             self._check_open()
-            data = self.log_path.read_bytes()
+            data = read_regular(self.log_path)
             records: list[tuple[int, bytes]] = []
             for lid, (off, length) in sorted(self._index.items()):
                 rec, reason, _ = _parse_at(data, off)
@@ -815,8 +826,8 @@ class CursorStore:
             self._check_open()
             roll = roll or self.compaction_due
             whole = full or roll or cursor is not self._bound
+            properties = checked_properties(cursor.properties, f"cursor {cursor.name!r}")
             md, ledgers, live, batches, mutations = cursor.flush_state(dirty_only=not whole, clear_dirty=True)
-            properties = dict(cursor.properties)
             cp = self._checkpoint
             if (
                 not (whole or force or ledgers)

@@ -29,23 +29,38 @@ def bucket_key(start_ledger_id: int, end_ledger_id: int) -> str:
     return f"{PROPERTY_PREFIX}_{start_ledger_id}_{end_ledger_id}"
 
 
+def parse_id(text: str, what: str) -> int:
+    """A ledger or snapshot id written by us or Pulsar: canonical ASCII decimal in 0..2^63-1.
+
+    Anything else (a sign, spaces, leading zeros, other Unicode digits, past 2^63-1) is refused,
+    so a property parses to one id and is written back as exactly the same text.
+
+    Raises:
+        CorruptSnapshot: naming ``what``.
+    """
+    ok = text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0"))
+    if not ok or len(text) > 19 or int(text) > 2**63 - 1:
+        raise CorruptSnapshot(f"{what} {text!r} is not a decimal id in 0..2^63-1")
+    return int(text)
+
+
 def parse_bucket_key(name: str) -> tuple[int, int] | None:
     """``(start, end)`` of a bucket property name, or None when the name is not one.
 
     Raises:
-        CorruptSnapshot: the name has the prefix but not two ledger ids with start <= end.
+        CorruptSnapshot: the name has the prefix but not two canonical ledger ids with start <= end.
     """
     if not name.startswith(PROPERTY_PREFIX + "_"):
         return None
     parts = name[len(PROPERTY_PREFIX) + 1 :].split("_")
     try:
         if len(parts) != 2:
-            raise ValueError(name)
-        start, end = int(parts[0]), int(parts[1])
-    except ValueError:
-        raise CorruptSnapshot(f"cursor property {name!r} is not <prefix>_<start>_<end>") from None
-    if start < 0 or end < start:
-        raise CorruptSnapshot(f"cursor property {name!r} has an empty or negative ledger range")
+            raise CorruptSnapshot("two ledger ids expected")
+        start, end = parse_id(parts[0], "start ledger"), parse_id(parts[1], "end ledger")
+    except CorruptSnapshot as e:
+        raise CorruptSnapshot(f"cursor property {name!r} is not <prefix>_<start>_<end> ({e})") from None
+    if end < start:
+        raise CorruptSnapshot(f"cursor property {name!r} has an empty ledger range")
     return start, end
 
 

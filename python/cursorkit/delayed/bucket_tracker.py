@@ -21,6 +21,7 @@ step is idempotent and a crash leaves at worst an orphan that recovery adopts or
 from __future__ import annotations
 
 import bisect
+import contextlib
 import heapq
 import itertools
 import threading
@@ -43,6 +44,7 @@ from cursorkit.delayed.bucket import (
     Key,
     SegmentArrays,
     parse_bucket_key,
+    parse_id,
 )
 from cursorkit.delayed.merge import MAX_MERGE_NUM, select_merged_buckets
 from cursorkit.delayed.metrics import OpStats, TrackerFigures
@@ -619,11 +621,11 @@ class BucketDelayedDeliveryTracker:
 
     def discard_damaged(self) -> list[int]:
         """Deletes the snapshots kept for inspection and their properties; returns their ids."""
-        doomed = [
-            (k, int(k[len(DAMAGED_PROPERTY_PREFIX) :]))
-            for k in list(self._props.store)
-            if k.startswith(DAMAGED_PROPERTY_PREFIX) and k[len(DAMAGED_PROPERTY_PREFIX) :].isdigit()
-        ]
+        doomed = []
+        for k in list(self._props.store):
+            if k.startswith(DAMAGED_PROPERTY_PREFIX):
+                with contextlib.suppress(CorruptSnapshot):
+                    doomed.append((k, parse_id(k[len(DAMAGED_PROPERTY_PREFIX) :], "damaged snapshot")))
         for key, bucket_id in doomed:
             if self._delete_quietly(bucket_id):
                 self._props.apply({}, [key])
@@ -988,17 +990,19 @@ class BucketDelayedDeliveryTracker:
         recorded: list[RecordedBucket] = []
         for name, value in list(self._props.store.items()):
             if name.startswith(DAMAGED_PROPERTY_PREFIX):
-                suffix = name[len(DAMAGED_PROPERTY_PREFIX) :]
-                if suffix.isascii() and suffix.isdigit():
-                    self._seen.add(int(suffix))  # kept for inspection: never adopted or deleted
-                    report.quarantined.append(int(suffix))
+                try:
+                    kept_id = parse_id(name[len(DAMAGED_PROPERTY_PREFIX) :], "damaged snapshot")
+                except CorruptSnapshot:
+                    continue
+                self._seen.add(kept_id)  # kept for inspection: never adopted or deleted
+                report.quarantined.append(kept_id)
                 continue
             try:
                 rng = parse_bucket_key(name)
                 if rng is None:
                     continue
-                bucket_id = int(value)
-            except (CorruptSnapshot, ValueError) as e:
+                bucket_id = parse_id(value, f"cursor property {name!r}: snapshot")
+            except CorruptSnapshot as e:
                 report.damaged.append(f"{name}={value!r}: {e}")
                 self._props.apply({}, [name])
                 continue
@@ -1086,8 +1090,9 @@ class BucketDelayedDeliveryTracker:
             return
         referenced = set(self._seen)
         tail = self._props.store.get(MUTABLE_TAIL_PROPERTY)
-        if tail is not None and tail.isdigit():
-            referenced.add(int(tail))
+        if tail is not None:
+            with contextlib.suppress(CorruptSnapshot):
+                referenced.add(parse_id(tail, MUTABLE_TAIL_PROPERTY))
         for bucket_id in sorted(lister()):
             if bucket_id in referenced:
                 continue
@@ -1116,7 +1121,7 @@ class BucketDelayedDeliveryTracker:
         if value is None:
             return
         try:
-            tail_id = int(value)
+            tail_id = parse_id(value, MUTABLE_TAIL_PROPERTY)
             n = self.storage.get_bucket_snapshot_metadata(tail_id).metadata_list
             segs = snapshot.decode(self.storage.get_bucket_snapshot_segment(tail_id, 1, len(n)))
         except (ValueError, BucketNotFound, CorruptSnapshot) as e:

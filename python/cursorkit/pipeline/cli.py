@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -160,9 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         return commands[args.command](args, console)
-    except (CursorkitError, FileExistsError, BlockingIOError) as e:
+    except (CursorkitError, OSError, RecursionError) as e:
         print(f"cursorkit {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
+    except Exception as e:  # a bug: say so, with the traceback, under its own exit status
+        traceback.print_exc()
+        print(f"cursorkit {args.command}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

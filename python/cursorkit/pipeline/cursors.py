@@ -7,6 +7,7 @@ redelivery under Pulsar's truncation and ours).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ import numpy as np
 from cursorkit._core import Position, RangeSet
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore
+from cursorkit.errors import InvalidInput
 from cursorkit.pipeline import partitions
 from cursorkit.pipeline.results import CursorRow
 
@@ -71,10 +73,34 @@ def merge_ack_folds(
     return cursors, rows, problems
 
 
+_KEPT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
+MAX_DIR_NAME = 200
+"""Longest directory name written (bytes); file systems allow 255."""
+
+
 def cursor_dir_name(subscription: str) -> str:
-    """A file-system-safe directory name for a subscription (readable, collision-free)."""
-    safe = "".join(c if c.isalnum() or c in "-_." else f"%{ord(c):02X}" for c in subscription)
-    return safe if safe and not safe.startswith(".") else f"%{safe}"
+    """A file-system-safe, collision-free directory name for a subscription.
+
+    Lower-case ASCII letters, digits, ``-`` and ``_`` stay; every other UTF-8 byte becomes ``%XX``
+    (upper case letters too, so names differing only in case stay apart on case-insensitive file
+    systems). That is injective. A name whose form would pass ``MAX_DIR_NAME`` bytes is cut and
+    given ``~`` and 32 hex digits of its SHA-256 (``~`` never appears otherwise).
+    """
+    if not subscription:
+        raise InvalidInput(
+            f"subscription name {subscription!r} must be a non-empty string", column="subscription"
+        )
+    try:
+        raw = subscription.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInput(
+            f"subscription name {subscription!r} is not valid UTF-8", column="subscription"
+        ) from e
+    safe = "".join(chr(b) if chr(b) in _KEPT else f"%{b:02X}" for b in raw)
+    if len(safe) <= MAX_DIR_NAME:
+        return safe
+    digest = hashlib.sha256(raw).hexdigest()[:32]
+    return f"{safe[: MAX_DIR_NAME - 33]}~{digest}"
 
 
 def assemble_cursor(

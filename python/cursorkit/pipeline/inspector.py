@@ -19,11 +19,10 @@ import datetime as dt
 import fnmatch
 import io
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
@@ -44,7 +43,8 @@ from cursorkit.errors import (
     InvalidArgument,
     InvalidInputType,
 )
-from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, parse_manifest
+from cursorkit.fsio import read_regular
+from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION, inside, parse_manifest
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 
 __all__ = [
@@ -297,10 +297,15 @@ InspectSummary = BucketStoreSummary | CursorStoreSummary | RebuildOutputSummary
 
 def _kind_of(root: Path) -> Literal["rebuild", "cursor", "bucket"]:
     """Which kind of directory ``root`` is, from the files it holds."""
-    if not root.is_dir():
-        what = "does not exist" if not root.exists() else "is not a directory"
-        raise InvalidArgument(f"{root} {what}; expected a bucket store, a cursor store or a rebuild output")
-    names = [p.name for p in root.iterdir()]
+    try:
+        if not root.is_dir():
+            what = "does not exist" if not root.exists() else "is not a directory"
+            raise InvalidArgument(
+                f"{root} {what}; expected a bucket store, a cursor store or a rebuild output"
+            )
+        names = [p.name for p in root.iterdir()]
+    except OSError as e:
+        raise InvalidArgument(f"{root}: cannot read the directory ({e.strerror or e})") from e
     kinds: list[Literal["rebuild", "cursor", "bucket"]] = []
     if MANIFEST_FILE in names:
         kinds.append("rebuild")
@@ -555,11 +560,14 @@ def _inspect_cursor_store(root: Path, *, sample: int) -> CursorStoreSummary:
         # Open writes nothing here: it only deletes other generations and a metadata temp file.
         return _summarise_store(root, root, sample=sample, copy=False)
     with tempfile.TemporaryDirectory(prefix="cursorkit-inspect-") as tmp:
-        copy = Path(tmp) / root.name
+        copy = Path(tmp) / "store"
         copy.mkdir()
-        for name in names:
-            if name == META_FILE or name.startswith(META_FILE + ".") or name in logs:
-                shutil.copy2(root / name, copy / name)
+        try:
+            for name in names:
+                if name == META_FILE or name.startswith(META_FILE + ".") or name in logs:
+                    (copy / name).write_bytes(read_regular(root / name))  # never through a link
+        except OSError as e:
+            return CursorStoreSummary(path=str(root), error=f"{name}: {e.strerror or e}", inspected_copy=True)
         summary = _summarise_store(copy, root, sample=sample, copy=True)
     return _retarget(summary, str(copy), str(root))
 
@@ -677,12 +685,12 @@ def _inspect_rebuild(root: Path, *, verify: bool, sample: int) -> RebuildOutputS
 
 
 def _part(root: Path, rel: str, what: str, problems: list[str]) -> Path | None:
-    """A path the manifest names, if it stays inside the output directory."""
-    pure = PurePosixPath(rel)
-    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
-        problems.append(f"{what}: {rel!r} is not a path inside the output directory")
+    """A path the manifest names, if it stays inside the output directory (else a problem)."""
+    try:
+        return inside(root, rel, what)
+    except CorruptSnapshot as e:
+        problems.append(str(e))
         return None
-    return root.joinpath(*pure.parts)
 
 
 # -- rendering -------------------------------------------------------------------------------------------

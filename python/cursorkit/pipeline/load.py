@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cursorkit.ackstate import Cursor
@@ -14,6 +14,7 @@ from cursorkit.ackstate.store import CursorStore
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
 from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
+from cursorkit.fsio import read_regular
 
 __all__ = [
     "MANIFEST_FILE",
@@ -64,10 +65,23 @@ def read_manifest(path: str | os.PathLike[str]) -> Manifest:
     )
 
 
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+"""Largest manifest read (one line per subscription: far below this)."""
+
+
 def parse_manifest(path: Path) -> dict[str, Any]:
-    """The manifest file at ``path``, checked for every key and type a reader uses."""
+    """The manifest file at ``path``, checked for every key and type a reader uses.
+
+    A manifest that is no regular file (a directory, a symlink loop), too large, too deeply nested
+    or not JSON is an ``InvalidArgument``; one with wrong keys or types a ``CorruptSnapshot``.
+    """
     try:
-        doc = json.loads(path.read_bytes())
+        raw = read_regular(path, MAX_MANIFEST_BYTES)
+        doc = json.loads(raw)
+    except OSError as e:
+        raise InvalidArgument(f"{path}: cannot read the manifest ({e.strerror or e})") from e
+    except RecursionError as e:
+        raise InvalidArgument(f"{path}: JSON nested too deeply for a {MANIFEST_FORMAT} manifest") from e
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InvalidArgument(f"{path} is not JSON ({e}); expected a {MANIFEST_FORMAT} manifest") from e
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
@@ -94,6 +108,24 @@ def parse_manifest(path: Path) -> dict[str, Any]:
     return doc
 
 
+def inside(root: Path, rel: str, what: str) -> Path:
+    """``root / rel`` for a path a manifest names, refused unless it stays inside ``root``.
+
+    Absolute paths, ``..`` and symlinks that lead out are ``CorruptSnapshot``: a reader never
+    follows a manifest to create, change or delete files elsewhere.
+    """
+    pure = PurePosixPath(rel)
+    if not rel or pure.is_absolute() or ".." in pure.parts or "\x00" in rel:
+        raise CorruptSnapshot(f"{what}: {rel!r} is not a path inside the output directory")
+    target = root.joinpath(*pure.parts)
+    try:
+        if not target.resolve().is_relative_to(root.resolve()):
+            raise CorruptSnapshot(f"{what}: {rel!r} leads outside the output directory (a symlink)")
+    except (OSError, RuntimeError) as e:
+        raise CorruptSnapshot(f"{what}: {rel!r} cannot be resolved ({e})") from e
+    return target
+
+
 def _expect(path: Path, doc: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> Any:
     value = doc.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
@@ -109,7 +141,7 @@ def read_cursors(
     sizes = dict(ledger_sizes) if ledger_sizes is not None else m.ledger_sizes()
     out: dict[str, Cursor] = {}
     for name, rel in m.subscriptions.items():
-        store = CursorStore.open(m.root / rel)
+        store = CursorStore.open(inside(m.root, rel, f"subscriptions[{name!r}]"))
         try:
             out[name] = store.recover(ledger_sizes=sizes)
         finally:
@@ -126,8 +158,8 @@ def open_delayed_index(path: str | os.PathLike[str], **settings: Any) -> BucketD
     m = read_manifest(path)
     if m.delayed is None:
         return None
-    storage = FileBucketSnapshotStorage(m.root / m.delayed["storage"])
-    props = FileCursorProperties(m.root / m.delayed["properties"])
+    storage = FileBucketSnapshotStorage(inside(m.root, m.delayed["storage"], "delayed.storage"))
+    props = FileCursorProperties(inside(m.root, m.delayed["properties"], "delayed.properties"))
     settings.setdefault("topic", m.delayed["topic"])
     settings.setdefault("cursor", m.delayed["cursor"])
     return BucketDelayedDeliveryTracker.recover(storage=storage, cursor_properties=props, **settings)

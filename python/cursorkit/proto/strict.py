@@ -2,26 +2,78 @@
 
 Python's protobuf runtime parses such a message without complaint and reads the field as 0, where
 Pulsar's (Java) parser refuses it; a bucket without ``max_schedule_timestamp`` would then look due.
-Every persisted proto2 message cursorkit reads goes through :func:`parse`.
+It also hands back a ``string`` field that is not valid UTF-8 as ``bytes``, which fails later, far
+from the bytes that caused it. Every persisted proto2 message cursorkit reads goes through
+:func:`parse` (or :func:`check` after its own parse).
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+from functools import cache
+from typing import Any, TypeVar
 
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 M = TypeVar("M", bound=Message)
 
 
 def parse(cls: type[M], data: bytes) -> M:
-    """``cls`` parsed from ``data``, with every required field present, nested ones included.
+    """``cls`` parsed from ``data``, every required field present and every string valid UTF-8.
 
     Raises:
-        DecodeError: the bytes do not parse, or a required field is missing (named in the message).
+        DecodeError: the bytes do not parse, a required field is missing (named in the message),
+            or a string field holds bytes that are not UTF-8.
     """
     msg = cls.FromString(data)
+    check(msg)
+    return msg
+
+
+def check(msg: Message) -> None:
+    """Raises ``DecodeError`` unless ``msg`` has its required fields and only UTF-8 strings."""
     if not msg.IsInitialized():
         missing = ", ".join(msg.FindInitializationErrors())  # type: ignore[attr-defined]
-        raise DecodeError(f"{cls.DESCRIPTOR.name} lacks required field(s) {missing}")
-    return msg
+        raise DecodeError(f"{msg.DESCRIPTOR.name} lacks required field(s) {missing}")
+    bad = _not_text(msg)
+    if bad is not None:
+        raise DecodeError(f"{msg.DESCRIPTOR.name}: string field {bad} is not valid UTF-8")
+
+
+@cache
+def _has_strings(descriptor: Descriptor) -> bool:
+    """Whether a message type holds a string field, itself or in a nested message."""
+    seen: set[str] = set()
+
+    def walk(d: Descriptor) -> bool:
+        if d.full_name in seen:
+            return False
+        seen.add(d.full_name)
+        for f in d.fields:
+            if f.type == FieldDescriptor.TYPE_STRING:
+                return True
+            if f.type == FieldDescriptor.TYPE_MESSAGE and f.message_type is not None and walk(f.message_type):
+                return True
+        return False
+
+    return walk(descriptor)
+
+
+def _not_text(msg: Message) -> str | None:
+    """The name of the first string field holding non-UTF-8 bytes; only walks where strings live."""
+    if not _has_strings(msg.DESCRIPTOR):
+        return None
+    field: Any
+    for field, value in msg.ListFields():
+        values = value if field.is_repeated else [value]
+        if field.type == FieldDescriptor.TYPE_STRING:
+            if any(not isinstance(v, str) for v in values):
+                return str(field.full_name)
+        elif field.type == FieldDescriptor.TYPE_MESSAGE and _has_strings(field.message_type):
+            if field.message_type.GetOptions().map_entry:
+                continue  # no map of ours holds strings
+            for sub in values:
+                bad = _not_text(sub)
+                if bad is not None:
+                    return bad
+    return None
