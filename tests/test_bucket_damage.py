@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from cursorkit.delayed import FileBucketSnapshotStorage
+from cursorkit.delayed import DelayedDeliveryCollector, FileBucketSnapshotStorage
 from cursorkit.delayed.bucket import DAMAGED_PROPERTY_PREFIX, PROPERTY_PREFIX
 from cursorkit.delayed.storage import _encode_bucket
 from cursorkit.errors import CorruptSnapshot
@@ -59,6 +60,10 @@ def test_a_damaged_later_segment_is_reported_and_the_other_bucket_keeps_deliveri
     assert r.number_of_delayed_messages == 0 and r.next_delivery_time() is None
     assert len(r.recovery_report.damaged) == 1 and "segment 2" in r.recovery_report.damaged[0]
     assert r.counters().damaged == 1
+    registry = CollectorRegistry()
+    DelayedDeliveryCollector(registry).track(r, topic="t", subscription="s")
+    labels = {"topic": "t", "subscription": "s"}
+    assert registry.get_sample_value("cursorkit_delayed_index_damaged_buckets_total", labels) == 1
     assert r.take_replay_ranges() == [(1, 1)] and r.take_replay_ranges() == []
     assert not r.contains_message(1, 5)  # untracked: the dispatcher's re-read adds it anew
     clock.now = 500

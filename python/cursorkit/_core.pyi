@@ -22,6 +22,7 @@ __all__ = [
     "Position",
     "RangeSet",
     "__version__",
+    "_guard_selftest",
     "bitmap_cardinality",
     "cut_segments",
     "decode_segment",
@@ -110,7 +111,7 @@ class RangeSet:
     def ledger_to_bytes(self, ledger_id: int) -> bytes | None: ...
     def set_ledger_bytes(self, ledger_id: int, data: bytes) -> None: ...
     def to_long_list_map(
-        self, max_entries: int | None = None, max_bytes: int | None = None
+        self, max_entries: int | None = None, max_bytes: int | None = None, max_words: int = ...
     ) -> dict[int, Int64Array]: ...
     @staticmethod
     def from_message_range_field(
@@ -118,7 +119,7 @@ class RangeSet:
         field: int = 3,
         ledger_sizes: Mapping[int, int] | None = None,
         pulsar_quirks: bool = False,
-        max_chunks: int = 2097152,
+        max_chunks: int = ...,  # 2**21 chunks of 65,536 entries
     ) -> RangeSet: ...
     @staticmethod
     def from_long_list_map(words: Mapping[int, Any], pulsar_quirks: bool = False) -> RangeSet: ...

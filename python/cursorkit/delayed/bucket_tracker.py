@@ -973,6 +973,7 @@ class BucketDelayedDeliveryTracker:
                 loaded_indexes=len(self._mutable) + len(self._shared),
                 snapshot_size_bytes=self._snapshot_bytes,
                 op_stats=self.op_stats,
+                damaged_buckets=self._n["damaged"],
             )
 
     def __repr__(self) -> str:

@@ -67,6 +67,8 @@ class TrackerFigures:
     loaded_indexes: int | None = None
     snapshot_size_bytes: int | None = None
     op_stats: OpStats | None = None
+    damaged_buckets: int = 0
+    """Buckets lost to damaged or vanished snapshots (their messages handed back for replay)."""
 
 
 class ReportsFigures(Protocol):
@@ -137,6 +139,11 @@ class DelayedDeliveryCollector(Collector):
             "Latency of bucket snapshot operations (ms)",
             labels=[*labels, "type"],
         )
+        damaged = CounterMetricFamily(
+            "cursorkit_delayed_index_damaged_buckets",
+            "Buckets whose snapshot was found damaged or missing (messages replayed from the cursor)",
+            labels=labels,
+        )
         for (topic, sub), tracker in items:
             f = tracker.metric_figures()
             lv = [topic, sub]
@@ -145,6 +152,7 @@ class DelayedDeliveryCollector(Collector):
             if f.op_stats is None:
                 continue
             total.add_metric(lv, f.bucket_total or 0)
+            damaged.add_metric(lv, f.damaged_buckets)
             loaded.add_metric(lv, f.loaded_indexes or 0)
             snap.add_metric(lv, f.snapshot_size_bytes or 0)
             for op in OP_TYPES:
@@ -153,4 +161,4 @@ class DelayedDeliveryCollector(Collector):
                 cumulative, total_ms = f.op_stats.latency(op)
                 bounds = [*(str(b) for b in LATENCY_BOUNDS_MS), "+Inf"]
                 lat.add_metric([*lv, op], list(zip(bounds, cumulative, strict=True)), total_ms)
-        yield from (delayed, size, total, loaded, snap, ops, lat)
+        yield from (delayed, size, total, loaded, snap, ops, lat, damaged)

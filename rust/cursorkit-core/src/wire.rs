@@ -224,6 +224,15 @@ impl RangeSet {
             .sum()
     }
 
+    /// Words `to_long_list_map(max_entries)` builds (one per 64 entries up to each ledger's last).
+    pub fn long_list_map_word_count(&self, max_entries: Option<u64>) -> u64 {
+        self.long_list_map_ledgers(max_entries)
+            .into_iter()
+            .filter_map(|(_, l)| l)
+            .map(|l| u64::try_from(l.max()).map_or(0, |m| m / 64 + 1))
+            .sum()
+    }
+
     /// Bytes `to_long_list_map(max_entries)` takes as `PositionInfo` field 6.
     ///
     /// Computed from the runs, without building the words: a lone ack near entry 2^32 costs

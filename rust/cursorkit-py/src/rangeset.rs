@@ -4,7 +4,12 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use cursorkit_core::{check_ledger, parse_message_ranges, Position, RangeSet, MAX_DECODED_CHUNKS};
+use cursorkit_core::{
+    check_ledger, parse_message_ranges, CoreError, Position, RangeSet, MAX_DECODED_CHUNKS,
+};
+
+/// Default `max_words` of `to_long_list_map` without `max_bytes`: 2^24 words (128 MiB).
+const MAX_WORDS_UNBOUNDED: u64 = 1 << 24;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
@@ -452,16 +457,33 @@ impl PyRangeSet {
 
     /// Pulsar's toRanges(max): {ledger: int64 BitSet words}, whole ledgers in ascending order;
     /// with max_bytes, also stops before the ledger that would take field 6 past that many bytes.
-    #[pyo3(signature = (max_entries = None, max_bytes = None))]
+    /// Without max_bytes, more than max_words words in all (8 B each; one ack near entry 2^32
+    /// alone needs 2^26) is refused with BudgetExceeded.
+    #[pyo3(signature = (max_entries = None, max_bytes = None, max_words = MAX_WORDS_UNBOUNDED))]
     fn to_long_list_map<'py>(
         &self,
         py: Python<'py>,
         max_entries: Option<&Bound<'py, PyAny>>,
         max_bytes: Option<&Bound<'py, PyAny>>,
+        max_words: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let limit = limit_arg(max_entries, "max_entries")?;
         let budget = limit_arg(max_bytes, "max_bytes")?;
-        let map = self.detached(py, |rs| rs.to_long_list_map_within(limit, budget));
+        let map = self
+            .detached(py, |rs| {
+                if budget.is_none() {
+                    let words = rs.long_list_map_word_count(limit);
+                    if words > max_words {
+                        return Err(CoreError::Budget(format!(
+                            "to_long_list_map would build {words} words ({} MiB), over the \
+                             max_words budget of {max_words}: pass max_bytes or a larger max_words",
+                            words / (1 << 17)
+                        )));
+                    }
+                }
+                Ok(rs.to_long_list_map_within(limit, budget))
+            })
+            .py_err(py)?;
         let out = PyDict::new(py);
         for (id, words) in map {
             out.set_item(id, PyArray1::from_vec(py, words))?;

@@ -71,6 +71,7 @@ fn panicked(call: &str, payload: &(dyn std::any::Any + Send)) -> CoreError {
 
 /// Panics inside [`guarded`] on purpose, so tests can see the guard turn it into `InternalError`.
 #[pyfunction]
+#[allow(clippy::panic)]
 pub fn _guard_selftest(py: Python<'_>) -> PyResult<()> {
     use crate::errors::IntoPy;
     guarded(py, "_guard_selftest", || -> Result<(), CoreError> {
