@@ -14,7 +14,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -34,8 +34,45 @@ from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import pulsar_ml_pb2 as ml
 from cursorkit.proto.strict import check, parse
 
-if TYPE_CHECKING:
-    from cursorkit.ackstate.cursor import Cursor
+
+class PersistedCursor(Protocol):
+    """What persisting reads of a cursor.
+
+    ``Cursor`` provides it; naming a protocol here keeps ``persist.py`` free of any import of
+    ``cursor.py``, which imports this module.
+    """
+
+    @property
+    def name(self) -> str:
+        """The cursor's name, for messages."""
+        ...
+
+    @property
+    def properties(self) -> Mapping[str, int]:
+        """Pulsar's cursor properties (name -> long)."""
+        ...
+
+    @property
+    def pulsar_quirks(self) -> bool:
+        """Whether Pulsar's test-asserted quirks are on."""
+        ...
+
+    @property
+    def individually_deleted(self) -> RangeSet:
+        """The acknowledged positions after mark-delete."""
+        ...
+
+    @property
+    def non_contiguous_deleted_ranges(self) -> int:
+        """Number of acknowledged ranges."""
+        ...
+
+    def flush_state(
+        self, dirty_only: bool = True, clear_dirty: bool = True
+    ) -> tuple[Position, list[tuple[int, bytes | None]], list[int], list[Any], int]:
+        """Mark-delete, ledger bitmaps, live ledgers, partial batches, mutation count."""
+        ...
+
 
 Encoding = Literal["message_range", "long_list_map", "compact", "managed_cursor_info"]
 ENCODINGS: tuple[Encoding, ...] = ("message_range", "long_list_map", "compact", "managed_cursor_info")
@@ -91,7 +128,7 @@ def check_encoding(encoding: str) -> Encoding:
     raise InvalidArgument(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODINGS)}")
 
 
-def encode(cursor: Cursor, encoding: str, limits: PersistLimits) -> PersistResult:
+def encode(cursor: PersistedCursor, encoding: str, limits: PersistLimits) -> PersistResult:
     """Serialises the cursor's ack state in one of the three forms, within ``limits``."""
     form = check_encoding(encoding)
     md, ledgers, _live, batches, _ = cursor.flush_state(dirty_only=False, clear_dirty=False)
@@ -308,7 +345,7 @@ def _encode_long_list_map(
 
 
 def _encode_compact(
-    cursor: Cursor,
+    cursor: PersistedCursor,
     md: Position,
     blobs: list[tuple[int, bytes]],
     batches: list[BatchRow],

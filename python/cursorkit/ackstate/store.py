@@ -9,12 +9,12 @@ One directory per cursor::
     store.meta           current log generation (replaced atomically: temp, fsync, rename, fsync dir)
     cursor-<gen>.log     append-only log of that generation
 
-A log starts with ``_LOG_MAGIC`` (8 bytes) and a HEADER record; then LEDGER and MARKER records. A
+A log starts with ``LOG_MAGIC`` (8 bytes) and a HEADER record; then LEDGER and MARKER records. A
 record is ``sync "CK" | kind u8 | flags u8 (0) | payload length u32 | payload | CRC-32 u32``, little
 endian, the CRC covering header and payload. Payloads are protobuf (``cursor_store.proto``): HEADER a
 ``LogHeader``, LEDGER a ``cursor_snapshot.LedgerAcks`` (roaring portable bitmap), MARKER a
 ``Checkpoint`` (mark-delete, batches, properties, and (ledger, offset, length) of every live record).
-``store.meta`` is ``_META_MAGIC | length u32 | StoreMeta | CRC-32 u32`` (CRC over all before it).
+``store.meta`` is ``META_MAGIC | length u32 | StoreMeta | CRC-32 u32`` (CRC over all before it).
 
 Recovery uses the last marker whose record and referenced ledger records are intact; damage is
 reported in :class:`RecoveryReport` and only a store with no usable marker left raises
@@ -28,8 +28,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
-import struct
 import threading
 import time
 import zlib
@@ -39,18 +37,39 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
-from cursorkit._core import CursorState, Position, RangeSet
+from cursorkit._core import Position, RangeSet
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
-from cursorkit.ackstate.persist import BatchRow, checked_properties
-from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed, UnsupportedVersion
+from cursorkit.ackstate.persist import checked_properties
+from cursorkit.ackstate.store_log import (
+    FORMAT_VERSION,
+    KIND_HEADER,
+    KIND_LEDGER,
+    LOG_MAGIC,
+    LOG_NAME,
+    META_FILE,
+    META_MAGIC,
+    META_TMP,
+    U32,
+    Checkpoint,
+    DamagedRecord,
+    LogRecovery,
+    Unusable,
+    encode_record,
+    lay_out,
+    ledger_record,
+    parse_at,
+    read_ledger,
+    read_meta,
+    recover_log,
+)
+from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed
 from cursorkit.fsio import Opener, StoreFile, default_opener, read_regular, write_all
-from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import cursor_store_pb2 as pb
-from cursorkit.proto.strict import parse
 
 __all__ = [
     "FORMAT_VERSION",
+    "META_FILE",
     "CursorStore",
     "DamagedRecord",
     "FlushResult",
@@ -60,22 +79,6 @@ __all__ = [
     "StoreOptions",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the store format this build writes and reads (log header and metadata file)."""
-
-META_FILE = "store.meta"
-_META_TMP = "store.meta.tmp"
-_LOG_MAGIC = b"\x89CKLOG\r\n"
-_META_MAGIC = b"\x89CKMETA\n"
-_LOG_NAME = re.compile(r"cursor-(\d{12})\.log")
-
-_SYNC = b"CK"
-_HEAD = struct.Struct("<2sBBI")  # sync, kind, flags, payload length
-_U32 = struct.Struct("<I")
-_OVERHEAD = _HEAD.size + _U32.size
-_MAX_PAYLOAD = 1 << 31
-KIND_HEADER, KIND_LEDGER, KIND_MARKER = 1, 2, 3
-_KINDS = {KIND_HEADER: "header", KIND_LEDGER: "ledger", KIND_MARKER: "marker"}
 _INITIAL_MARK_DELETE = Position(0, -1)
 _MiB = 1024 * 1024
 
@@ -96,18 +99,6 @@ class StoreOptions:
             raise InvalidArgument(f"compact_min_dead_bytes must be a non-negative int, got {dead!r}")
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio >= 0:
             raise InvalidArgument(f"compact_dead_ratio must be a number >= 0, got {ratio!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class DamagedRecord:
-    """A piece of a store that recovery could not use, and why."""
-
-    file: str
-    offset: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.file} at byte {self.offset}: {self.reason}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,307 +161,12 @@ class FlushResult:
     duration_s: float
 
 
-@dataclass(slots=True)
-class _Record:
-    offset: int
-    kind: int
-    start: int
-    end: int
-
-    @property
-    def total(self) -> int:
-        return self.end + _U32.size - self.offset
-
-
-@dataclass(slots=True)
-class _Checkpoint:
-    """The content of a marker, apart from its ledger index."""
-
-    sequence: int
-    mark_delete: Position
-    batches: list[BatchRow]
-    properties: dict[str, int]
-
-
-@dataclass(slots=True)
-class _LogRecovery:
-    generation: int
-    name: str | None
-    checkpoint: _Checkpoint
-    index: dict[int, tuple[int, int]]
-    bitmaps: list[tuple[int, bytes]]
-    preamble: int
-    marker_offset: int
-    marker_end: int
-    size: int
-    records: int
-    torn_offset: int | None
-    corrupt: list[DamagedRecord]
-    skipped: list[DamagedRecord]
-    unfinished: int
-    """Whole records after the marker used: a flush whose marker never landed."""
-
-
-class _Unusable(CorruptSnapshot):
-    """A log holding no usable marker; ``offset`` is the first damage found (or the end of the log)."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message)
-        self.offset = offset
-
-
 class _Switched(Exception):
     """The metadata file was renamed into place but the directory fsync failed."""
 
     def __init__(self, cause: OSError) -> None:
         super().__init__(str(cause))
         self.cause = cause
-
-
-def _record(kind: int, payload: bytes) -> bytes:
-    head = _HEAD.pack(_SYNC, kind, 0, len(payload))
-    return head + payload + _U32.pack(zlib.crc32(payload, zlib.crc32(head)))
-
-
-def _parse_at(data: bytes, pos: int) -> tuple[_Record | None, str, bool]:
-    """The record at ``pos``, or ``None``, the reason and whether it is merely incomplete."""
-    left = len(data) - pos
-    if left < _HEAD.size:
-        return None, f"incomplete record header ({left} bytes)", True
-    sync, kind, flags, length = _HEAD.unpack_from(data, pos)
-    if sync != _SYNC or flags != 0 or kind not in _KINDS or length > _MAX_PAYLOAD:
-        return None, "bad record header", False
-    end = pos + _HEAD.size + length
-    if end + _U32.size > len(data):
-        return None, f"{_KINDS[kind]} record of {length} bytes runs past the end of the file", True
-    (stored,) = _U32.unpack_from(data, end)
-    if zlib.crc32(memoryview(data)[pos:end]) != stored:
-        return None, f"{_KINDS[kind]} record fails its checksum", False
-    return _Record(pos, kind, pos + _HEAD.size, end), "", False
-
-
-def _resync(data: bytes, pos: int) -> int | None:
-    """Offset of the first intact record after ``pos`` (records stay findable past a damaged one)."""
-    i = data.find(_SYNC, pos + 1)
-    while i != -1:
-        if _parse_at(data, i)[0] is not None:
-            return i
-        i = data.find(_SYNC, i + 1)
-    return None
-
-
-def _scan(data: bytes, where: str) -> tuple[list[_Record], list[DamagedRecord], int | None]:
-    """Intact records, damaged spans and the offset of a torn tail."""
-    records: list[_Record] = []
-    corrupt: list[DamagedRecord] = []
-    if len(data) < len(_LOG_MAGIC):
-        return records, corrupt, 0
-    if data[: len(_LOG_MAGIC)] != _LOG_MAGIC:
-        corrupt.append(DamagedRecord(where, 0, "bad log magic"))
-    pos = len(_LOG_MAGIC)
-    while pos < len(data):
-        rec, reason, incomplete = _parse_at(data, pos)
-        if rec is not None:
-            records.append(rec)
-            pos = rec.end + _U32.size
-            continue
-        nxt = _resync(data, pos)
-        if nxt is None:
-            if incomplete:
-                return records, corrupt, pos
-            corrupt.append(
-                DamagedRecord(where, pos, f"{reason}; nothing intact in the last {len(data) - pos} bytes")
-            )
-            break
-        corrupt.append(DamagedRecord(where, pos, f"{reason} ({nxt - pos} bytes skipped)"))
-        pos = nxt
-    return records, corrupt, None
-
-
-def _checkpoint_of(msg: pb.Checkpoint) -> _Checkpoint:
-    return _Checkpoint(
-        sequence=msg.sequence,
-        mark_delete=Position(msg.mark_delete_ledger_id, msg.mark_delete_entry_id),
-        batches=[(b.ledger_id, b.entry_id, b.batch_size, b.unacked_words) for b in msg.batches],
-        properties={p.name: p.value for p in msg.properties},
-    )
-
-
-def _marker_payload(cp: _Checkpoint, index: Mapping[int, tuple[int, int]]) -> bytes:
-    msg = pb.Checkpoint(
-        sequence=cp.sequence,
-        mark_delete_ledger_id=cp.mark_delete.ledger_id,
-        mark_delete_entry_id=cp.mark_delete.entry_id,
-    )
-    refs = sorted(index.items())
-    msg.ledger_ids.extend([lid for lid, _ in refs])
-    msg.offsets.extend([off for _, (off, _) in refs])
-    msg.lengths.extend([n for _, (_, n) in refs])
-    for ledger, entry, size, words in cp.batches:
-        msg.batches.add(ledger_id=ledger, entry_id=entry, batch_size=size, unacked_words=words)
-    for name, value in cp.properties.items():
-        msg.properties.add(name=name, value=value)
-    return msg.SerializeToString()
-
-
-def _ledger_record(ledger_id: int, bitmap: bytes) -> bytes:
-    return _record(KIND_LEDGER, snap.LedgerAcks(ledger_id=ledger_id, bitmap=bitmap).SerializeToString())
-
-
-def _read_ledger(data: bytes, rec: _Record) -> tuple[int, bytes]:
-    msg = parse(snap.LedgerAcks, data[rec.start : rec.end])
-    return msg.ledger_id, msg.bitmap
-
-
-def _use_marker(
-    data: bytes, marker: _Record, ledgers: Mapping[int, _Record], cache: dict[int, tuple[int, bytes] | str]
-) -> tuple[_Checkpoint, dict[int, tuple[int, int]], list[tuple[int, bytes]]]:
-    """The state a marker describes; ``CorruptSnapshot`` when it or a record it names is unusable."""
-    try:
-        msg = parse(pb.Checkpoint, data[marker.start : marker.end])
-        cp = _checkpoint_of(msg)
-    except (DecodeError, ValueError) as e:
-        raise CorruptSnapshot(f"marker does not decode ({e})") from e
-    if not len(msg.ledger_ids) == len(msg.offsets) == len(msg.lengths):
-        raise CorruptSnapshot("marker's ledger index arrays differ in length")
-    try:  # batches are checked as restore() will check them
-        CursorState(cp.mark_delete).restore(cp.mark_delete, RangeSet(), cp.batches)
-    except ValueError as e:
-        raise CorruptSnapshot(f"marker's batches are invalid ({e})") from e
-    index: dict[int, tuple[int, int]] = {}
-    bitmaps: list[tuple[int, bytes]] = []
-    probe = RangeSet()
-    for lid, off, length in zip(msg.ledger_ids, msg.offsets, msg.lengths, strict=True):
-        rec = ledgers.get(off)
-        if rec is None or rec.total != length or off >= marker.offset or lid in index:
-            raise CorruptSnapshot(f"ledger {lid}: no intact record of {length} bytes at byte {off}")
-        got = cache.get(off)
-        if got is None:
-            try:
-                got = _read_ledger(data, rec)
-                probe.set_ledger_bytes(got[0], got[1])
-            except (DecodeError, ValueError) as e:
-                got = f"ledger record at byte {off} does not decode ({e})"
-            cache[off] = got
-        if isinstance(got, str):
-            raise CorruptSnapshot(got)
-        if got[0] != lid:
-            raise CorruptSnapshot(f"record at byte {off} holds ledger {got[0]}, the marker says {lid}")
-        index[lid] = (off, length)
-        bitmaps.append(got)
-    return cp, index, bitmaps
-
-
-def _recover_log(path: Path, generation: int) -> _LogRecovery:
-    """The newest usable state in one log file; ``_Unusable`` when there is none."""
-    where = str(path)
-    try:
-        data = read_regular(path)
-    except OSError as e:
-        raise _Unusable(f"unreadable ({e})", 0) from e
-    records, corrupt, torn = _scan(data, where)
-    name: str | None = None
-    preamble = len(_LOG_MAGIC)
-    if records and records[0].kind == KIND_HEADER and records[0].offset == len(_LOG_MAGIC):
-        preamble += records[0].total
-        try:
-            header = parse(pb.LogHeader, data[records[0].start : records[0].end])
-        except DecodeError:
-            corrupt.append(DamagedRecord(where, records[0].offset, "header record does not decode"))
-        else:
-            if header.format_version > FORMAT_VERSION:
-                version = header.format_version
-                raise UnsupportedVersion(
-                    f"{where}: store format {version} (this build reads {FORMAT_VERSION})"
-                )
-            name = header.cursor_name
-            if header.generation != generation:
-                corrupt.append(
-                    DamagedRecord(where, records[0].offset, f"header names generation {header.generation}")
-                )
-    elif not any(d.offset == len(_LOG_MAGIC) for d in corrupt):
-        corrupt.append(DamagedRecord(where, len(_LOG_MAGIC), "no header record"))
-    ledgers = {r.offset: r for r in records if r.kind == KIND_LEDGER}
-    cache: dict[int, tuple[int, bytes] | str] = {}
-    skipped: list[DamagedRecord] = []
-    for marker in reversed([r for r in records if r.kind == KIND_MARKER]):
-        try:
-            cp, index, bitmaps = _use_marker(data, marker, ledgers, cache)
-        except CorruptSnapshot as e:
-            skipped.append(DamagedRecord(where, marker.offset, str(e)))
-            continue
-        return _LogRecovery(
-            generation=generation,
-            name=name,
-            checkpoint=cp,
-            index=index,
-            bitmaps=bitmaps,
-            preamble=preamble,
-            marker_offset=marker.offset,
-            marker_end=marker.offset + marker.total,
-            size=len(data),
-            records=len(records),
-            torn_offset=torn,
-            corrupt=corrupt,
-            skipped=skipped,
-            unfinished=sum(1 for r in records if r.offset > marker.offset),
-        )
-    damage = sorted(corrupt + skipped, key=lambda d: d.offset)
-    if torn is not None:
-        damage.append(DamagedRecord(where, torn, f"torn tail of {len(data) - torn} bytes"))
-    if damage:
-        first = damage[0]
-        more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
-        raise _Unusable(f"no usable checkpoint marker; first damage: {first.reason}{more}", first.offset)
-    raise _Unusable(f"no checkpoint marker in {len(data)} bytes", len(data))
-
-
-def _read_meta(path: Path) -> tuple[pb.StoreMeta | None, str | None]:
-    """The metadata record, or ``None`` and why it is unusable (naming the byte offset)."""
-    try:
-        data = read_regular(path)
-    except FileNotFoundError:
-        return None, f"{path} is missing"
-    except OSError as e:
-        return None, f"{path} is unreadable ({e})"
-    fixed = len(_META_MAGIC) + 2 * _U32.size
-    if len(data) < fixed:
-        return None, f"{path}: truncated at byte {len(data)}"
-    if data[: len(_META_MAGIC)] != _META_MAGIC:
-        return None, f"{path}: bad magic at byte 0"
-    (length,) = _U32.unpack_from(data, len(_META_MAGIC))
-    if fixed + length != len(data):
-        return None, f"{path}: length {length} at byte {len(_META_MAGIC)} does not match {len(data)} bytes"
-    body_end = len(data) - _U32.size
-    if zlib.crc32(data[:body_end]) != _U32.unpack_from(data, body_end)[0]:
-        return None, f"{path}: checksum mismatch at byte {body_end}"
-    try:
-        meta = parse(pb.StoreMeta, data[len(_META_MAGIC) + _U32.size : body_end])
-    except DecodeError as e:
-        return None, f"{path}: does not decode at byte {len(_META_MAGIC) + _U32.size} ({e})"
-    if meta.format_version > FORMAT_VERSION:
-        raise UnsupportedVersion(
-            f"{path}: store format version {meta.format_version} (this build reads {FORMAT_VERSION})"
-        )
-    return meta, None
-
-
-def _lay_out(
-    records: list[tuple[int, bytes]], cp: _Checkpoint, index: dict[int, tuple[int, int]], start: int
-) -> tuple[bytes, bytes]:
-    """The bytes to append and the marker record: ledger records from offset ``start``, then a marker.
-
-    Each record's place is entered into ``index``; the marker names every live record in it.
-    """
-    parts: list[bytes] = []
-    pos = start
-    for lid, rec in records:
-        index[lid] = (pos, len(rec))
-        parts.append(rec)
-        pos += len(rec)
-    marker = _record(KIND_MARKER, _marker_payload(cp, index))
-    parts.append(marker)
-    return b"".join(parts), marker
 
 
 def _datasync(fd: int) -> None:
@@ -508,7 +204,7 @@ class CursorStore:
         self._preamble_bytes = 0
         self._marker_bytes = 0
         self._log_size = 0
-        self._checkpoint = _Checkpoint(0, _INITIAL_MARK_DELETE, [], {})
+        self._checkpoint = Checkpoint(0, _INITIAL_MARK_DELETE, [], {})
         self._bound: Cursor | None = None
         self._bound_mutations = -1
         self._bitmaps: list[tuple[int, bytes]] | None = None
@@ -538,7 +234,7 @@ class CursorStore:
         """A new, empty store in ``path`` (created if missing); ``FileExistsError`` if one is there."""
         root = Path(path)
         root.mkdir(parents=True, exist_ok=True)
-        if (root / META_FILE).exists() or any(_LOG_NAME.fullmatch(p.name) for p in root.iterdir()):
+        if (root / META_FILE).exists() or any(LOG_NAME.fullmatch(p.name) for p in root.iterdir()):
             raise FileExistsError(errno.EEXIST, "a cursor store already exists", str(root))
         store = cls(root, options, opener)
         try:
@@ -583,7 +279,7 @@ class CursorStore:
     def _log_files(self) -> dict[int, Path]:
         found: dict[int, Path] = {}
         for p in self._path.iterdir():
-            m = _LOG_NAME.fullmatch(p.name)
+            m = LOG_NAME.fullmatch(p.name)
             if m:
                 found[int(m.group(1))] = p
         return found
@@ -593,7 +289,7 @@ class CursorStore:
 
     def _load(self) -> None:
         meta_path = self._path / META_FILE
-        meta, meta_error = _read_meta(meta_path)
+        meta, meta_error = read_meta(meta_path)
         logs = self._log_files()
         if meta is not None:
             primary: int | None = meta.generation
@@ -602,15 +298,15 @@ class CursorStore:
             primary = None
             order = sorted(logs, reverse=True)
         passed: list[DamagedRecord] = []
-        found: _LogRecovery | None = None
+        found: LogRecovery | None = None
         for gen in order:
             path = self._log_for(gen)
             if gen not in logs:
                 passed.append(DamagedRecord(str(path), 0, "log file missing"))
                 continue
             try:
-                found = _recover_log(path, gen)
-            except _Unusable as e:
+                found = recover_log(path, gen)
+            except Unusable as e:
                 passed.append(DamagedRecord(str(path), e.offset, str(e)))
                 continue
             break
@@ -627,7 +323,7 @@ class CursorStore:
                 if gen != primary:
                     path.unlink(missing_ok=True)
                     removed.append(path.name)
-            tmp = self._path / _META_TMP
+            tmp = self._path / META_TMP
             if tmp.exists():
                 tmp.unlink()
                 removed.append(tmp.name)
@@ -660,7 +356,7 @@ class CursorStore:
         elif found.marker_end != found.size:
             self._truncate_to = found.marker_end
 
-    def _install(self, found: _LogRecovery) -> None:
+    def _install(self, found: LogRecovery) -> None:
         self._generation = found.generation
         self._checkpoint = found.checkpoint
         self._index = found.index
@@ -753,13 +449,13 @@ class CursorStore:
         data = read_regular(path)
         out: list[tuple[int, bytes]] = []
         for lid, (off, length) in sorted(self._index.items()):
-            rec, reason, _ = _parse_at(data, off)
+            rec, reason, _ = parse_at(data, off)
             if rec is None or rec.kind != KIND_LEDGER or rec.total != length:
                 raise CorruptSnapshot(
                     f"{path}: ledger {lid} record at byte {off}: {reason or 'wrong record'}"
                 )
             try:
-                got = _read_ledger(data, rec)
+                got = read_ledger(data, rec)
             except DecodeError as e:
                 raise CorruptSnapshot(f"{path}: ledger {lid} record at byte {off} does not decode") from e
             out.append(got)
@@ -798,12 +494,12 @@ class CursorStore:
             data = read_regular(self.log_path)
             records: list[tuple[int, bytes]] = []
             for lid, (off, length) in sorted(self._index.items()):
-                rec, reason, _ = _parse_at(data, off)
+                rec, reason, _ = parse_at(data, off)
                 if rec is None or rec.total != length:
                     raise CorruptSnapshot(f"{self.log_path}: ledger {lid} record at byte {off}: {reason}")
                 records.append((lid, data[off : off + length]))
             cp = self._checkpoint
-            nxt = _Checkpoint(cp.sequence + 1, cp.mark_delete, cp.batches, cp.properties)
+            nxt = Checkpoint(cp.sequence + 1, cp.mark_delete, cp.batches, cp.properties)
             try:
                 written = self._roll(records, nxt)
             except (OSError, _Switched) as e:
@@ -855,8 +551,8 @@ class CursorStore:
             dropped = len(set(self._index) - set(live))
             if whole:
                 touched.update(self._index)
-            nxt = _Checkpoint(cp.sequence + 1, md, batches, properties)
-            records = [(lid, _ledger_record(lid, blob)) for lid, blob in ledgers if blob is not None]
+            nxt = Checkpoint(cp.sequence + 1, md, batches, properties)
+            records = [(lid, ledger_record(lid, blob)) for lid, blob in ledgers if blob is not None]
             try:
                 written = self._roll(records, nxt) if roll else self._append(records, set(live), nxt, whole)
             except (OSError, _Switched) as e:
@@ -912,12 +608,12 @@ class CursorStore:
             self._file = f
         return self._file
 
-    def _append(self, records: list[tuple[int, bytes]], live: set[int], cp: _Checkpoint, whole: bool) -> int:
+    def _append(self, records: list[tuple[int, bytes]], live: set[int], cp: Checkpoint, whole: bool) -> int:
         """Appends ledger records and a marker in one write and fsyncs; undone on failure."""
         f = self._writer()
         start = self._log_size
         index = {} if whole else {lid: ref for lid, ref in self._index.items() if lid in live}
-        blob_out, marker = _lay_out(records, cp, index, start)
+        blob_out, marker = lay_out(records, cp, index, start)
         stage = "write"
         try:
             write_all(f, blob_out)
@@ -944,17 +640,17 @@ class CursorStore:
         except OSError:
             self._needs_roll = True
 
-    def _roll(self, records: list[tuple[int, bytes]], cp: _Checkpoint) -> int:
+    def _roll(self, records: list[tuple[int, bytes]], cp: Checkpoint) -> int:
         """Writes a new generation (live records + marker), switches the metadata, drops the old log."""
         gen = self._next_generation
         self._next_generation += 1
         path = self._log_for(gen)
         head = pb.LogHeader(format_version=FORMAT_VERSION, generation=gen, cursor_name=self.name)
-        header = _record(KIND_HEADER, head.SerializeToString())
-        preamble = len(_LOG_MAGIC) + len(header)
+        header = encode_record(KIND_HEADER, head.SerializeToString())
+        preamble = len(LOG_MAGIC) + len(header)
         index: dict[int, tuple[int, int]] = {}
-        body, marker = _lay_out(records, cp, index, preamble)
-        data = _LOG_MAGIC + header + body
+        body, marker = lay_out(records, cp, index, preamble)
+        data = LOG_MAGIC + header + body
         f: StoreFile | None = None
         try:
             f = self._opener(str(path), "xb")
@@ -990,7 +686,7 @@ class CursorStore:
         index: dict[int, tuple[int, int]],
         preamble: int,
         marker_bytes: int,
-        cp: _Checkpoint,
+        cp: Checkpoint,
     ) -> None:
         if self._file is not None:
             with contextlib.suppress(OSError):
@@ -1008,11 +704,11 @@ class CursorStore:
     def _write_meta(self, gen: int) -> None:
         payload = pb.StoreMeta(format_version=FORMAT_VERSION, generation=gen, cursor_name=self.name)
         body = payload.SerializeToString()
-        head = _META_MAGIC + _U32.pack(len(body)) + body
-        tmp = self._path / _META_TMP
+        head = META_MAGIC + U32.pack(len(body)) + body
+        tmp = self._path / META_TMP
         f = self._opener(str(tmp), "wb")
         try:
-            write_all(f, head + _U32.pack(zlib.crc32(head)))
+            write_all(f, head + U32.pack(zlib.crc32(head)))
             os.fsync(f.fileno())
         except OSError:
             with contextlib.suppress(OSError):

@@ -43,12 +43,11 @@ from cursorkit.delayed.bucket import (
     Int64Array,
     Key,
     SegmentArrays,
-    parse_bucket_key,
     parse_id,
 )
 from cursorkit.delayed.merge import MAX_MERGE_NUM, select_merged_buckets
 from cursorkit.delayed.metrics import OpStats, TrackerFigures
-from cursorkit.delayed.recovery import RecordedBucket, RecoveryReport, overlaps, plan_ranges
+from cursorkit.delayed.recovery import RecoveryReport, recover_into
 from cursorkit.delayed.storage import BucketSnapshotStorage
 from cursorkit.delayed.worker import JobRunner
 from cursorkit.errors import (
@@ -218,7 +217,7 @@ class BucketDelayedDeliveryTracker:
         self._jobs = JobRunner(background=background, name=f"cursorkit-delayed-{topic}-{cursor}")
         self.storage.start()
         self.recovery_report = RecoveryReport()
-        self._recover()
+        recover_into(self)
 
     @classmethod
     def recover(
@@ -981,162 +980,3 @@ class BucketDelayedDeliveryTracker:
             f"<BucketDelayedDeliveryTracker {self.topic}/{self.cursor} delayed={self._count} "
             f"buckets={len(self._buckets)} tail={len(self._mutable)} loaded={len(self._shared)}>"
         )
-
-    # --- recovery -----------------------------------------------------------------------------------
-
-    def _recover(self) -> None:
-        report = self.recovery_report
-        cutoff = self._cutoff(self._now())
-        md_ledger = self._mark_delete.ledger_id if self._mark_delete is not None else -1
-        recorded: list[RecordedBucket] = []
-        for name, value in list(self._props.store.items()):
-            if name.startswith(DAMAGED_PROPERTY_PREFIX):
-                try:
-                    kept_id = parse_id(name[len(DAMAGED_PROPERTY_PREFIX) :], "damaged snapshot")
-                except CorruptSnapshot:
-                    continue
-                self._seen.add(kept_id)  # kept for inspection: never adopted or deleted
-                report.quarantined.append(kept_id)
-                continue
-            try:
-                rng = parse_bucket_key(name)
-                if rng is None:
-                    continue
-                bucket_id = parse_id(value, f"cursor property {name!r}: snapshot")
-            except CorruptSnapshot as e:
-                report.damaged.append(f"{name}={value!r}: {e}")
-                self._props.apply({}, [name])
-                continue
-            recorded.append(RecordedBucket(rng[0], rng[1], bucket_id, name))
-        self._seen |= {r.bucket_id for r in recorded}
-        kept, enclosed, notes = plan_ranges(recorded)
-        report.overlapping.extend(notes)
-        for r in enclosed:
-            self._discard(r.bucket_id, r.key, report.stale)
-        for r in kept:
-            if r.end_ledger_id < md_ledger:
-                self._discard(r.bucket_id, r.key, report.trimmed)
-                continue
-            self._load_bucket(r, cutoff, report)
-        self._adopt_orphans(cutoff, report)
-        if self._mark_delete is not None:  # snapshots may hold indexes acked since they were written
-            md = self._mark_delete
-            before = self._index.total_cardinality()
-            self._index.remove_at_most(md.ledger_id, md.entry_id)
-            self._count -= before - self._index.total_cardinality()
-        self._recover_tail(report)
-        self._settle()
-        report.messages_recovered = self._count
-
-    def _discard(self, bucket_id: int, key: str, into: list[int]) -> None:
-        """Drops a recorded snapshot recovery does not keep: snapshot first, then its property."""
-        if self._delete_quietly(bucket_id):
-            self._props.drop_if(key, str(bucket_id))
-        into.append(bucket_id)
-
-    def _load_bucket(self, r: RecordedBucket, cutoff: int, report: RecoveryReport) -> bool:
-        """Installs one recorded bucket from its metadata and first unexpired segment."""
-        try:
-            meta = self._timed("load", lambda: self.storage.get_bucket_snapshot_metadata(r.bucket_id))
-            segments = list(meta.metadata_list)
-            skip = 0
-            while skip < len(segments) and segments[skip].max_schedule_timestamp <= cutoff:
-                skip += 1
-            if skip == len(segments):
-                self._discard(r.bucket_id, r.key, report.expired)
-                return False
-            first = self._timed(
-                "load", lambda: self.storage.get_bucket_snapshot_segment(r.bucket_id, skip + 1, skip + 1)
-            )
-            if not first:
-                raise CorruptSnapshot(f"bucket snapshot {r.bucket_id} lacks segment {skip + 1}")
-            cols = snapshot.decode(first).segment(0)
-            length = self.storage.get_bucket_snapshot_length(r.bucket_id)
-        except BucketNotFound:
-            report.missing.append(r.key)
-            self._props.drop_if(r.key, str(r.bucket_id))
-            return False
-        except CorruptSnapshot as e:
-            # Never taken as due, never deleted: kept for inspection, its messages replayed.
-            report.damaged.append(f"{r.key} (snapshot {r.bucket_id}): {e}")
-            self._n["damaged"] += 1
-            self._replay.append((r.start_ledger_id, r.end_ledger_id))
-            self._quarantine(r.key, r.bucket_id)
-            return False
-        count = 0
-        for seg in segments[skip:]:
-            for ledger, bitmap in seg.delayed_index_bit_map.items():
-                count += self._index.union_ledger_bytes(ledger, bitmap)
-        self._count += count
-        b = ImmutableBucket(
-            r.start_ledger_id,
-            r.end_ledger_id,
-            last_segment_entry_id=len(segments),
-            number_bucket_delayed_messages=count,
-            first_schedule_timestamps=[int(s.min_schedule_timestamp) for s in segments],
-            bucket_id=r.bucket_id,
-            snapshot_length=length,
-        )
-        self._snapshot_bytes += length
-        self._insert(b)
-        self._push_segment(b, skip + 1, *cols)
-        report.recovered.append(r.bucket_id)
-        return True
-
-    def _adopt_orphans(self, cutoff: int, report: RecoveryReport) -> None:
-        """Snapshots of this topic/cursor that no property names: adopted if disjoint, else deleted."""
-        lister = getattr(self.storage, "list_bucket_snapshots", None)
-        info = getattr(self.storage, "bucket_info", None)
-        if not callable(lister) or not callable(info):
-            return
-        referenced = set(self._seen)
-        tail = self._props.store.get(MUTABLE_TAIL_PROPERTY)
-        if tail is not None:
-            with contextlib.suppress(CorruptSnapshot):
-                referenced.add(parse_id(tail, MUTABLE_TAIL_PROPERTY))
-        for bucket_id in sorted(lister()):
-            if bucket_id in referenced:
-                continue
-            try:
-                meta = info(bucket_id)
-            except (BucketNotFound, CorruptSnapshot):
-                continue
-            if meta.topic != self.topic or meta.cursor != self.cursor:
-                continue
-            try:
-                rng = parse_bucket_key(meta.bucket_key)
-            except CorruptSnapshot:
-                rng = None
-            ranges = [(b.start_ledger_id, b.end_ledger_id) for b in self._buckets]
-            if rng is None or overlaps(rng[0], rng[1], ranges):
-                if self._delete_quietly(bucket_id):
-                    report.orphans_deleted.append(bucket_id)
-                continue
-            r = RecordedBucket(rng[0], rng[1], bucket_id, meta.bucket_key)
-            if self._load_bucket(r, cutoff, report):
-                self._props.apply({r.key: str(bucket_id)})
-                report.adopted.append(bucket_id)
-
-    def _recover_tail(self, report: RecoveryReport) -> None:
-        value = self._props.store.get(MUTABLE_TAIL_PROPERTY)
-        if value is None:
-            return
-        try:
-            tail_id = parse_id(value, MUTABLE_TAIL_PROPERTY)
-            n = self.storage.get_bucket_snapshot_metadata(tail_id).metadata_list
-            segs = snapshot.decode(self.storage.get_bucket_snapshot_segment(tail_id, 1, len(n)))
-        except (ValueError, BucketNotFound, CorruptSnapshot) as e:
-            report.damaged.append(f"{MUTABLE_TAIL_PROPERTY}={value!r}: {e}")
-            self._props.apply({}, [MUTABLE_TAIL_PROPERTY])
-            return
-        self._tail_id = tail_id
-        ts, ls, es = segs.timestamps, segs.ledger_ids, segs.entry_ids
-        keep = ~self._index.contains_many(ls, es)
-        if self._mark_delete is not None:
-            md = self._mark_delete
-            keep &= (ls > md.ledger_id) | ((ls == md.ledger_id) & (es > md.entry_id))
-        ts, ls, es = ts[keep], ls[keep], es[keep]
-        for ledger in np.unique(ls):
-            sel = ls == ledger
-            self._add_run(int(ledger), ts[sel], ls[sel], es[sel])
-        report.tail_messages = int(keep.sum())

@@ -1,13 +1,32 @@
-"""What a bucket tracker's recovery found, and the rule that decides which recorded buckets stand.
+"""A bucket tracker's recovery: what it found, which recorded buckets stand, and the rebuild itself.
 
 Pulsar reads the bucket properties in key order and may keep overlapping buckets. Here the largest
 enclosing range wins whatever the order: a range inside another is a merge source whose swap already
-happened, so its snapshot is stale and deleted.
+happened, so its snapshot is stale and deleted. ``recover_into`` rebuilds a tracker at construction:
+bucket properties, their snapshots' first unexpired segments (Pulsar's skip rule), orphans written
+before a crash, and the persisted tail; damage is reported, never raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cursorkit.delayed import snapshot
+from cursorkit.delayed.bucket import (
+    DAMAGED_PROPERTY_PREFIX,
+    MUTABLE_TAIL_PROPERTY,
+    ImmutableBucket,
+    parse_bucket_key,
+    parse_id,
+)
+from cursorkit.errors import BucketNotFound, CorruptSnapshot
+
+if TYPE_CHECKING:
+    from cursorkit.delayed.bucket_tracker import BucketDelayedDeliveryTracker
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +108,171 @@ def plan_ranges(
 def overlaps(start: int, end: int, ranges: list[tuple[int, int]]) -> bool:
     """Whether ``[start, end]`` intersects any of ``ranges``."""
     return any(start <= e and s <= end for s, e in ranges)
+
+
+# --- recovering a tracker ------------------------------------------------------------------------
+
+
+def recover_into(t: BucketDelayedDeliveryTracker) -> None:
+    """Rebuilds ``t`` from its storage and cursor properties, filling ``t.recovery_report``."""
+    report = t.recovery_report
+    cutoff = t._cutoff(t._now())
+    md_ledger = t._mark_delete.ledger_id if t._mark_delete is not None else -1
+    recorded: list[RecordedBucket] = []
+    for name, value in list(t._props.store.items()):
+        if name.startswith(DAMAGED_PROPERTY_PREFIX):
+            try:
+                kept_id = parse_id(name[len(DAMAGED_PROPERTY_PREFIX) :], "damaged snapshot")
+            except CorruptSnapshot:
+                continue
+            t._seen.add(kept_id)  # kept for inspection: never adopted or deleted
+            report.quarantined.append(kept_id)
+            continue
+        try:
+            rng = parse_bucket_key(name)
+            if rng is None:
+                continue
+            bucket_id = parse_id(value, f"cursor property {name!r}: snapshot")
+        except CorruptSnapshot as e:
+            report.damaged.append(f"{name}={value!r}: {e}")
+            t._props.apply({}, [name])
+            continue
+        recorded.append(RecordedBucket(rng[0], rng[1], bucket_id, name))
+    t._seen |= {r.bucket_id for r in recorded}
+    kept, enclosed, notes = plan_ranges(recorded)
+    report.overlapping.extend(notes)
+    for r in enclosed:
+        _discard(t, r.bucket_id, r.key, report.stale)
+    for r in kept:
+        if r.end_ledger_id < md_ledger:
+            _discard(t, r.bucket_id, r.key, report.trimmed)
+            continue
+        _load_bucket(t, r, cutoff, report)
+    _adopt_orphans(t, cutoff, report)
+    if t._mark_delete is not None:  # snapshots may hold indexes acked since they were written
+        md = t._mark_delete
+        before = t._index.total_cardinality()
+        t._index.remove_at_most(md.ledger_id, md.entry_id)
+        t._count -= before - t._index.total_cardinality()
+    _recover_tail(t, report)
+    t._settle()
+    report.messages_recovered = t._count
+
+
+def _discard(t: BucketDelayedDeliveryTracker, bucket_id: int, key: str, into: list[int]) -> None:
+    """Drops a recorded snapshot recovery does not keep: snapshot first, then its property."""
+    if t._delete_quietly(bucket_id):
+        t._props.drop_if(key, str(bucket_id))
+    into.append(bucket_id)
+
+
+def _load_bucket(
+    t: BucketDelayedDeliveryTracker, r: RecordedBucket, cutoff: int, report: RecoveryReport
+) -> bool:
+    """Installs one recorded bucket from its metadata and first unexpired segment."""
+    try:
+        meta = t._timed("load", lambda: t.storage.get_bucket_snapshot_metadata(r.bucket_id))
+        segments = list(meta.metadata_list)
+        skip = 0
+        while skip < len(segments) and segments[skip].max_schedule_timestamp <= cutoff:
+            skip += 1
+        if skip == len(segments):
+            _discard(t, r.bucket_id, r.key, report.expired)
+            return False
+        first = t._timed(
+            "load", lambda: t.storage.get_bucket_snapshot_segment(r.bucket_id, skip + 1, skip + 1)
+        )
+        if not first:
+            raise CorruptSnapshot(f"bucket snapshot {r.bucket_id} lacks segment {skip + 1}")
+        cols = snapshot.decode(first).segment(0)
+        length = t.storage.get_bucket_snapshot_length(r.bucket_id)
+    except BucketNotFound:
+        report.missing.append(r.key)
+        t._props.drop_if(r.key, str(r.bucket_id))
+        return False
+    except CorruptSnapshot as e:
+        # Never taken as due, never deleted: kept for inspection, its messages replayed.
+        report.damaged.append(f"{r.key} (snapshot {r.bucket_id}): {e}")
+        t._n["damaged"] += 1
+        t._replay.append((r.start_ledger_id, r.end_ledger_id))
+        t._quarantine(r.key, r.bucket_id)
+        return False
+    count = 0
+    for seg in segments[skip:]:
+        for ledger, bitmap in seg.delayed_index_bit_map.items():
+            count += t._index.union_ledger_bytes(ledger, bitmap)
+    t._count += count
+    b = ImmutableBucket(
+        r.start_ledger_id,
+        r.end_ledger_id,
+        last_segment_entry_id=len(segments),
+        number_bucket_delayed_messages=count,
+        first_schedule_timestamps=[int(s.min_schedule_timestamp) for s in segments],
+        bucket_id=r.bucket_id,
+        snapshot_length=length,
+    )
+    t._snapshot_bytes += length
+    t._insert(b)
+    t._push_segment(b, skip + 1, *cols)
+    report.recovered.append(r.bucket_id)
+    return True
+
+
+def _adopt_orphans(t: BucketDelayedDeliveryTracker, cutoff: int, report: RecoveryReport) -> None:
+    """Snapshots of this topic/cursor that no property names: adopted if disjoint, else deleted."""
+    lister = getattr(t.storage, "list_bucket_snapshots", None)
+    info = getattr(t.storage, "bucket_info", None)
+    if not callable(lister) or not callable(info):
+        return
+    referenced = set(t._seen)
+    tail = t._props.store.get(MUTABLE_TAIL_PROPERTY)
+    if tail is not None:
+        with contextlib.suppress(CorruptSnapshot):
+            referenced.add(parse_id(tail, MUTABLE_TAIL_PROPERTY))
+    for bucket_id in sorted(lister()):
+        if bucket_id in referenced:
+            continue
+        try:
+            meta = info(bucket_id)
+        except (BucketNotFound, CorruptSnapshot):
+            continue
+        if meta.topic != t.topic or meta.cursor != t.cursor:
+            continue
+        try:
+            rng = parse_bucket_key(meta.bucket_key)
+        except CorruptSnapshot:
+            rng = None
+        ranges = [(b.start_ledger_id, b.end_ledger_id) for b in t._buckets]
+        if rng is None or overlaps(rng[0], rng[1], ranges):
+            if t._delete_quietly(bucket_id):
+                report.orphans_deleted.append(bucket_id)
+            continue
+        r = RecordedBucket(rng[0], rng[1], bucket_id, meta.bucket_key)
+        if _load_bucket(t, r, cutoff, report):
+            t._props.apply({r.key: str(bucket_id)})
+            report.adopted.append(bucket_id)
+
+
+def _recover_tail(t: BucketDelayedDeliveryTracker, report: RecoveryReport) -> None:
+    value = t._props.store.get(MUTABLE_TAIL_PROPERTY)
+    if value is None:
+        return
+    try:
+        tail_id = parse_id(value, MUTABLE_TAIL_PROPERTY)
+        n = t.storage.get_bucket_snapshot_metadata(tail_id).metadata_list
+        segs = snapshot.decode(t.storage.get_bucket_snapshot_segment(tail_id, 1, len(n)))
+    except (ValueError, BucketNotFound, CorruptSnapshot) as e:
+        report.damaged.append(f"{MUTABLE_TAIL_PROPERTY}={value!r}: {e}")
+        t._props.apply({}, [MUTABLE_TAIL_PROPERTY])
+        return
+    t._tail_id = tail_id
+    ts, ls, es = segs.timestamps, segs.ledger_ids, segs.entry_ids
+    keep = ~t._index.contains_many(ls, es)
+    if t._mark_delete is not None:
+        md = t._mark_delete
+        keep &= (ls > md.ledger_id) | ((ls == md.ledger_id) & (es > md.entry_id))
+    ts, ls, es = ts[keep], ls[keep], es[keep]
+    for ledger in np.unique(ls):
+        sel = ls == ledger
+        t._add_run(int(ledger), ts[sel], ls[sel], es[sel])
+    report.tail_messages = int(keep.sum())

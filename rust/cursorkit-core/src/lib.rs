@@ -37,47 +37,42 @@
 //! assert_eq!(acked.cardinality(0, 0, 0, 100).unwrap(), 71 + 4);
 //! ```
 
-mod batch;
-mod codec;
-mod cursor;
-mod delay_queue;
-mod delay_tracker;
-mod draining;
-mod error;
-mod hash;
-mod ledger_bits;
-mod pending_acks;
-mod position;
-mod rangeset;
-mod selector;
-mod snapshot;
-mod wire;
+//! The modules are grouped by domain, like the Python package: [`ackstate`], [`delayed`],
+//! [`keyshared`]; the crate root re-exports every public item, so `cursorkit_core::RangeSet`
+//! and `cursorkit_core::ackstate::rangeset::RangeSet` name the same type.
 
-pub use batch::{BatchAcks, MAX_BATCH_SIZE};
-pub use codec::{FORMAT_VERSION, MAGIC};
-pub use cursor::{Cursor, CursorCounters, MAX_NEXT_UNACKED};
-pub use delay_queue::{DelayQueue, Popped, MAX_LIVE_LEDGERS};
-pub use delay_tracker::{precision_bits, InMemoryTracker, TrackerCounters};
-pub use draining::{
+pub mod ackstate;
+pub mod delayed;
+mod error;
+pub mod keyshared;
+
+pub use ackstate::batch::{BatchAcks, MAX_BATCH_SIZE};
+pub use ackstate::codec::{FORMAT_VERSION, MAGIC};
+pub use ackstate::cursor::{Cursor, CursorCounters, MAX_NEXT_UNACKED};
+pub use ackstate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
+pub use ackstate::rangeset::{Range, RangeSet, MAX_DECODED_CHUNKS};
+pub use ackstate::wire::{
+    long_list_map_field, message_range_field, parse_message_ranges, varint_len,
+};
+pub use delayed::delay_queue::{DelayQueue, Popped, MAX_LIVE_LEDGERS};
+pub use delayed::snapshot::{
+    bitmap_cardinality, cut_segments, decode_segment, encode_segment, segment_bitmaps,
+    sort_indexes, UNLIMITED_INDEXES,
+};
+pub use delayed::tracker::{precision_bits, InMemoryTracker, TrackerCounters};
+pub use error::{CoreError, Result};
+pub use keyshared::draining::{
     ConsumerDrainingStats, DrainingCounters, DrainingHash, DrainingHashes, RemovedHashes,
 };
-pub use error::{CoreError, Result};
-pub use hash::{
+pub use keyshared::hash::{
     hash_many, key_slots_many, murmur3_x86_32, slot_consistent, slot_range, slots_many,
     sticky_key_hash, Offset, SlotKind, DEFAULT_RANGE_SIZE, MAX_RANGE_SIZE, MAX_STICKY_KEY_HASH,
     NONE_KEY, STICKY_KEY_HASH_NOT_SET,
 };
-pub use pending_acks::{PendingAck, PendingAcks};
-pub use position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
-pub use rangeset::{Range, RangeSet, MAX_DECODED_CHUNKS};
-pub use selector::{
+pub use keyshared::pending_acks::{PendingAck, PendingAcks};
+pub use keyshared::selector::{
     diff, ranges_by_consumer, Assignment, AutoSplitSelector, BeyondTable,
     ConsistentHashingSelector, ExclusiveRangeSelector, HashRange, Impact, SlotTable,
     StickyKeySelector, CONSISTENT_HASHING_KEY_RANGE, DEFAULT_POINTS_PER_CONSUMER, MAX_CONSUMER_ID,
     MAX_POINTS_PER_CONSUMER, MAX_SELECTOR_RANGE_SIZE,
 };
-pub use snapshot::{
-    bitmap_cardinality, cut_segments, decode_segment, encode_segment, segment_bitmaps,
-    sort_indexes, UNLIMITED_INDEXES,
-};
-pub use wire::{long_list_map_field, message_range_field, parse_message_ranges, varint_len};

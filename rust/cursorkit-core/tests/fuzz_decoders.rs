@@ -88,6 +88,7 @@ fn hammer(name: &str, seeds: &[Vec<u8>], decode: impl Fn(&[u8])) -> u64 {
         worst < Duration::from_secs(1),
         "{name}: a case took {worst:?}"
     );
+    eprintln!("{name}: {cases} cases, none panicked, worst {worst:?}");
     cases
 }
 

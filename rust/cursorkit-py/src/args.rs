@@ -9,8 +9,8 @@ use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple,
 };
 
+use crate::ackstate::position::PyPosition;
 use crate::errors::error;
-use crate::position::PyPosition;
 use cursorkit_core::Position;
 
 /// One integer argument; a non-integer is `InvalidInputType`, an out-of-int64 one `InvalidPosition`.

@@ -8,18 +8,19 @@
     clippy::indexing_slicing
 )]
 
+// Laid out like the core and the Python package: one folder per domain, and at the root the
+// shared shapes every binding uses (argument extraction, error mapping, locking and the guard).
+mod ackstate;
 mod alloc;
 mod args;
-mod cursor;
-mod delay_queue;
-mod draining;
+mod delayed;
 mod errors;
-mod hash;
-mod position;
-mod rangeset;
-mod selector;
-mod snapshot;
+mod keyshared;
 mod sync;
+
+use ackstate::{cursor, position, rangeset};
+use delayed::{delay_queue, snapshot};
+use keyshared::{draining, hash, selector};
 
 use pyo3::prelude::*;
 

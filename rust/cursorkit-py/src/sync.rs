@@ -79,3 +79,54 @@ pub fn _guard_selftest(py: Python<'_>) -> PyResult<()> {
     })
     .py_err(py)
 }
+
+/// A frozen pyclass holding its core value behind a `Mutex` (field `inner`): locking, detaching
+/// and guarded calls live here once, so each binding file holds only what is particular to its
+/// type. Implemented by [`shared!`](crate::shared).
+pub trait Shared {
+    /// The core value behind the mutex.
+    type Core: Send;
+    /// The Python class name, for error messages.
+    const NAME: &'static str;
+
+    /// The mutex.
+    fn cell(&self) -> &Mutex<Self::Core>;
+
+    /// Locks the value; if another thread holds it, waits with the GIL released.
+    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Self::Core> {
+        lock(py, self.cell())
+    }
+
+    /// Runs `f` on the locked value with the GIL released (work proportional to its size).
+    fn detached<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Self::Core) -> R + Send) -> R {
+        detached(py, self.cell(), f)
+    }
+
+    /// Runs `f` on the locked value (GIL held): core errors become `cursorkit.errors`, a panic
+    /// `InternalError` naming `Class.method`.
+    fn call<R>(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        f: impl FnOnce(&mut Self::Core) -> Result<R, CoreError>,
+    ) -> PyResult<R> {
+        let mut value = self.lock(py);
+        catch_unwind(AssertUnwindSafe(|| f(&mut value)))
+            .unwrap_or_else(|p| Err(panicked(&format!("{}.{method}", Self::NAME), &*p)))
+            .map_err(|e| crate::errors::to_py(py, e))
+    }
+}
+
+/// Implements [`Shared`] for a pyclass with an `inner: Mutex<Core>` field.
+#[macro_export]
+macro_rules! shared {
+    ($ty:ty, $core:ty, $name:literal) => {
+        impl $crate::sync::Shared for $ty {
+            type Core = $core;
+            const NAME: &'static str = $name;
+            fn cell(&self) -> &std::sync::Mutex<$core> {
+                &self.inner
+            }
+        }
+    };
+}

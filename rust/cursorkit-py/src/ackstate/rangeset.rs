@@ -2,7 +2,7 @@
 //!
 //! Bulk methods borrow their columns, release the GIL, and make one call into the core.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use cursorkit_core::{
     check_ledger, parse_message_ranges, CoreError, Position, RangeSet, MAX_DECODED_CHUNKS,
@@ -15,10 +15,10 @@ use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyMapping, PyTuple};
 
+use crate::ackstate::position::PyPosition;
 use crate::args::{bool_arg, bytes_arg, column, int_arg, ledger_sizes, limit_arg, Column};
 use crate::errors::{error, IntoPy};
-use crate::position::PyPosition;
-use crate::sync;
+use crate::sync::{self, Shared};
 
 /// Acknowledged (ledger, entry) positions as per-ledger roaring bitmaps, reported as open-closed ranges.
 #[pyclass(name = "RangeSet", module = "cursorkit", frozen)]
@@ -32,17 +32,9 @@ impl PyRangeSet {
             inner: Mutex::new(rs),
         }
     }
-
-    /// Locks the set; if another thread holds it, waits with the GIL released.
-    pub(crate) fn lock(&self, py: Python<'_>) -> MutexGuard<'_, RangeSet> {
-        sync::lock(py, &self.inner)
-    }
-
-    /// Runs `f` on the locked set with the GIL released (for work proportional to the set's size).
-    fn detached<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut RangeSet) -> T + Send) -> T {
-        sync::detached(py, &self.inner, f)
-    }
 }
+
+crate::shared!(PyRangeSet, RangeSet, "RangeSet");
 
 fn pair<'py>(
     py: Python<'py>,
@@ -114,7 +106,7 @@ impl PyRangeSet {
     fn add(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = ledger_id.py();
         let (l, e) = position_args(ledger_id, entry_id)?;
-        self.lock(py).add(l, e).py_err(py)
+        self.call(py, "add", |c| c.add(l, e))
     }
 
     /// Acknowledges many entries (numpy/Arrow columns or sequences); returns how many were new.
@@ -187,7 +179,7 @@ impl PyRangeSet {
     fn remove(&self, ledger_id: &Bound<'_, PyAny>, entry_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = ledger_id.py();
         let (l, e) = position_args(ledger_id, entry_id)?;
-        self.lock(py).remove(l, e).py_err(py)
+        self.call(py, "remove", |c| c.remove(l, e))
     }
 
     /// Removes many positions; a numpy bool array of which were held (Pulsar's untrack).
@@ -226,7 +218,7 @@ impl PyRangeSet {
     ) -> PyResult<bool> {
         let py = ledger_id.py();
         let (l, e) = position_args(ledger_id, entry_id)?;
-        self.lock(py).contains(l, e).py_err(py)
+        self.call(py, "contains", |c| c.contains(l, e))
     }
 
     /// Membership of many positions as a numpy bool array.
@@ -252,7 +244,7 @@ impl PyRangeSet {
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let py = ledger_id.py();
         let (l, e) = position_args(ledger_id, entry_id)?;
-        let found = self.lock(py).range_containing(l, e).py_err(py)?;
+        let found = self.call(py, "range_containing", |c| c.range_containing(l, e))?;
         pair(py, found)
     }
 
@@ -264,7 +256,7 @@ impl PyRangeSet {
     ) -> PyResult<()> {
         let py = ledger_id.py();
         let (l, e) = position_args(ledger_id, entry_id)?;
-        self.lock(py).remove_at_most(l, e).py_err(py)
+        self.call(py, "remove_at_most", |c| c.remove_at_most(l, e))
     }
 
     /// Removes the positions p with (lower) < p <= (upper), across ledgers.
@@ -277,7 +269,9 @@ impl PyRangeSet {
     ) -> PyResult<()> {
         let py = lower_ledger.py();
         let [lk, lv, uk, uv] = bounds(lower_ledger, lower_entry, upper_ledger, upper_entry)?;
-        self.lock(py).remove_open_closed(lk, lv, uk, uv).py_err(py)
+        self.call(py, "remove_open_closed", |c| {
+            c.remove_open_closed(lk, lv, uk, uv)
+        })
     }
 
     /// First range of the first ledger, open-closed, or None.
@@ -356,7 +350,7 @@ impl PyRangeSet {
     ) -> PyResult<u64> {
         let py = lower_ledger.py();
         let [lk, lv, uk, uv] = bounds(lower_ledger, lower_entry, upper_ledger, upper_entry)?;
-        self.lock(py).cardinality(lk, lv, uk, uv).py_err(py)
+        self.call(py, "cardinality", |c| c.cardinality(lk, lv, uk, uv))
     }
 
     /// Number of held entries.

@@ -21,7 +21,7 @@
 
 use std::mem::size_of;
 
-use crate::delay_queue::{map_bytes, FastMap};
+use crate::delayed::delay_queue::{map_bytes, FastMap};
 use crate::error::{CoreError, Result};
 
 /// Bits of the reference count inside a value.

@@ -17,8 +17,8 @@
     )
 )]
 
+use crate::ackstate::rangeset::RangeSet;
 use crate::error::{CoreError, Result};
-use crate::rangeset::RangeSet;
 
 /// Bytes of a base-128 varint; negative int64 values take 10.
 #[inline]
@@ -241,7 +241,7 @@ impl RangeSet {
         self.long_list_map_ledgers(max_entries)
             .into_iter()
             .map(|(id, l)| {
-                let words = l.map_or(0, crate::codec::bitset_words_wire_size);
+                let words = l.map_or(0, crate::ackstate::codec::bitset_words_wire_size);
                 delimited(1 + varint_len(id as u64) + words)
             })
             .sum()

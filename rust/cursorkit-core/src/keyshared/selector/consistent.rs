@@ -14,7 +14,7 @@ use super::{
     Snapshot, StickyKeySelector,
 };
 use crate::error::{CoreError, Result};
-use crate::hash::{slot_consistent, sticky_key_hash, DEFAULT_RANGE_SIZE};
+use crate::keyshared::hash::{slot_consistent, sticky_key_hash, DEFAULT_RANGE_SIZE};
 
 /// Pulsar's `subscriptionKeySharedConsistentHashingReplicaPoints` default.
 pub const DEFAULT_POINTS_PER_CONSUMER: u32 = 100;

@@ -6,9 +6,9 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
+use crate::ackstate::rangeset::columns;
 use crate::args::{bytes_arg, column, int_arg, Column};
 use crate::errors::{error, IntoPy};
-use crate::rangeset::columns;
 use crate::sync;
 
 /// The three index columns, checked for equal lengths (`LengthMismatch` names all three).

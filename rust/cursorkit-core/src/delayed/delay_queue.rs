@@ -25,8 +25,8 @@ use std::mem::size_of;
 
 use roaring::RoaringBitmap;
 
+use crate::ackstate::position::{check_entry, MAX_ENTRY_ID};
 use crate::error::{CoreError, Result};
-use crate::position::{check_entry, MAX_ENTRY_ID};
 
 /// Low bits of `deliver_at` kept inside an index; the rest is the bucket key (4.096 s buckets).
 const BUCKET_BITS: u32 = 12;

@@ -11,8 +11,8 @@
 
 use std::mem::size_of;
 
+use crate::ackstate::position::{check_bound, check_entry};
 use crate::error::{CoreError, Result};
-use crate::position::{check_bound, check_entry};
 
 /// Most items a run holds.
 const RUN_MAX: usize = 128;

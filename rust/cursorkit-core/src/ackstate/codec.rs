@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 
 use roaring::RoaringBitmap;
 
+use crate::ackstate::ledger_bits::LedgerBits;
+use crate::ackstate::position::{check_ledger, MAX_ENTRY_ID};
+use crate::ackstate::rangeset::RangeSet;
 use crate::error::{CoreError, Result};
-use crate::ledger_bits::LedgerBits;
-use crate::position::{check_ledger, MAX_ENTRY_ID};
-use crate::rangeset::RangeSet;
 
 /// Magic bytes that open the compact form.
 pub const MAGIC: &[u8; 4] = b"CKRS";
@@ -193,7 +193,7 @@ impl RangeSet {
                 break;
             }
             let words = l.map_or_else(Vec::new, bitset_words);
-            let exact = crate::wire::long_list_map_field(id, &words) as u64;
+            let exact = crate::ackstate::wire::long_list_map_field(id, &words) as u64;
             if used.saturating_add(exact) > budget {
                 break;
             }
@@ -329,7 +329,7 @@ pub(crate) fn bitset_words_wire_size(l: &LedgerBits) -> usize {
     });
     let edge_bytes: usize = edges
         .values()
-        .map(|&w| 1 + crate::wire::varint_len(w))
+        .map(|&w| 1 + crate::ackstate::wire::varint_len(w))
         .sum();
     let zero = n_words - edges.len() - full;
     edge_bytes + full * 11 + zero * 2

@@ -5,20 +5,20 @@
 //! what a store writes is always a consistent cut.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use cursorkit_core::{check_bound, check_entry, BatchAcks, CoreError, Cursor, Position, RangeSet};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use crate::ackstate::position::PyPosition;
+use crate::ackstate::rangeset::{columns, PyRangeSet};
 use crate::args::{
     bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, position_arg, str_arg, u32_arg,
 };
 use crate::errors::{error, to_py};
-use crate::position::PyPosition;
-use crate::rangeset::{columns, PyRangeSet};
-use crate::sync;
+use crate::sync::{self, Shared};
 
 /// Rows `(ledger, entry, batch_size, unacked-index words as little-endian bytes)`.
 type BatchRow<'py> = (i64, i64, u32, Bound<'py, PyBytes>);
@@ -30,15 +30,9 @@ pub struct PyCursorState {
     inner: Mutex<Cursor>,
 }
 
+crate::shared!(PyCursorState, Cursor, "Cursor");
+
 impl PyCursorState {
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, Cursor> {
-        sync::lock(py, &self.inner)
-    }
-
-    fn detached<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Cursor) -> T + Send) -> T {
-        sync::detached(py, &self.inner, f)
-    }
-
     /// The Python exception for a core error, naming this cursor.
     fn err(&self, py: Python<'_>, e: CoreError) -> PyErr {
         let named = match e {

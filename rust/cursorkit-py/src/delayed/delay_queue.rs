@@ -14,10 +14,10 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyTuple};
 
+use crate::ackstate::rangeset::PyRangeSet;
 use crate::args::{bool_arg, column, int_arg, limit_arg, Column};
 use crate::errors::{error, IntoPy};
-use crate::rangeset::PyRangeSet;
-use crate::sync;
+use crate::sync::{self, Shared};
 
 /// Pops of at most this many indexes run with the GIL held (cheaper than releasing it).
 const SMALL_POP: usize = 1024;
@@ -115,11 +115,9 @@ pub struct PyDelayQueue {
     inner: Mutex<DelayQueue>,
 }
 
-impl PyDelayQueue {
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, DelayQueue> {
-        sync::lock(py, &self.inner)
-    }
+crate::shared!(PyDelayQueue, DelayQueue, "DelayQueue");
 
+impl PyDelayQueue {
     /// Pops up to `max` indexes `<= limit`; small pops keep the GIL, large ones release it.
     fn pop(&self, py: Python<'_>, limit: (i64, i64, i64), max: usize) -> Popped {
         let pop = move |q: &mut DelayQueue| {
@@ -155,7 +153,7 @@ impl PyDelayQueue {
         let at = time_arg(deliver_at, "deliver_at")?;
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
-        self.lock(py).add(at, l, e).py_err(py)
+        self.call(py, "add", |c| c.add(at, l, e))
     }
 
     /// Queues many indexes from numpy/Arrow columns or sequences; returns how many were new.

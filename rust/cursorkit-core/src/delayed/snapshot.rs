@@ -33,9 +33,9 @@ use std::collections::HashMap;
 
 use roaring::RoaringBitmap;
 
+use crate::ackstate::rangeset::{validate_columns, RangeSet};
+use crate::ackstate::wire::{put_varint, varint_len};
 use crate::error::{CoreError, Result};
-use crate::rangeset::{validate_columns, RangeSet};
-use crate::wire::{put_varint, varint_len};
 
 /// `max_indexes_per_segment` value that means "no count limit" (Pulsar's −1).
 pub const UNLIMITED_INDEXES: i64 = -1;

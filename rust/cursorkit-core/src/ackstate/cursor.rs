@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::ops::Bound::{Excluded, Unbounded};
 
-use crate::batch::BatchAcks;
+use crate::ackstate::batch::BatchAcks;
+use crate::ackstate::position::{check_bound, check_entry, Position, MAX_ENTRY_ID};
+use crate::ackstate::rangeset::{validate_columns, validate_sizes, RangeSet};
 use crate::error::{CoreError, Result};
-use crate::position::{check_bound, check_entry, Position, MAX_ENTRY_ID};
-use crate::rangeset::{validate_columns, validate_sizes, RangeSet};
 
 /// Bytes the compact estimate charges per ledger record: tag, length and id varints (≤ 19) plus a
 /// one-container roaring header (≤ 16, the array form's; its data is at most 2 B more than runs').

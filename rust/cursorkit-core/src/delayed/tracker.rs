@@ -13,9 +13,9 @@
 //!   least `lookahead` indexes queued and nothing due, the dispatcher pauses all deliveries.
 //! * A position is held once; a repeated add returns true (it is still delayed) and is counted.
 
-use crate::delay_queue::{DelayQueue, Popped};
+use crate::ackstate::position::{check_entry, MAX_ENTRY_ID};
+use crate::delayed::delay_queue::{DelayQueue, Popped};
 use crate::error::{CoreError, Result};
-use crate::position::{check_entry, MAX_ENTRY_ID};
 
 /// `floor(log2(tick))` for `tick >= 1` (1 → 0, 8 → 3, 100 → 6, 500 → 8, 1000 → 9), else 0: the
 /// rounding precision of stored delivery times is `2^bits` ms.

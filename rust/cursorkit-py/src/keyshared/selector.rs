@@ -6,7 +6,7 @@
 //! An impact crosses as `(removed, added)`, each a list of `(id, [(start, end), ...])` sorted by id.
 //! `select_many` reads int64 and uint32 arrays without copying and releases the GIL for large ones.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use cursorkit_core::{
     AutoSplitSelector, ConsistentHashingSelector, CoreError, ExclusiveRangeSelector, HashRange,
@@ -18,7 +18,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::args::{column, int_arg, str_arg, u32_arg};
 use crate::errors::{error, IntoPy};
-use crate::sync;
+use crate::sync::{self, Shared};
 
 /// Selections of at most this many slots run with the GIL held (cheaper than releasing it).
 const SMALL_SELECT: usize = 4096;
@@ -129,11 +129,7 @@ macro_rules! selector_class {
             inner: Mutex<$core>,
         }
 
-        impl $py_ty {
-            fn lock(&self, py: Python<'_>) -> MutexGuard<'_, $core> {
-                sync::lock(py, &self.inner)
-            }
-        }
+        crate::shared!($py_ty, $core, $name);
 
         #[pymethods]
         impl $py_ty {
@@ -149,7 +145,7 @@ macro_rules! selector_class {
                 let id = id_arg(consumer_id)?;
                 let name = str_arg(name, "name")?;
                 let ranges = ranges_arg(ranges)?;
-                let impact = self.lock(py).add_consumer(id, &name, &ranges).py_err(py)?;
+                let impact = self.call(py, "add_consumer", |c| c.add_consumer(id, &name, &ranges))?;
                 Ok(impact_tuple(impact))
             }
 
@@ -160,7 +156,7 @@ macro_rules! selector_class {
             ) -> PyResult<(ByConsumer, ByConsumer)> {
                 let py = consumer_id.py();
                 let id = id_arg(consumer_id)?;
-                let impact = self.lock(py).remove_consumer(id).py_err(py)?;
+                let impact = self.call(py, "remove_consumer", |c| c.remove_consumer(id))?;
                 Ok(impact_tuple(impact))
             }
 

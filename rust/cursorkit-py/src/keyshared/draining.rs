@@ -6,7 +6,7 @@
 //! (`should_block_many` then gates in chunks, without column-sized copies). Rows come back as
 //! `(n, 4)` int64 arrays that take over the Rust buffer.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use cursorkit_core::{CoreError, DrainingHash, DrainingHashes, PendingAck, PendingAcks};
 use numpy::{PyArray1, PyArrayMethods};
@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::args::{bool_arg, column, int_arg, u32_arg};
 use crate::errors::{error, IntoPy};
-use crate::sync;
+use crate::sync::{self, Shared};
 
 /// A sticky-key hash argument: an int in `1..=65535`, else `InvalidArgument` (or `InvalidInputType`).
 fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
@@ -124,11 +124,7 @@ pub struct PyDrainingHashes {
     inner: Mutex<DrainingHashes>,
 }
 
-impl PyDrainingHashes {
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, DrainingHashes> {
-        sync::lock(py, &self.inner)
-    }
-}
+crate::shared!(PyDrainingHashes, DrainingHashes, "DrainingHashes");
 
 #[pymethods]
 impl PyDrainingHashes {
@@ -145,7 +141,7 @@ impl PyDrainingHashes {
         let py = consumer.py();
         let c = u32_arg(consumer, "consumer")?;
         let h = hash_arg(hash)?;
-        self.lock(py).add_entry(c, h).py_err(py)
+        self.call(py, "add_entry", |d| d.add_entry(c, h))
     }
 
     /// `add_entry` for every hash of a column (repeats add references); all or nothing.
@@ -170,7 +166,7 @@ impl PyDrainingHashes {
         let c = u32_arg(consumer, "consumer")?;
         let h = hash_arg(hash)?;
         let closing = closing_arg(closing)?;
-        self.lock(py).reduce_ref(c, h, closing).py_err(py)
+        self.call(py, "reduce_ref", |d| d.reduce_ref(c, h, closing))
     }
 
     /// `reduce_ref` for every hash of a column; returns the unblocked hashes (int64 array).
@@ -200,7 +196,7 @@ impl PyDrainingHashes {
         let py = target.py();
         let t = u32_arg(target, "target")?;
         let h = hash_arg(hash)?;
-        self.lock(py).should_block(t, h).py_err(py)
+        self.call(py, "should_block", |c| c.should_block(t, h))
     }
 
     /// `should_block` for each `(targets[i], hashes[i])` in order, as a bool array.
@@ -238,14 +234,14 @@ impl PyDrainingHashes {
     fn owner(&self, hash: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
         let py = hash.py();
         let h = hash_arg(hash)?;
-        self.lock(py).owner(h).py_err(py)
+        self.call(py, "owner", |c| c.owner(h))
     }
 
     /// `(owner, unacked, blocked_attempts)` of a draining hash, or None.
     fn entry(&self, hash: &Bound<'_, PyAny>) -> PyResult<Option<(u32, u32, u64)>> {
         let py = hash.py();
         let h = hash_arg(hash)?;
-        let e = self.lock(py).entry(h).py_err(py)?;
+        let e = self.call(py, "entry", |c| c.entry(h))?;
         Ok(e.map(|e| (e.owner, e.unacked, e.blocked_attempts)))
     }
 
@@ -377,11 +373,7 @@ fn closed_error(py: Python<'_>) -> PyErr {
     )
 }
 
-impl PyPendingAcks {
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, PendingAcks> {
-        sync::lock(py, &self.inner)
-    }
-}
+crate::shared!(PyPendingAcks, PendingAcks, "PendingAcks");
 
 #[pymethods]
 impl PyPendingAcks {
@@ -453,7 +445,7 @@ impl PyPendingAcks {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
-        self.lock(py).remove(l, e).py_err(py)
+        self.call(py, "remove", |c| c.remove(l, e))
     }
 
     /// `remove` for each position; `(found, batch_sizes, hashes)` arrays (0 where not found).
@@ -519,7 +511,7 @@ impl PyPendingAcks {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
-        self.lock(py).get(l, e).py_err(py)
+        self.call(py, "get", |c| c.get(l, e))
     }
 
     /// Whether an entry is pending.
@@ -531,7 +523,7 @@ impl PyPendingAcks {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
-        self.lock(py).contains(l, e).py_err(py)
+        self.call(py, "contains", |c| c.contains(l, e))
     }
 
     /// Every pending row, unchanged, as an `(n, 4)` int64 array.

@@ -1,0 +1,6 @@
+//! Delayed delivery: the [`delay_queue`] of `(deliver_at, ledger, entry)` indexes, Pulsar's
+//! in-memory [`tracker`] rules over it, and PIP-195's bucket [`snapshot`] segments.
+
+pub mod delay_queue;
+pub mod snapshot;
+pub mod tracker;

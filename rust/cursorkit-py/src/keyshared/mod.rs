@@ -1,0 +1,5 @@
+//! Bindings of Key_Shared: sticky-key hashing, the selectors, draining hashes and pending acks.
+
+pub mod draining;
+pub mod hash;
+pub mod selector;
