@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from cursorkit import _core
 from cursorkit._core import DelayQueue, Position, RangeSet
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import (
@@ -45,7 +44,7 @@ from cursorkit.delayed.bucket import (
     SegmentArrays,
     parse_id,
 )
-from cursorkit.delayed.merge import MAX_MERGE_NUM, select_merged_buckets
+from cursorkit.delayed.merge import MAX_MERGE_NUM, merge_buckets, select_merged_buckets
 from cursorkit.delayed.metrics import OpStats, TrackerFigures
 from cursorkit.delayed.recovery import RecoveryReport, recover_into
 from cursorkit.delayed.storage import BucketSnapshotStorage
@@ -750,7 +749,7 @@ class BucketDelayedDeliveryTracker:
                 s.merging = True
         t0 = time.perf_counter()
         try:
-            merged = self._merge(sources)
+            merged = merge_buckets(self, sources)
         except Exception:
             self.op_stats.record("merge", False, (time.perf_counter() - t0) * 1000)
             with self._lock:
@@ -762,60 +761,6 @@ class BucketDelayedDeliveryTracker:
             self._n["merges"] += 1
             if merged is not None:
                 self._queue_merge()  # still above the limit: merge again
-
-    def _merge(self, sources: list[ImmutableBucket]) -> ImmutableBucket | None:
-        parts: list[SegmentArrays] = []
-        for s in sources:
-            assert s.bucket_id is not None
-            sid, last = s.bucket_id, s.last_segment_entry_id
-            blobs = self._timed("load", partial(self.storage.get_bucket_snapshot_segment, sid, 1, last))
-            parts.append(snapshot.decode(blobs))
-        ts = np.concatenate([p.timestamps for p in parts])
-        ls = np.concatenate([p.ledger_ids for p in parts])
-        es = np.concatenate([p.entry_ids for p in parts])
-        live = self._index.contains_many(ls, es)
-        ts, ls, es = _core.sort_indexes(ts[live], ls[live], es[live])
-        start, end = sources[0].start_ledger_id, sources[-1].end_ledger_id
-        merged: ImmutableBucket | None = None
-        new_id: int | None = None
-        if len(ts):
-            segs = snapshot.cut(
-                ts,
-                ls,
-                es,
-                max_time_step_ms=self.config.max_time_step_per_segment_ms,
-                max_indexes_per_segment=self.config.max_indexes_per_segment,
-            )
-            merged = ImmutableBucket(
-                start,
-                end,
-                last_segment_entry_id=len(segs),
-                number_bucket_delayed_messages=len(ts),
-                first_schedule_timestamps=snapshot.first_timestamps(segs),
-            )
-            new_id, length = self._write_snapshot(segs, merged.key)
-            merged.bucket_id, merged.snapshot_length = new_id, length
-            try:
-                self._props.apply({merged.key: str(new_id)}, [s.key for s in sources])
-            except Exception:
-                self._delete_quietly(new_id)
-                raise
-        else:
-            self._props.apply({}, [s.key for s in sources])
-        with self._lock:
-            for s in sources:
-                if not s.removed:
-                    self._remove(s)
-                    self._snapshot_bytes -= s.snapshot_length
-            if merged is not None:
-                self._snapshot_bytes += merged.snapshot_length
-                self._insert(merged)
-                self._push_segment(merged, 1, *segs.segment(0))
-            self._settle()
-        for s in sources:  # committed: a failed delete only leaves an orphan recovery removes
-            if s.bucket_id is not None:
-                self._delete_quietly(s.bucket_id)
-        return merged
 
     def maintenance(self) -> None:
         """Runs (or, with a worker thread, waits for) every queued snapshot job."""
