@@ -371,13 +371,7 @@ class BucketDelayedDeliveryTracker:
         if len(ts) == 0:
             self._mut_start = self._mut_end = -1
             return
-        segs = snapshot.cut(
-            ts,
-            ls,
-            es,
-            max_time_step_ms=self.config.max_time_step_per_segment_ms,
-            max_indexes_per_segment=self.config.max_indexes_per_segment,
-        )
+        segs = self._cut(ts, ls, es)
         b = ImmutableBucket(
             self._mut_start,
             self._mut_end,
@@ -392,6 +386,16 @@ class BucketDelayedDeliveryTracker:
         self._n["seals"] += 1
         self._jobs.submit(lambda: self._create_job(b, segs))
         self._queue_merge()
+
+    def _cut(self, ts: Int64Array, ls: Int64Array, es: Int64Array) -> SegmentArrays:
+        """Sorted indexes cut into segments by this tracker's time step and index limit."""
+        return snapshot.cut(
+            ts,
+            ls,
+            es,
+            max_time_step_ms=self.config.max_time_step_per_segment_ms,
+            max_indexes_per_segment=self.config.max_indexes_per_segment,
+        )
 
     def _insert(self, b: ImmutableBucket) -> None:
         self._sealed_end = max(self._sealed_end, b.end_ledger_id)
@@ -803,13 +807,7 @@ class BucketDelayedDeliveryTracker:
     def _tail_job(self, ts: Int64Array, ls: Int64Array, es: Int64Array, key: str) -> None:
         old = self._tail_id
         if len(ts):
-            segs = snapshot.cut(
-                ts,
-                ls,
-                es,
-                max_time_step_ms=self.config.max_time_step_per_segment_ms,
-                max_indexes_per_segment=self.config.max_indexes_per_segment,
-            )
+            segs = self._cut(ts, ls, es)
             new_id, _ = self._write_snapshot(segs, key)
             self._props.apply({MUTABLE_TAIL_PROPERTY: str(new_id)})
             self._tail_id = new_id

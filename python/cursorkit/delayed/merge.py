@@ -83,13 +83,7 @@ def merge_buckets(t: BucketDelayedDeliveryTracker, sources: list[ImmutableBucket
     merged: ImmutableBucket | None = None
     new_id: int | None = None
     if len(ts):
-        segs = snapshot.cut(
-            ts,
-            ls,
-            es,
-            max_time_step_ms=t.config.max_time_step_per_segment_ms,
-            max_indexes_per_segment=t.config.max_indexes_per_segment,
-        )
+        segs = t._cut(ts, ls, es)
         merged = ImmutableBucket(
             start,
             end,

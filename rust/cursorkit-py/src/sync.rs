@@ -58,6 +58,8 @@ pub fn guarded_on<T: Send, R: Send>(
     })
 }
 
+#[cold]
+#[inline(never)]
 fn panicked(call: &str, payload: &(dyn std::any::Any + Send)) -> CoreError {
     let what = payload
         .downcast_ref::<&str>()
@@ -104,16 +106,39 @@ pub trait Shared {
 
     /// Runs `f` on the locked value (GIL held): core errors become `cursorkit.errors`, a panic
     /// `InternalError` naming `Class.method`.
+    #[inline]
     fn call<R>(
         &self,
         py: Python<'_>,
         method: &str,
         f: impl FnOnce(&mut Self::Core) -> Result<R, CoreError>,
     ) -> PyResult<R> {
+        self.run(py, method, f)
+            .map_err(|e| crate::errors::to_py(py, e))
+    }
+
+    /// Bulk work on the locked value with the GIL released, guarded as [`Shared::call`] is.
+    fn bulk<R: Send>(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        f: impl FnOnce(&mut Self::Core) -> Result<R, CoreError> + Send,
+    ) -> Result<R, CoreError> {
+        let call = format!("{}.{method}", Self::NAME);
+        guarded_on(py, self.cell(), &call, f)
+    }
+
+    /// [`Shared::call`] leaving the core error for the caller to map (a cursor names itself).
+    #[inline]
+    fn run<R>(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        f: impl FnOnce(&mut Self::Core) -> Result<R, CoreError>,
+    ) -> Result<R, CoreError> {
         let mut value = self.lock(py);
         catch_unwind(AssertUnwindSafe(|| f(&mut value)))
             .unwrap_or_else(|p| Err(panicked(&format!("{}.{method}", Self::NAME), &*p)))
-            .map_err(|e| crate::errors::to_py(py, e))
     }
 }
 

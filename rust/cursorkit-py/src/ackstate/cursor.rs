@@ -214,7 +214,7 @@ impl PyCursorState {
     fn set_ledger_sizes(&self, sizes: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = sizes.py();
         let sizes = ledger_sizes(Some(sizes))?;
-        let r = self.lock(py).set_ledger_sizes(sizes);
+        let r = self.run(py, "set_ledger_sizes", |c| c.set_ledger_sizes(sizes));
         self.ok(py, r)
     }
 
@@ -227,7 +227,7 @@ impl PyCursorState {
         let py = ledger_id.py();
         let l = int_arg(ledger_id, "ledger_id")?;
         let n = limit_arg(Some(entries), "entries")?.unwrap_or(0);
-        let r = self.lock(py).set_ledger_size(l, n);
+        let r = self.run(py, "set_ledger_size", |c| c.set_ledger_size(l, n));
         self.ok(py, r)
     }
 
@@ -235,7 +235,7 @@ impl PyCursorState {
     fn ack(&self, position: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = position.py();
         let p = position_arg(position, "position")?;
-        let r = self.lock(py).ack(p.ledger_id, p.entry_id);
+        let r = self.run(py, "ack", |c| c.ack(p.ledger_id, p.entry_id));
         self.ok(py, r)
     }
 
@@ -248,7 +248,7 @@ impl PyCursorState {
         let py = ledger_ids.py();
         let (ls, es) = columns(ledger_ids, entry_ids)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
-        let r = self.detached(py, |c| c.ack_many(ls, es));
+        let r = self.bulk(py, "ack_many", |c| c.ack_many(ls, es));
         self.ok(py, r)
     }
 
@@ -293,7 +293,9 @@ impl PyCursorState {
         let py = position.py();
         let p = position_arg(position, "position")?;
         let (i, n) = (u32_arg(index, "index")?, u32_arg(batch_size, "batch_size")?);
-        let r = self.lock(py).ack_batch_index(p.ledger_id, p.entry_id, i, n);
+        let r = self.run(py, "ack_batch_index", |c| {
+            c.ack_batch_index(p.ledger_id, p.entry_id, i, n)
+        });
         self.ok(py, r)
     }
 
@@ -301,7 +303,7 @@ impl PyCursorState {
     fn is_acked(&self, position: &Bound<'_, PyAny>) -> PyResult<bool> {
         let py = position.py();
         let p = position_arg(position, "position")?;
-        let r = self.lock(py).is_acked(p.ledger_id, p.entry_id);
+        let r = self.run(py, "is_acked", |c| c.is_acked(p.ledger_id, p.entry_id));
         self.ok(py, r)
     }
 
@@ -314,7 +316,7 @@ impl PyCursorState {
         let py = ledger_ids.py();
         let (ls, es) = columns(ledger_ids, entry_ids)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
-        let r = self.detached(py, |c| c.is_acked_many(ls, es));
+        let r = self.bulk(py, "is_acked_many", |c| c.is_acked_many(ls, es));
         Ok(PyArray1::from_vec(py, self.ok(py, r)?).into_any())
     }
 
@@ -337,7 +339,7 @@ impl PyCursorState {
     #[pyo3(signature = (ledger_sizes = None))]
     fn backlog(&self, py: Python<'_>, ledger_sizes: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        let r = self.detached(py, |c| c.backlog(sizes.as_ref()));
+        let r = self.bulk(py, "backlog", |c| c.backlog(sizes.as_ref()));
         self.ok(py, r)
     }
 
@@ -357,7 +359,9 @@ impl PyCursorState {
             .transpose()?;
         let limit = limit_arg(limit, "limit")?.unwrap_or(1000);
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        let r = self.detached(py, |c| c.next_unacked(after, limit, sizes.as_ref()));
+        let r = self.bulk(py, "next_unacked", |c| {
+            c.next_unacked(after, limit, sizes.as_ref())
+        });
         pairs_array(py, self.ok(py, r)?)
     }
 
@@ -371,7 +375,7 @@ impl PyCursorState {
         let py = count.py();
         let n = limit_arg(Some(count), "count")?.unwrap_or(0);
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        let r = self.detached(py, |c| c.skip(n, sizes.as_ref()));
+        let r = self.bulk(py, "skip", |c| c.skip(n, sizes.as_ref()));
         self.ok(py, r)
     }
 
@@ -383,7 +387,7 @@ impl PyCursorState {
         ledger_sizes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let sizes = self::ledger_sizes(ledger_sizes)?;
-        let r = self.detached(py, |c| c.clear_backlog(sizes.as_ref()));
+        let r = self.bulk(py, "clear_backlog", |c| c.clear_backlog(sizes.as_ref()));
         self.ok(py, r)
     }
 
@@ -391,7 +395,7 @@ impl PyCursorState {
     fn reset(&self, read_position: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = read_position.py();
         let p = position_arg(read_position, "read_position")?;
-        let r = self.detached(py, |c| c.reset(p.ledger_id, p.entry_id));
+        let r = self.bulk(py, "reset", |c| c.reset(p.ledger_id, p.entry_id));
         self.ok(py, r)
     }
 
