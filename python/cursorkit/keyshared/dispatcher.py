@@ -38,6 +38,12 @@ LOOK_AHEAD_PER_CONSUMER = 2000
 """``keySharedLookAheadMsgInReplayThresholdPerConsumer``."""
 LOOK_AHEAD_PER_SUBSCRIPTION = 20000
 """``keySharedLookAheadMsgInReplayThresholdPerSubscription``."""
+MAX_UNACKED_PER_CONSUMER = 50_000
+"""``maxUnackedMessagesPerConsumer``: the look-ahead fallback when both look-ahead limits are 0."""
+MAX_UNACKED_PER_SUBSCRIPTION = 200_000
+"""``maxUnackedMessagesPerSubscription``: likewise (0 = no limit)."""
+UNLIMITED = 2**63 - 1
+"""``look_ahead_limit`` when no limit applies (every limit of the rule is 0)."""
 
 
 class Selector(Protocol):
@@ -155,6 +161,9 @@ class SubscriptionStats:
     read_blocked: str | None
     """Why the last ``should_read()`` said no: ``paused``, ``look-ahead`` or ``no-permits`` (None: yes)."""
     unblocked_events: int
+    replay_dropped_acked: int = 0
+    """Positions dropped from the replay queue because the cursor had acknowledged them (Pulsar
+    drops them when adding to replay at or below mark-delete, and when a replay read returns them)."""
 
 
 class KeySharedDispatcher:
@@ -177,11 +186,15 @@ class KeySharedDispatcher:
         slot_kind: Literal["consistent", "range"] | None = None,
         look_ahead_per_consumer: int = LOOK_AHEAD_PER_CONSUMER,
         look_ahead_per_subscription: int = LOOK_AHEAD_PER_SUBSCRIPTION,
+        max_unacked_per_consumer: int = MAX_UNACKED_PER_CONSUMER,
+        max_unacked_per_subscription: int = MAX_UNACKED_PER_SUBSCRIPTION,
     ) -> None:
         if mode not in MODES:
             raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         _count(look_ahead_per_consumer, "look_ahead_per_consumer")
         _count(look_ahead_per_subscription, "look_ahead_per_subscription")
+        _count(max_unacked_per_consumer, "max_unacked_per_consumer")
+        _count(max_unacked_per_subscription, "max_unacked_per_subscription")
         self.selector = selector
         self.cursor = cursor
         self.mode: Mode = mode
@@ -192,6 +205,9 @@ class KeySharedDispatcher:
         self.slot_kind = slot_kind
         self.look_ahead_per_consumer = look_ahead_per_consumer
         self.look_ahead_per_subscription = look_ahead_per_subscription
+        self.max_unacked_per_consumer = max_unacked_per_consumer
+        self.max_unacked_per_subscription = max_unacked_per_subscription
+        self._dropped_acked = 0
         self._lock = threading.RLock()
         self._consumers: dict[Any, _Consumer] = {}
         self._by_cid: dict[int, _Consumer] = {}
@@ -444,6 +460,9 @@ class KeySharedDispatcher:
     def _to_replay(self, pos: Position, slot: int) -> None:
         if pos in self._replay:
             return
+        if pos <= self.cursor.mark_delete_position:  # acknowledged already: Pulsar never queues it
+            self._dropped_acked += 1
+            return
         self._replay[pos] = slot
         bisect.insort(self._replay_order, pos)
         self._replay_slots[slot] = self._replay_slots.get(slot, 0) + 1
@@ -462,12 +481,37 @@ class KeySharedDispatcher:
 
     @property
     def look_ahead_limit(self) -> int:
-        """Replay-queue size beyond which new entries are not read (Pulsar's rule)."""
+        """Replay-queue size beyond which new entries are not read (Pulsar 4's rule).
+
+        ``per_consumer × consumers`` capped by ``per_subscription``, or ``per_subscription`` alone.
+        A limit of 0 means "no limit of this kind": Pulsar then falls back to
+        ``min(max_unacked_per_subscription, consumers × max_unacked_per_consumer)``, each 0 = none,
+        and to ``UNLIMITED`` when every one is 0.
+        """
         per_c, per_s = self.look_ahead_per_consumer, self.look_ahead_per_subscription
+        n = len(self._consumers)
         if per_c > 0:
-            limit = per_c * len(self._consumers)
-            return min(limit, per_s) if per_s > 0 else limit
-        return per_s
+            limit = per_c * n
+            limit = min(limit, per_s) if per_s > 0 else limit
+        else:
+            limit = per_s
+        if limit > 0:
+            return limit
+        caps = [c for c in (self.max_unacked_per_subscription, n * self.max_unacked_per_consumer) if c > 0]
+        return min(caps) if caps else UNLIMITED
+
+    def max_entries_to_read(self) -> int:
+        """How many new entries the broker should read now; 0 when ``should_read()`` says no.
+
+        Pulsar's read size for Key_Shared: ``max(look-ahead limit - replay size, 1)``, and never more
+        than the permits consumers have available, so one read cannot overshoot the limit.
+        """
+        with self._lock:
+            if not self.should_read():
+                return 0
+            permits = sum(s.permits for s in self._consumers.values() if s.permits > 0)
+            room = max(self.look_ahead_limit - len(self._replay), 1)
+            return min(room, permits)
 
     def should_read(self) -> bool:
         """Whether the broker should read new entries now (PIP-299, look-ahead, permits).
@@ -498,6 +542,8 @@ class KeySharedDispatcher:
                     slot = self._delayed_slots.pop(pos, None)
                     if slot is not None:
                         self._to_replay(pos, slot)
+            if self._replay_order:  # acknowledged meanwhile (skip, TTL, seek, acks): dropped in bulk
+                self._drop_acked_replays()
             if self._replay_order:  # one selector call for the whole replay queue
                 queued = list(self._replay_order)
                 slots = [self._replay[pos] for pos in queued]
@@ -516,6 +562,17 @@ class KeySharedDispatcher:
             if self.mode == "last-sent" and out:
                 self._advance_last_sent()
             return [(self._by_cid[cid].consumer, positions) for cid, positions in out.items()]
+
+    def _drop_acked_replays(self) -> None:
+        """Removes replay-queue positions the cursor has acknowledged: one bulk look-up."""
+        queued = self._replay_order
+        ls = np.fromiter((p.ledger_id for p in queued), dtype=np.int64, count=len(queued))
+        es = np.fromiter((p.entry_id for p in queued), dtype=np.int64, count=len(queued))
+        acked = self.cursor.is_acked_many(ls, es)
+        if acked.any():
+            for i in np.flatnonzero(acked).tolist()[::-1]:
+                self._from_replay(queued[i])
+            self._dropped_acked += int(acked.sum())
 
     def _dispatch_read(self, read: _Read, out: dict[int, list[Position]]) -> None:
         """New entries of one read, in order; one selector call for all of them."""
@@ -672,6 +729,7 @@ class KeySharedDispatcher:
                 blocked=dict(self._blocked),
                 read_blocked=self._read_blocked,
                 unblocked_events=self._unblocked,
+                replay_dropped_acked=self._dropped_acked,
             )
 
 

@@ -17,9 +17,12 @@ so ``np.asarray(sel.consumers_by_index, dtype=object)[sel.select_many(slots)]`` 
 
 Every ``add_consumer`` / ``remove_consumer`` returns an :class:`Impact`: the hash ranges each previous
 owner lost (Pulsar's ``ImpactedConsumersResult``, the leaver included) and each new owner gained,
-computed exactly slot by slot. Pulsar's diff omits the part of a partially overlapped old range that
-no new range covers; only the exclusive selector leaves such holes, and they are reported here. Every
-error leaves the selector unchanged.
+computed exactly slot by slot, and naming only consumers whose slots actually moved. This works
+around a quirk of Pulsar's snapshot diff (``ConsumerHashAssignmentsSnapshot``): when an
+exclusive-range consumer is added, Pulsar charges the newcomer's range to the next consumer up, which
+never held it. The diff also omits the part of a partially overlapped old range that no new range
+covers; only the exclusive selector leaves such holes, and they are reported here. Every error leaves
+the selector unchanged.
 """
 
 from __future__ import annotations

@@ -1,0 +1,95 @@
+"""KeySharedDispatcher rules checked one by one against Pulsar 4's Key_Shared dispatcher (issue 20).
+
+Each test is named after the Pulsar rule or configuration it follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from cursorkit import Cursor, Position
+from cursorkit.keyshared.dispatcher import UNLIMITED, KeySharedDispatcher
+from cursorkit.keyshared.selectors import AutoSplitSelector
+
+
+@dataclass(eq=False)
+class C:
+    name: str
+
+
+def dispatcher(**kw: object) -> tuple[KeySharedDispatcher, Cursor]:
+    cursor = Cursor(Position(1, -1))
+    return KeySharedDispatcher(selector=AutoSplitSelector(), cursor=cursor, **kw), cursor  # type: ignore[arg-type]
+
+
+def sent(deliveries: list[tuple[object, list[Position]]]) -> list[Position]:
+    return sorted(p for _, ps in deliveries for p in ps)
+
+
+def test_replayed_positions_the_cursor_acked_are_dropped_not_sent_again() -> None:
+    """Pulsar: positions at or below mark-delete never enter replay; deleted ones are dropped on read."""
+    d, cursor = dispatcher()
+    c = C("c")
+    d.add_consumer(c, 0)
+    d.add_entries([(Position(1, e), b"k") for e in range(3)])
+    assert d.dispatch() == []  # no permits: all three wait in replay
+    assert d.replay_queue == [Position(1, 0), Position(1, 1), Position(1, 2)]
+    cursor.ack_cumulative(Position(1, 0))
+    cursor.ack(Position(1, 2))
+    d.add_permits(c, 10)
+    assert sent(d.dispatch()) == [Position(1, 1)]
+    assert d.stats().replay_dropped_acked == 2 and d.replay_queue == []
+
+
+def test_an_entry_at_or_below_mark_delete_never_enters_the_replay_queue() -> None:
+    d, cursor = dispatcher()
+    c = C("c")
+    d.add_consumer(c, 0)
+    cursor.ack_cumulative(Position(1, 4))
+    d.add_entries([(Position(1, e), b"k") for e in (3, 4, 5)], replay=True)
+    assert d.replay_queue == [Position(1, 5)]
+    assert d.stats().replay_dropped_acked == 2
+
+
+def test_read_size_is_the_look_ahead_room_capped_by_permits() -> None:
+    """Pulsar reads at most max(look-ahead limit - replay size, 1) entries, and no more than permits."""
+    d, _ = dispatcher(look_ahead_per_consumer=3, look_ahead_per_subscription=0)
+    c = C("c")
+    d.add_consumer(c, 100)
+    assert d.look_ahead_limit == 3 and d.max_entries_to_read() == 3
+    d.add_consumer(C("idle"), 0)  # a second consumer doubles the limit
+    assert d.look_ahead_limit == 6 and d.max_entries_to_read() == 6
+    d2, _ = dispatcher()
+    few = C("few")
+    d2.add_consumer(few, 2)
+    assert d2.max_entries_to_read() == 2  # permits bind
+    d3, _ = dispatcher()
+    d3.add_consumer(C("none"), 0)
+    assert d3.max_entries_to_read() == 0 and d3.stats().read_blocked == "no-permits"
+
+
+@pytest.mark.parametrize(
+    ("per_sub", "per_consumer", "consumers", "expected"),
+    [
+        (200_000, 50_000, 2, 100_000),
+        (200_000, 50_000, 5, 200_000),
+        (0, 50_000, 3, 150_000),
+        (0, 0, 2, UNLIMITED),
+    ],
+)
+def test_look_ahead_limits_of_zero_fall_back_to_max_unacked(
+    per_sub: int, per_consumer: int, consumers: int, expected: int
+) -> None:
+    """keySharedLookAhead… = 0 means no such limit: maxUnackedMessagesPerSubscription/PerConsumer apply."""
+    d, _ = dispatcher(
+        look_ahead_per_consumer=0,
+        look_ahead_per_subscription=0,
+        max_unacked_per_subscription=per_sub,
+        max_unacked_per_consumer=per_consumer,
+    )
+    for i in range(consumers):
+        d.add_consumer(C(f"c{i}"), 1)
+    assert d.look_ahead_limit == expected
+    assert d.should_read()  # an empty replay queue never blocks on look-ahead
