@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cursorkit import Cursor, DispatchPausePolicy, Position
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
-from cursorkit.keyshared.dispatcher import Entry, KeySharedDispatcher
+from cursorkit.keyshared.dispatcher import AckResult, Entry, KeySharedDispatcher
 from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector
 from cursorkit.keyshared.sim import Simulation
 
@@ -163,8 +163,9 @@ def test_bad_input_is_typed_and_changes_nothing() -> None:
         d.add_permits(a, -1)
     with pytest.raises(InvalidInputType):
         d.add_permits(a, 1.5)  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgument):
-        d.ack(a, Position(1, 0))  # never sent
+    assert d.ack(a, Position(1, 0)) == AckResult(not_pending=1)  # never sent: Pulsar acks the cursor
+    with pytest.raises(InvalidInputType):
+        d.ack(a, (1, 0))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputType):
         d.add_entries([(1, b"k")])  # type: ignore[list-item]
     with pytest.raises(InvalidInputType):
@@ -311,19 +312,18 @@ def test_delayed_messages_wait_for_their_time() -> None:
     assert sent_to(d.dispatch(), c) == [Position(1, 0)]
 
 
-def test_bulk_ack_is_all_or_nothing_and_redeliver_returns_everything() -> None:
+def test_bulk_ack_accepts_what_pulsar_accepts_and_redeliver_returns_everything() -> None:
     d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
     c = C("c")
     d.add_consumer(c, 5)
     d.add_entries([(Position(1, e), b"k") for e in range(3)])
     assert sent_to(d.dispatch(), c) == [Position(1, e) for e in range(3)]
-    with pytest.raises(InvalidArgument):
-        d.ack_many(c, [Position(1, 0), Position(1, 9)])
-    with pytest.raises(InvalidArgument):
-        d.ack_many(c, [Position(1, 0), Position(1, 0)])
-    assert d.unacked(c) == [Position(1, e) for e in range(3)]
-    assert d.cursor.mark_delete_position == Position(1, -1)
-    assert d.ack_many(c, [Position(1, 0)]) == 0
+    assert d.ack_many(c, [Position(1, 0), Position(1, 9)]) == AckResult(acked=1, not_pending=1)
+    assert d.ack_many(c, [Position(1, 0), Position(1, 0)]) == AckResult(duplicates=2)
+    with pytest.raises(InvalidInputType):
+        d.ack_many(c, [Position(1, 1), "1:2"])  # type: ignore[list-item]
+    assert d.unacked(c) == [Position(1, 1), Position(1, 2)]
+    assert d.cursor.mark_delete_position == Position(1, 0)
     assert d.redeliver(c) == [Position(1, 1), Position(1, 2)]
     assert d.replay_queue == [Position(1, 1), Position(1, 2)]
     assert sent_to(d.dispatch(), c) == [Position(1, 1), Position(1, 2)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from cursorkit import Cursor, Position
-from cursorkit.keyshared.dispatcher import UNLIMITED, KeySharedDispatcher
+from cursorkit.keyshared.dispatcher import UNLIMITED, AckResult, KeySharedDispatcher
 from cursorkit.keyshared.selectors import AutoSplitSelector
 
 
@@ -93,3 +93,40 @@ def test_look_ahead_limits_of_zero_fall_back_to_max_unacked(
         d.add_consumer(C(f"c{i}"), 1)
     assert d.look_ahead_limit == expected
     assert d.should_read()  # an empty replay queue never blocks on look-ahead
+
+
+def test_an_ack_from_another_consumer_is_applied_where_the_message_is_pending() -> None:
+    """Pulsar finds the consumer holding the message, removes it there and acks the cursor."""
+    d, cursor = dispatcher()
+    a, b = C("a"), C("b")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, e), b"k") for e in range(2)])
+    assert sent(d.dispatch()) == [Position(1, 0), Position(1, 1)]
+    holder = a if d.unacked(a) else b
+    d.add_consumer(b, 10)
+    other = b if holder is a else a
+    assert d.ack(other, Position(1, 0)) == AckResult(from_other_consumer=1)
+    assert d.unacked(holder) == [Position(1, 1)] and cursor.is_acked(Position(1, 0))
+    assert d.ack(holder, Position(1, 0)) == AckResult(duplicates=1)  # a duplicate is a no-op
+    assert d.ack_many(holder, [Position(1, 1), Position(1, 1)]) == AckResult(acked=1, duplicates=1)
+    assert cursor.mark_delete_position == Position(1, 1)
+
+
+def test_a_nack_of_a_message_not_pending_on_that_consumer_is_skipped() -> None:
+    d, _ = dispatcher()
+    a = C("a")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, e), b"k") for e in range(2)])
+    d.dispatch()
+    assert d.nack(a, [Position(1, 1), Position(1, 7)]) == 1
+    assert d.replay_queue == [Position(1, 1)] and d.unacked(a) == [Position(1, 0)]
+
+
+def test_acking_a_position_waiting_in_replay_removes_it_from_the_queue() -> None:
+    d, cursor = dispatcher()
+    a = C("a")
+    d.add_consumer(a, 0)
+    d.add_entries([(Position(1, 0), b"k")])
+    d.dispatch()
+    assert d.ack(a, Position(1, 0)) == AckResult(not_pending=1)
+    assert d.replay_queue == [] and cursor.mark_delete_position == Position(1, 0)

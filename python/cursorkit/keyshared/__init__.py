@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from cursorkit.keyshared.dispatcher import Blocked, Entry, KeySharedDispatcher, SubscriptionStats
+from cursorkit.keyshared.dispatcher import AckResult, Blocked, Entry, KeySharedDispatcher, SubscriptionStats
 from cursorkit.keyshared.hashing import hash_many, sticky_key, sticky_key_hash
 from cursorkit.keyshared.selectors import (
     AutoSplitSelector,
@@ -19,6 +19,7 @@ from cursorkit.keyshared.selectors import (
 from cursorkit.keyshared.sim import OrderingChecker, Simulation
 
 __all__ = [
+    "AckResult",
     "AutoSplitSelector",
     "Blocked",
     "ConsistentHashingSelector",

@@ -113,6 +113,32 @@ class Blocked:
     """The first position held back."""
 
 
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor.
+
+    Truthy when it unblocked a draining hash (what ``ack`` used to return).
+    """
+
+    acked: int = 0
+    """Positions that were pending on the acking consumer."""
+    from_other_consumer: int = 0
+    """Positions pending on another consumer: removed there (its draining reference released)."""
+    not_pending: int = 0
+    """Positions pending on no consumer (never sent, or waiting in replay): acked on the cursor."""
+    duplicates: int = 0
+    """Positions the cursor had acknowledged already: nothing changed."""
+    unblocked: int = 0
+    """Draining hashes the ack unblocked."""
+
+    def __bool__(self) -> bool:
+        return self.unblocked > 0
+
+
+_ACKED = AckResult(acked=1)
+_ACKED_UNBLOCKING = AckResult(acked=1, unblocked=1)
+
+
 @dataclass(slots=True, eq=False)
 class _Consumer:
     consumer: Any
@@ -380,17 +406,23 @@ class KeySharedDispatcher:
             if self._highest_read is None or top > self._highest_read:
                 self._highest_read = top
 
-    def nack(self, consumer: Hashable, positions: Sequence[Position]) -> None:
-        """Negative acks: the messages leave the consumer and are redelivered (order may change)."""
+    def nack(self, consumer: Hashable, positions: Sequence[Position]) -> int:
+        """Negative acks: the messages leave the consumer and are redelivered (order may change).
+
+        As in Pulsar, a position not pending on ``consumer`` is skipped; returns how many were nacked.
+        """
         with self._lock:
             state = self._state(consumer)
-            missing = [p for p in positions if p not in state.pending]
-            if missing:
-                raise InvalidArgument(f"{state.name} has no unacked {', '.join(map(str, missing))}")
+            _check_positions(positions)
+            n = 0
             for pos in positions:
-                slot = state.pending.pop(pos)
+                slot = state.pending.pop(pos, None)
+                if slot is None:
+                    continue
                 self._release(state, slot)
                 self._to_replay(pos, slot)
+                n += 1
+            return n
 
     def redeliver(self, consumer: Hashable) -> list[Position]:
         """Pulsar's redeliver-unacknowledged: all of the consumer's unacked messages go to replay."""
@@ -399,25 +431,26 @@ class KeySharedDispatcher:
             self.nack(consumer, held)
             return held
 
-    def ack(self, consumer: Hashable, position: Position) -> bool:
-        """An individual ack from ``consumer``; returns whether it unblocked a draining hash."""
+    def ack(self, consumer: Hashable, position: Position) -> AckResult:
+        """An individual ack from ``consumer``, accepted as Pulsar accepts it (see ``AckResult``)."""
         with self._lock:
             state = self._state(consumer)
-            if position not in state.pending:
-                raise InvalidArgument(f"{position} was not sent to {state.name} (or is acked already)")
-            slot = state.pending.pop(position)
+            try:
+                slot = state.pending.pop(position, None)
+            except TypeError:  # unhashable: refused, typed, by the slow path
+                slot = None
+            if slot is None:
+                return self._ack_rest(state, [position], [])
             self.cursor.ack(position)
             unblocked = self._release(state, slot)
-            self._forget_joined()
-            if self.policy is not None:
-                self.policy.after_ack(self.cursor, "Key_Shared")
-            return unblocked
+            self._after_acks()
+            return _ACKED_UNBLOCKING if unblocked else _ACKED
 
-    def ack_many(self, consumer: Hashable, positions: Sequence[Position]) -> int:
-        """Individual acks of many positions from one consumer; returns how many hashes unblocked.
+    def ack_many(self, consumer: Hashable, positions: Sequence[Position]) -> AckResult:
+        """Individual acks of many positions from one consumer, accepted as Pulsar accepts them.
 
-        All positions are checked first: one that was not sent to ``consumer`` fails the call and
-        nothing is acked.
+        The usual case (all pending on ``consumer``) is one pass in C; anything else (pending on
+        another consumer, never sent, already acked) is sorted out position by position.
         """
         with self._lock:
             state = self._state(consumer)
@@ -426,16 +459,57 @@ class KeySharedDispatcher:
             try:  # extend appends one by one: on a miss, ``slots`` holds exactly what was taken
                 slots.extend(map(pending.pop, positions))
             except (KeyError, TypeError):
-                for p, h in zip(positions, slots, strict=False):  # put back what was taken
-                    pending[p] = h
-                bad = positions[len(slots)]
-                raise InvalidArgument(f"{bad} was not sent to {state.name} (or is acked already)") from None
+                return self._ack_rest(state, positions, slots)
             deque(map(self.cursor.ack, positions), 0)  # the loop runs in C
             unblocked = sum(self._release(state, h) for h in slots) if self._draining_live else 0
-            self._forget_joined()
-            if self.policy is not None:
-                self.policy.after_ack(self.cursor, "Key_Shared")
-            return unblocked
+            self._after_acks()
+            return AckResult(acked=len(slots), unblocked=unblocked)
+
+    def _ack_rest(self, state: _Consumer, positions: Sequence[Position], taken: list[int]) -> AckResult:
+        """Acks ``positions`` whose first ``len(taken)`` were popped from ``state`` already.
+
+        Pulsar's rule: a position pending on another consumer is removed there; one pending on
+        nobody is acked on the cursor (and leaves the replay queue); a duplicate changes nothing.
+        """
+        try:
+            _check_positions(positions)
+        except InvalidInputType:  # malformed: nothing changes
+            for p, h in zip(positions, taken, strict=False):
+                state.pending[p] = h
+            raise
+        head = positions[: len(taken)]
+        deque(map(self.cursor.ack, head), 0)
+        unblocked = sum(self._release(state, h) for h in taken)
+        acked, other, nobody, dup = len(taken), 0, 0, 0
+        for pos in positions[len(taken) :]:
+            slot = state.pending.pop(pos, None)
+            holder = state
+            if slot is None:
+                holder = next((s for s in self._consumers.values() if pos in s.pending), state)
+                slot = holder.pending.pop(pos, None)
+            if slot is not None:
+                unblocked += self._release(holder, slot)
+                if holder is state:
+                    acked += 1
+                else:
+                    other += 1
+            elif self.cursor.is_acked(pos):
+                dup += 1
+                continue
+            else:
+                nobody += 1
+                if pos in self._replay:
+                    self._from_replay(pos)
+            self.cursor.ack(pos)
+        self._after_acks()
+        return AckResult(
+            acked=acked, from_other_consumer=other, not_pending=nobody, duplicates=dup, unblocked=unblocked
+        )
+
+    def _after_acks(self) -> None:
+        self._forget_joined()
+        if self.policy is not None:
+            self.policy.after_ack(self.cursor, "Key_Shared")
 
     def _forget_joined(self) -> None:
         """PIP-282: a joiner is free once mark-delete reaches its joining position."""
@@ -731,6 +805,13 @@ class KeySharedDispatcher:
                 unblocked_events=self._unblocked,
                 replay_dropped_acked=self._dropped_acked,
             )
+
+
+def _check_positions(positions: Sequence[object]) -> None:
+    """Malformed acks stay typed errors: every item must be a ``Position``."""
+    for p in positions:
+        if not isinstance(p, Position):
+            raise InvalidInputType(f"positions must be Position objects, got {type(p).__name__}")
 
 
 def _count(n: object, what: str) -> int:
