@@ -130,3 +130,42 @@ def test_acking_a_position_waiting_in_replay_removes_it_from_the_queue() -> None
     d.dispatch()
     assert d.ack(a, Position(1, 0)) == AckResult(not_pending=1)
     assert d.replay_queue == [] and cursor.mark_delete_position == Position(1, 0)
+
+
+def moved_hash_setup() -> tuple[KeySharedDispatcher, C, C, bytes]:
+    """c1 holds one unacked message of a key whose hash moves to c2 when c2 joins (auto-split)."""
+    d, _ = dispatcher()
+    c1, c2 = C("c1"), C("c2")
+    d.add_consumer(c1, 10)
+    key = next(k for k in (f"k{i}".encode() for i in range(10_000)) if d.slot_of(k) <= 32768)
+    d.add_entries([(Position(1, 0), key)])
+    assert sent(d.dispatch()) == [Position(1, 0)]
+    d.add_consumer(c2, 10)  # auto-split hands the upper half to c2: the hash drains on c1
+    (s1, _) = d.stats().consumers
+    assert s1.draining_hashes_count == 1
+    return d, c1, c2, key
+
+
+def test_draining_hashes_cleared_total_counts_every_clear() -> None:
+    """Pulsar counts every draining hash cleared, blocked or not (#23421's counters)."""
+    d, c1, _, _ = moved_hash_setup()
+    assert not d.ack(c1, Position(1, 0))  # nobody was blocked: no unblock, but a clear
+    stats = d.stats()
+    assert stats.consumers[0].draining_hashes_cleared_total == 1
+    assert stats.draining_hashes_cleared_total == 1 and stats.draining_hashes_count == 0
+
+
+def test_a_draining_hash_given_back_to_its_owner_is_released_at_once() -> None:
+    """Pulsar 4.x after #24736: released on the membership change, not at the next dispatch."""
+    d, c1, c2, _ = moved_hash_setup()
+    d.remove_consumer(c2)  # the hash comes back to c1, where it drains
+    stats = d.stats()
+    assert stats.draining_hashes_count == 0 and stats.consumers[0].draining_hashes_cleared_total == 1
+    assert d.unacked(c1) == [Position(1, 0)]  # the message itself stays unacked on c1
+
+
+def test_subscription_stats_sum_the_consumers_draining_counters() -> None:
+    d, _, _, _ = moved_hash_setup()
+    stats = d.stats()
+    assert stats.draining_hashes_count == sum(c.draining_hashes_count for c in stats.consumers) == 1
+    assert stats.draining_hashes_unacked_messages == 1

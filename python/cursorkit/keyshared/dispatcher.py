@@ -149,7 +149,6 @@ class _Consumer:
     """Unacked deliveries: position → slot."""
     joined_last_sent: Position | None = None
     delivered: int = 0
-    cleared_total: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +187,10 @@ class SubscriptionStats:
     """Why the last ``should_read()`` said no: ``paused``, ``look-ahead`` or ``no-permits`` (None: yes)."""
     unblocked_events: int
     replay_dropped_acked: int = 0
+    draining_hashes_count: int = 0
+    """Sum over the consumers, as Pulsar's subscription stats add them up."""
+    draining_hashes_cleared_total: int = 0
+    draining_hashes_unacked_messages: int = 0
     """Positions dropped from the replay queue because the cursor had acknowledged them (Pulsar
     drops them when adding to replay at or below mark-delete, and when a replay read returns them)."""
 
@@ -341,6 +344,28 @@ class KeySharedDispatcher:
                 if self._draining.owner(h) is None:
                     for _ in range(n):
                         self._draining.add_entry(state.cid, h)
+        self._release_returned()
+
+    def _release_returned(self) -> None:
+        """Releases draining hashes a membership change gave back to the consumer they drain on.
+
+        Pulsar 4.x (#24736) does it at once, firing the unblock if the hash held someone back,
+        instead of waiting for the hash's next dispatch to that owner.
+        """
+        rows = self._draining.draining_hashes()
+        if not len(rows):
+            return
+        hashes, owners, blocked = rows[:, 0], rows[:, 1], rows[:, 3]
+        now = self.selector.select_many(hashes)
+        by_index = self.selector.consumers_by_index
+        for h, owner, held, idx in zip(
+            hashes.tolist(), owners.tolist(), blocked.tolist(), now.tolist(), strict=True
+        ):
+            state = self._consumers.get(by_index[idx]) if idx >= 0 else None
+            if state is not None and state.cid == owner:
+                self._draining.should_block(owner, h)  # the owner's own hash: the entry goes (a clear)
+                if held:
+                    self._unblocked += 1
 
     # --- entries in ---------------------------------------------------------------------------------
 
@@ -527,7 +552,6 @@ class KeySharedDispatcher:
             return False
         if self._draining.reduce_ref(state.cid, slot, False):
             self._unblocked += 1
-            state.cleared_total += 1
             return True
         return False
 
@@ -767,6 +791,7 @@ class KeySharedDispatcher:
         with self._lock:
             ranges_of = getattr(self.selector, "consumer_key_hash_ranges", None)
             ranges: dict[Any, list[tuple[int, int]]] = ranges_of() if callable(ranges_of) else {}
+            cleared = {cid: c["draining_hashes_cleared_total"] for cid, c in self._draining.stats().items()}
             per: dict[int, list[tuple[int, int, int]]] = {}
             for h, owner, refs, blocked in self._draining.draining_hashes().tolist():
                 per.setdefault(owner, []).append((h, refs, blocked))
@@ -777,7 +802,7 @@ class KeySharedDispatcher:
                     unacked_messages=len(s.pending),
                     msg_out_counter=s.delivered,
                     draining_hashes_count=len(per.get(s.cid, [])),
-                    draining_hashes_cleared_total=s.cleared_total,
+                    draining_hashes_cleared_total=cleared.get(s.cid, 0),
                     draining_hashes_unacked_messages=sum(r for _, r, _ in per.get(s.cid, [])),
                     draining_hashes=sorted(per.get(s.cid, [])),
                     last_sent_position_when_joining=(
@@ -804,6 +829,9 @@ class KeySharedDispatcher:
                 read_blocked=self._read_blocked,
                 unblocked_events=self._unblocked,
                 replay_dropped_acked=self._dropped_acked,
+                draining_hashes_count=sum(c.draining_hashes_count for c in consumers),
+                draining_hashes_cleared_total=sum(c.draining_hashes_cleared_total for c in consumers),
+                draining_hashes_unacked_messages=sum(c.draining_hashes_unacked_messages for c in consumers),
             )
 
 
