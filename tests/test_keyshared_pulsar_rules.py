@@ -169,3 +169,50 @@ def test_subscription_stats_sum_the_consumers_draining_counters() -> None:
     stats = d.stats()
     assert stats.draining_hashes_count == sum(c.draining_hashes_count for c in stats.consumers) == 1
     assert stats.draining_hashes_unacked_messages == 1
+
+
+def test_redelivery_counts_follow_nacks_redelivers_and_leavers_and_clear_on_ack() -> None:
+    """Pulsar counts redeliveries per position and sends the count with the message."""
+    d, _ = dispatcher()
+    a, b = C("a"), C("b")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, e), b"k") for e in range(3)])
+    d.dispatch()
+    d.nack(a, [Position(1, 0)])
+    d.redeliver(a)  # 1:1 and 1:2 (1:0 is in replay, not pending)
+    ((who, ps, counts),) = d.dispatch_with_counts()
+    assert who is a and ps == [Position(1, 0), Position(1, 1), Position(1, 2)]
+    assert counts.tolist() == [1, 1, 1]
+    d.nack(a, [Position(1, 0)])
+    d.add_consumer(b, 10)
+    returned = d.remove_consumer(a)  # a leaves: its unacked messages are redelivered once more
+    assert set(returned) == {Position(1, 1), Position(1, 2)}
+    out = {p: n for _, ps, ns in d.dispatch_with_counts() for p, n in zip(ps, ns.tolist(), strict=True)}
+    assert out == {Position(1, 0): 2, Position(1, 1): 2, Position(1, 2): 2}
+    d.ack_many(b, [Position(1, 0), Position(1, 1), Position(1, 2)])
+    assert d.redelivery_count(Position(1, 0)) == 0 and not d._redeliveries
+
+
+def test_when_the_last_consumer_leaves_everything_is_read_again_once() -> None:
+    """Pulsar empties the replay queue and rewinds the read position when no consumer is left."""
+    d, cursor = dispatcher()
+    a = C("a")
+    d.add_consumer(a, 2)
+    d.add_entries([(Position(1, e), f"k{e}".encode()) for e in range(5)])
+    first = sent(d.dispatch())
+    d.ack(a, first[0])
+    assert len(d.replay_queue) + len(d.unacked(a)) == 4
+    d.remove_consumer(a)
+    assert d.replay_queue == [] and d.stats().replay_size == 0
+    d.add_entries([(Position(1, 5), b"k5")])  # read while nobody is connected: released too
+    rewind = d.take_rewind()
+    assert rewind == cursor.mark_delete_position and d.take_rewind() is None
+    b = C("b")
+    d.add_consumer(b, 100)
+    after = rewind.entry_id + 1
+    d.add_entries(
+        [(Position(1, e), f"k{e}".encode()) for e in range(after, 6) if not cursor.is_acked(Position(1, e))]
+    )
+    again = sent(d.dispatch())
+    assert again == [Position(1, e) for e in range(6) if Position(1, e) != first[0]]
+    assert len(again) == len(set(again))  # nothing twice

@@ -237,6 +237,10 @@ class KeySharedDispatcher:
         self.max_unacked_per_consumer = max_unacked_per_consumer
         self.max_unacked_per_subscription = max_unacked_per_subscription
         self._dropped_acked = 0
+        self._redeliveries: dict[Position, int] = {}
+        """Pulsar's redelivery count per unacked position (nack, redeliver, a consumer leaving)."""
+        self._rewind: Position | None = None
+        """Set when the last consumer left: the broker must read again from after this position."""
         self._lock = threading.RLock()
         self._consumers: dict[Any, _Consumer] = {}
         self._by_cid: dict[int, _Consumer] = {}
@@ -295,8 +299,12 @@ class KeySharedDispatcher:
             del self._consumers[consumer]
             del self._by_cid[state.cid]
             returned = sorted(state.pending)
-            for pos in returned:
-                self._to_replay(pos, state.pending[pos])
+            self._count_redeliveries(returned)
+            if self._consumers:
+                for pos in returned:
+                    self._to_replay(pos, state.pending[pos])
+            else:  # Pulsar: nobody left, so nothing is queued; the cursor rewinds and reads it all again
+                self._drop_everything_read()
             state.pending.clear()
             self._draining.remove_consumer(state.cid, True)
             self._register_draining(impact, skip=consumer)
@@ -387,6 +395,10 @@ class KeySharedDispatcher:
             else:
                 raise InvalidInputType(f"an entry is an Entry or a (Position, key) tuple, got {obj!r}")
         with self._lock:
+            if not self._consumers:  # read while nobody is connected: released, read again later
+                if batch:
+                    self._drop_everything_read()
+                return
             if replay:
                 for e in batch:
                     self._to_replay(e.position, e.slot)
@@ -422,6 +434,9 @@ class KeySharedDispatcher:
             )
         if len(pos):
             with self._lock:
+                if not self._consumers:  # read while nobody is connected: released, read again later
+                    self._drop_everything_read()
+                    return
                 self._incoming.append(_Read(pos, col, ats))
                 self._note_read(pos)
 
@@ -446,6 +461,7 @@ class KeySharedDispatcher:
                     continue
                 self._release(state, slot)
                 self._to_replay(pos, slot)
+                self._redeliveries[pos] = self._redeliveries.get(pos, 0) + 1
                 n += 1
             return n
 
@@ -467,6 +483,8 @@ class KeySharedDispatcher:
             if slot is None:
                 return self._ack_rest(state, [position], [])
             self.cursor.ack(position)
+            if self._redeliveries:
+                self._redeliveries.pop(position, None)
             unblocked = self._release(state, slot)
             self._after_acks()
             return _ACKED_UNBLOCKING if unblocked else _ACKED
@@ -486,6 +504,8 @@ class KeySharedDispatcher:
             except (KeyError, TypeError):
                 return self._ack_rest(state, positions, slots)
             deque(map(self.cursor.ack, positions), 0)  # the loop runs in C
+            if self._redeliveries:
+                deque(map(self._redeliveries.pop, positions, [None] * len(positions)), 0)
             unblocked = sum(self._release(state, h) for h in slots) if self._draining_live else 0
             self._after_acks()
             return AckResult(acked=len(slots), unblocked=unblocked)
@@ -526,12 +546,17 @@ class KeySharedDispatcher:
                 if pos in self._replay:
                     self._from_replay(pos)
             self.cursor.ack(pos)
+            self._redeliveries.pop(pos, None)
         self._after_acks()
         return AckResult(
             acked=acked, from_other_consumer=other, not_pending=nobody, duplicates=dup, unblocked=unblocked
         )
 
     def _after_acks(self) -> None:
+        if self._redeliveries:  # acked by any path (cursor acks included): the count goes
+            md = self.cursor.mark_delete_position
+            for p in [p for p in self._redeliveries if p <= md]:
+                del self._redeliveries[p]
         self._forget_joined()
         if self.policy is not None:
             self.policy.after_ack(self.cursor, "Key_Shared")
@@ -628,6 +653,21 @@ class KeySharedDispatcher:
                 self._read_blocked = None
             return self._read_blocked is None
 
+    def dispatch_with_counts(self) -> list[tuple[Any, list[Position], npt.NDArray[np.int32]]]:
+        """``dispatch()`` with each position's redelivery count, as an int32 array per consumer.
+
+        Pulsar sends the count with the message; consumers use it for ``maxRedeliverCount``.
+        """
+        with self._lock:
+            out = self.dispatch()
+            red = self._redeliveries
+            if not red:
+                return [(c, ps, np.zeros(len(ps), dtype=np.int32)) for c, ps in out]
+            return [
+                (c, ps, np.fromiter((red.get(p, 0) for p in ps), dtype=np.int32, count=len(ps)))
+                for c, ps in out
+            ]
+
     def dispatch(self) -> list[tuple[Any, list[Position]]]:
         """Sends what can be sent: due delayed messages and the replay queue first, then new entries."""
         with self._lock:
@@ -660,6 +700,39 @@ class KeySharedDispatcher:
             if self.mode == "last-sent" and out:
                 self._advance_last_sent()
             return [(self._by_cid[cid].consumer, positions) for cid, positions in out.items()]
+
+    def _count_redeliveries(self, positions: Iterable[Position]) -> None:
+        red = self._redeliveries
+        for pos in positions:
+            red[pos] = red.get(pos, 0) + 1
+
+    def _drop_everything_read(self) -> None:
+        """Releases everything read when no consumer is left, as Pulsar's dispatcher does.
+
+        The replay queue and unsent reads go, and the broker is told to rewind to mark-delete
+        (``take_rewind``).
+        """
+        self._replay.clear()
+        self._replay_order.clear()
+        self._replay_slots.clear()
+        self._incoming.clear()
+        self._highest_read = None
+        self._rewind = self.cursor.mark_delete_position
+
+    def take_rewind(self) -> Position | None:
+        """The position to read again after (mark-delete) when the last consumer left, or None.
+
+        Everything read and not acknowledged was released then; the broker re-reads from the
+        position after this one. Reading clears it.
+        """
+        with self._lock:
+            rewind, self._rewind = self._rewind, None
+            return rewind
+
+    def redelivery_count(self, position: Position) -> int:
+        """How many times ``position`` went back for redelivery (nack, redeliver, a leaving consumer)."""
+        with self._lock:
+            return self._redeliveries.get(position, 0)
 
     def _drop_acked_replays(self) -> None:
         """Removes replay-queue positions the cursor has acknowledged: one bulk look-up."""
