@@ -11,7 +11,7 @@ import pytest
 
 from cursorkit import Cursor, Position
 from cursorkit.keyshared.dispatcher import UNLIMITED, AckResult, KeySharedDispatcher
-from cursorkit.keyshared.selectors import AutoSplitSelector
+from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector
 
 
 @dataclass(eq=False)
@@ -216,3 +216,56 @@ def test_when_the_last_consumer_leaves_everything_is_read_again_once() -> None:
     again = sent(d.dispatch())
     assert again == [Position(1, e) for e in range(6) if Position(1, e) != first[0]]
     assert len(again) == len(set(again))  # nothing twice
+
+
+def test_last_sent_seeds_individually_sent_with_the_cursors_ack_holes() -> None:
+    """Pulsar 3.3 (PIP-282): on first use the individually-sent set starts from the acked ranges."""
+    cursor = Cursor(Position(1, -1))
+    cursor.ack(Position(1, 1))
+    cursor.ack(Position(1, 2))
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=cursor, mode="last-sent")
+    a = C("a")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, 0), b"k")])
+    assert sent(d.dispatch()) == [Position(1, 0)]
+    assert d.stats().last_sent_position == "1:2"  # 1:1 and 1:2 were acked: they count as sent
+
+
+def test_last_sent_crosses_a_ledger_boundary_when_only_the_ledger_end_lies_between() -> None:
+    """Pulsar 3.3: the gap (LSP, next] holding no entries of the ledger does not stop the LSP."""
+    cursor = Cursor(Position(1, -1), ledger_sizes={1: 2, 2: 5})
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=cursor, mode="last-sent")
+    a = C("a")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, e), b"k") for e in range(2)] + [(Position(2, 0), b"k")])
+    assert sent(d.dispatch()) == [Position(1, 0), Position(1, 1), Position(2, 0)]
+    assert d.stats().last_sent_position == "2:0"
+
+
+def test_replays_to_recently_joined_consumers_stop_at_the_earliest_joiners_limit() -> None:
+    """Pulsar 3.3: on replay reads a joiner's limit is the minimum with the earliest joiner's."""
+    probe = KeySharedDispatcher(selector=ConsistentHashingSelector(), cursor=Cursor(), mode="last-sent")
+    pa, pb, pc = C("a"), C("b"), C("c")
+    probe.add_consumer(pa)
+    probe.add_consumer(pb)
+    before = {k: probe.selector.select(probe.slot_of(k)) for k in (f"w{i}".encode() for i in range(5000))}
+    probe.add_consumer(pc)
+    # A key that a owns while a and b are connected and that moves to c when c joins.
+    w = next(k for k, who in before.items() if who is pa and probe.selector.select(probe.slot_of(k)) is pc)
+
+    d = KeySharedDispatcher(
+        selector=ConsistentHashingSelector(), cursor=Cursor(Position(1, -1)), mode="last-sent"
+    )
+    a, b, c = C("a"), C("b"), C("c")
+    d.add_consumer(a, 1000)
+    d.add_entries([(Position(1, 0), b"first")])
+    d.dispatch()  # 1:0 to a, unacked
+    d.add_consumer(b, 1000)  # b joins behind 1:0
+    d.add_entries([(Position(1, 1), w)])
+    assert [p for who, ps in d.dispatch() if who is a for p in ps] == [Position(1, 1)]
+    d.add_consumer(c, 1000)  # c joins behind 1:1, and w now selects c
+    limits = {s.name: s.last_sent_position_when_joining for s in d.stats().consumers}
+    assert limits["b"] == "1:0" and limits["c"] == "1:1"
+    d.nack(a, [Position(1, 1)])  # back to replay, now for c
+    assert d.dispatch() == []  # replayed 1:1 is past b's limit (1:0): c must not get it yet
+    assert d.stats().blocked[d.slot_of(w)].reason == "recently-joined"

@@ -688,7 +688,7 @@ class KeySharedDispatcher:
                 owners = self.selector.select_many(np.array(slots, dtype=np.int64)).tolist()
                 by_index = self.selector.consumers_by_index
                 for pos, slot, owner in zip(queued, slots, owners, strict=True):
-                    target = self._target(pos, slot, by_index[owner])
+                    target = self._target(pos, slot, by_index[owner], replay=True)
                     if target is not None:
                         self._from_replay(pos)
                         self._send(target, pos, slot, out)
@@ -783,7 +783,7 @@ class KeySharedDispatcher:
             else:
                 self._send(target, pos, slot, out)
 
-    def _target(self, pos: Position, slot: int, consumer: Any) -> _Consumer | None:
+    def _target(self, pos: Position, slot: int, consumer: Any, *, replay: bool = False) -> _Consumer | None:
         """The consumer ``slot`` may go to now, or None (the reason is recorded)."""
         state = self._consumers.get(consumer) if consumer is not None else None
         if state is None:
@@ -801,6 +801,8 @@ class KeySharedDispatcher:
             return None
         if self.mode == "last-sent":
             limit = self._joined.get(state.consumer)
+            if limit is not None and replay:  # 3.3: replays to joiners stop at the earliest joiner's
+                limit = min(limit, min(self._joined.values()))
             if limit is not None and pos > limit:
                 self._blocked.setdefault(slot, Blocked("recently-joined", consumer=state.name, position=pos))
                 return None
@@ -819,11 +821,23 @@ class KeySharedDispatcher:
 
     def _lsp(self) -> Position:
         md = self.cursor.mark_delete_position
+        if self._last_sent is None:  # first use: the cursor's ack holes count as sent (3.3)
+            self._sent = self.cursor.individually_deleted
         if self._last_sent is None or self._last_sent < md:
             self._last_sent = md
         return self._last_sent
 
     def _next(self, pos: Position) -> Position:
+        """The entry after ``pos``.
+
+        Past a ledger's last entry (the cursor's ledger sizes say where it ends) that is the first
+        entry of the next non-empty ledger, so the last sent position crosses ledger boundaries.
+        """
+        sizes = self.cursor.ledger_sizes
+        if sizes and pos.entry_id + 1 >= sizes.get(pos.ledger_id, 2**63):
+            later = [lid for lid, n in sizes.items() if lid > pos.ledger_id and n > 0]
+            if later:
+                return Position(min(later), 0)
         return Position(pos.ledger_id, pos.entry_id + 1)
 
     def _advance_last_sent(self) -> None:
