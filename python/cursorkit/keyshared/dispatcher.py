@@ -6,10 +6,12 @@ so the join-during-send races of Pulsar's dispatchers (research §4) cannot happ
 "send-time recheck" is the gate itself, taken in the same step as the send.
 
 Modes:
-* ``draining`` (PIP-379, default): when a join or leave moves a hash, the previous owner keeps it
-  while it has unacked messages of that hash (a per-hash reference count); others wait.
-* ``last-sent`` (PIP-282): a consumer that joins while messages are outstanding may only receive
-  positions up to the subscription's last sent position at its join, until mark-delete passes it.
+* ``draining`` (PIP-379, Pulsar 4.x's default, with 4.x's ``drainingHashes*`` stats): when a join or
+  leave moves a hash, the previous owner keeps it while it has unacked messages of that hash (a
+  per-hash reference count); others wait.
+* ``last-sent`` (PIP-282, Pulsar 3.3's default, with 3.3's ``lastSentPosition`` stats): a consumer
+  that joins while messages are outstanding may only receive positions up to the subscription's
+  last sent position at its join, until mark-delete passes it.
 * ``out-of-order`` (``allowOutOfOrderDelivery``): the selector and permits only.
 """
 
