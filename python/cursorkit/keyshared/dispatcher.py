@@ -744,6 +744,7 @@ class KeySharedDispatcher:
         acked = self.cursor.is_acked_many(ls, es)
         if acked.any():
             for i in np.flatnonzero(acked).tolist()[::-1]:
+                self._redeliveries.pop(queued[i], None)
                 self._from_replay(queued[i])
             self._dropped_acked += int(acked.sum())
 

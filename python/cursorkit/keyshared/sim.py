@@ -16,6 +16,7 @@ scripts (``Simulation.run_script``), one command per line:
 
 from __future__ import annotations
 
+import bisect
 import shlex
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -207,10 +208,21 @@ class Simulation:
         """One round: read if allowed, dispatch, deliver, ack. Returns messages delivered."""
         self.round += 1
         d = self.dispatcher
+        rewind = d.take_rewind()
+        if rewind is not None:  # the last consumer left: read again after mark-delete, as Pulsar does
+            self.read_upto = bisect.bisect_right(self.positions, rewind)
         if self.read_upto < len(self.log) and d.should_read():
             end = min(self.read_upto + self.read_batch, len(self.log))
-            d.add_read(self.positions[self.read_upto : end], self.slots[self.read_upto : end])
+            part = self.positions[self.read_upto : end]
+            slots = self.slots[self.read_upto : end]
             self.read_upto = end
+            ls = np.fromiter((p.ledger_id for p in part), np.int64, len(part))
+            es = np.fromiter((p.entry_id for p in part), np.int64, len(part))
+            keep = ~d.cursor.is_acked_many(ls, es)  # a re-read skips what is acked, as a cursor read does
+            if keep.all():
+                d.add_read(part, slots)
+            elif keep.any():
+                d.add_read([p for p, k in zip(part, keep.tolist(), strict=True) if k], slots[keep])
         sent = 0
         for consumer, positions in d.dispatch():
             if self.check:
