@@ -115,11 +115,11 @@ class Blocked:
     """The first position held back."""
 
 
-@dataclass(frozen=True, slots=True)
-class AckResult:
+class AckResult(NamedTuple):
     """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor.
 
-    Truthy when it unblocked a draining hash (what ``ack`` used to return).
+    Truthy when it unblocked a draining hash (what ``ack`` used to return). A named tuple: made
+    once per ack call on the hot path.
     """
 
     acked: int = 0
@@ -133,7 +133,7 @@ class AckResult:
     unblocked: int = 0
     """Draining hashes the ack unblocked."""
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> bool:  # noqa: D105
         return self.unblocked > 0
 
 
@@ -241,6 +241,9 @@ class KeySharedDispatcher:
         self._dropped_acked = 0
         self._redeliveries: dict[Position, int] = {}
         """Pulsar's redelivery count per unacked position (nack, redeliver, a consumer leaving)."""
+        self._seen_mutations = -1
+        """The cursor's mutation count after this dispatcher's own last change to it: when it moved
+        since, something else acked (skip, TTL, seek, a shared cursor) and replays are re-checked."""
         self._rewind: Position | None = None
         """Set when the last consumer left: the broker must read again from after this position."""
         self._lock = threading.RLock()
@@ -555,10 +558,7 @@ class KeySharedDispatcher:
         )
 
     def _after_acks(self) -> None:
-        if self._redeliveries:  # acked by any path (cursor acks included): the count goes
-            md = self.cursor.mark_delete_position
-            for p in [p for p in self._redeliveries if p <= md]:
-                del self._redeliveries[p]
+        self._seen_mutations = self.cursor.mutations  # our own acks leave nothing acked in replay
         self._forget_joined()
         if self.policy is not None:
             self.policy.after_ack(self.cursor, "Key_Shared")
@@ -682,8 +682,10 @@ class KeySharedDispatcher:
                     slot = self._delayed_slots.pop(pos, None)
                     if slot is not None:
                         self._to_replay(pos, slot)
-            if self._replay_order:  # acknowledged meanwhile (skip, TTL, seek, acks): dropped in bulk
+            if self.cursor.mutations != self._seen_mutations:  # acked elsewhere (skip, TTL, seek)
                 self._drop_acked_replays()
+                self._drop_acked_counts()
+            self._seen_mutations = self.cursor.mutations
             if self._replay_order:  # one selector call for the whole replay queue
                 queued = list(self._replay_order)
                 slots = [self._replay[pos] for pos in queued]
@@ -736,9 +738,21 @@ class KeySharedDispatcher:
         with self._lock:
             return self._redeliveries.get(position, 0)
 
+    def _drop_acked_counts(self) -> None:
+        """Forgets redelivery counts of positions the cursor acknowledged elsewhere (one bulk look-up)."""
+        red = self._redeliveries
+        if red:
+            held = list(red)
+            ls = np.fromiter((p.ledger_id for p in held), dtype=np.int64, count=len(held))
+            es = np.fromiter((p.entry_id for p in held), dtype=np.int64, count=len(held))
+            for i in np.flatnonzero(self.cursor.is_acked_many(ls, es)).tolist():
+                del red[held[i]]
+
     def _drop_acked_replays(self) -> None:
         """Removes replay-queue positions the cursor has acknowledged: one bulk look-up."""
         queued = self._replay_order
+        if not queued:
+            return
         ls = np.fromiter((p.ledger_id for p in queued), dtype=np.int64, count=len(queued))
         es = np.fromiter((p.entry_id for p in queued), dtype=np.int64, count=len(queued))
         acked = self.cursor.is_acked_many(ls, es)

@@ -128,6 +128,8 @@ class Simulation:
         """Published (position, key index), in publish order."""
         self.key_of: dict[Position, int] = {}
         self.read_upto = 0
+        self.reread_until = 0
+        """Read index before the last rewind: entries below it may have been acked already."""
         self.round = 0
         self.consumers: dict[str, SimConsumer] = {}
         self.checker = OrderingChecker(single_owner=dispatcher.mode == "draining")
@@ -210,19 +212,21 @@ class Simulation:
         d = self.dispatcher
         rewind = d.take_rewind()
         if rewind is not None:  # the last consumer left: read again after mark-delete, as Pulsar does
+            self.reread_until = max(self.reread_until, self.read_upto)
             self.read_upto = bisect.bisect_right(self.positions, rewind)
         if self.read_upto < len(self.log) and d.should_read():
-            end = min(self.read_upto + self.read_batch, len(self.log))
-            part = self.positions[self.read_upto : end]
-            slots = self.slots[self.read_upto : end]
+            start, end = self.read_upto, min(self.read_upto + self.read_batch, len(self.log))
+            part, slots = self.positions[start:end], self.slots[start:end]
             self.read_upto = end
-            ls = np.fromiter((p.ledger_id for p in part), np.int64, len(part))
-            es = np.fromiter((p.entry_id for p in part), np.int64, len(part))
-            keep = ~d.cursor.is_acked_many(ls, es)  # a re-read skips what is acked, as a cursor read does
-            if keep.all():
+            if start < self.reread_until:  # a re-read after a rewind skips what is acked, as a cursor does
+                ls = np.fromiter((p.ledger_id for p in part), np.int64, len(part))
+                es = np.fromiter((p.entry_id for p in part), np.int64, len(part))
+                keep = ~d.cursor.is_acked_many(ls, es)
+                if not keep.all():
+                    part = [p for p, k in zip(part, keep.tolist(), strict=True) if k]
+                    slots = slots[keep]
+            if part:
                 d.add_read(part, slots)
-            elif keep.any():
-                d.add_read([p for p, k in zip(part, keep.tolist(), strict=True) if k], slots[keep])
         sent = 0
         for consumer, positions in d.dispatch():
             if self.check:
