@@ -468,16 +468,21 @@ class BucketDelayedDeliveryTracker:
         their metadata's ``min_schedule_timestamp`` of that segment stands in for it.
         """
         heads = [h[0] for h in (self._mutable.peek(), self._shared.peek()) if h is not None]
-        b = self._min_barrier()
-        if b is not None and b.barrier is not None:
-            head = self._shared.peek()
-            if head is None or head > b.barrier:  # a load failed: settled as far as it could
-                heads.extend(
-                    c.next_unloaded_timestamp()
-                    for c in self._buckets
-                    if c.barrier is not None and (head is None or head > c.barrier)
-                )
+        heads.extend(c.next_unloaded_timestamp() for c in self._stalled())
         return min(heads) if heads else None
+
+    def _stalled(self) -> list[ImmutableBucket]:
+        """Buckets whose loaded segment is used up while their next one is not loaded.
+
+        Only a failed load leaves one (settling stops there); usually the list is empty.
+        """
+        b = self._min_barrier()
+        if b is None or b.barrier is None:
+            return []
+        head = self._shared.peek()
+        if head is not None and head <= b.barrier:
+            return []
+        return [c for c in self._buckets if c.barrier is not None and (head is None or head > c.barrier)]
 
     def _pop_limit(self, cutoff: int) -> Key:
         """The last index that may leave now: due, and before every bucket's unloaded indexes.
@@ -486,18 +491,14 @@ class BucketDelayedDeliveryTracker:
         holds back only indexes from that segment's ``min_schedule_timestamp`` on.
         """
         limit: Key = (cutoff, I64_MAX, I64_MAX)
-        b = self._min_barrier()
-        if b is None or b.barrier is None:
-            return limit
-        head = self._shared.peek()
-        if head is not None and head <= b.barrier:  # every load succeeded: the earliest barrier
-            return min(limit, b.barrier)
+        stalled = set(self._stalled())
+        if not stalled:  # every load succeeded: the earliest barrier
+            b = self._min_barrier()
+            return min(limit, b.barrier) if b is not None and b.barrier is not None else limit
         for c in self._buckets:
             if c.barrier is not None:
-                loaded = head is not None and head <= c.barrier
-                limit = min(
-                    limit, c.barrier if loaded else (c.next_unloaded_timestamp() - 1, I64_MAX, I64_MAX)
-                )
+                bound = (c.next_unloaded_timestamp() - 1, I64_MAX, I64_MAX) if c in stalled else c.barrier
+                limit = min(limit, bound)
         return limit
 
     def has_message_available(self) -> bool:

@@ -189,12 +189,12 @@ class SubscriptionStats:
     """Why the last ``should_read()`` said no: ``paused``, ``look-ahead`` or ``no-permits`` (None: yes)."""
     unblocked_events: int
     replay_dropped_acked: int = 0
-    draining_hashes_count: int = 0
-    """Sum over the consumers, as Pulsar's subscription stats add them up."""
-    draining_hashes_cleared_total: int = 0
-    draining_hashes_unacked_messages: int = 0
     """Positions dropped from the replay queue because the cursor had acknowledged them (Pulsar
     drops them when adding to replay at or below mark-delete, and when a replay read returns them)."""
+    draining_hashes_count: int = 0
+    """Sum over the consumers, as Pulsar's subscription stats add them up (likewise the next two)."""
+    draining_hashes_cleared_total: int = 0
+    draining_hashes_unacked_messages: int = 0
 
 
 class KeySharedDispatcher:
@@ -529,6 +529,8 @@ class KeySharedDispatcher:
             raise
         head = positions[: len(taken)]
         deque(map(self.cursor.ack, head), 0)
+        for pos in head:
+            self._redeliveries.pop(pos, None)
         unblocked = sum(self._release(state, h) for h in taken)
         acked, other, nobody, dup = len(taken), 0, 0, 0
         for pos in positions[len(taken) :]:
@@ -743,9 +745,7 @@ class KeySharedDispatcher:
         red = self._redeliveries
         if red:
             held = list(red)
-            ls = np.fromiter((p.ledger_id for p in held), dtype=np.int64, count=len(held))
-            es = np.fromiter((p.entry_id for p in held), dtype=np.int64, count=len(held))
-            for i in np.flatnonzero(self.cursor.is_acked_many(ls, es)).tolist():
+            for i in np.flatnonzero(acked_mask(self.cursor, held)).tolist():
                 del red[held[i]]
 
     def _drop_acked_replays(self) -> None:
@@ -753,9 +753,7 @@ class KeySharedDispatcher:
         queued = self._replay_order
         if not queued:
             return
-        ls = np.fromiter((p.ledger_id for p in queued), dtype=np.int64, count=len(queued))
-        es = np.fromiter((p.entry_id for p in queued), dtype=np.int64, count=len(queued))
-        acked = self.cursor.is_acked_many(ls, es)
+        acked = acked_mask(self.cursor, queued)
         if acked.any():
             for i in np.flatnonzero(acked).tolist()[::-1]:
                 self._redeliveries.pop(queued[i], None)
@@ -937,6 +935,14 @@ class KeySharedDispatcher:
                 draining_hashes_cleared_total=sum(c.draining_hashes_cleared_total for c in consumers),
                 draining_hashes_unacked_messages=sum(c.draining_hashes_unacked_messages for c in consumers),
             )
+
+
+def acked_mask(cursor: Cursor, positions: Sequence[Position]) -> npt.NDArray[np.bool_]:
+    """Which of ``positions`` the cursor has acknowledged: one bulk call into Rust."""
+    n = len(positions)
+    ls = np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=n)
+    es = np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=n)
+    return cursor.is_acked_many(ls, es)
 
 
 def _check_positions(positions: Sequence[object]) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 
 from cursorkit._core import Position
 from cursorkit.errors import InvalidArgument
-from cursorkit.keyshared.dispatcher import KeySharedDispatcher
+from cursorkit.keyshared.dispatcher import KeySharedDispatcher, acked_mask
 
 
 @dataclass(eq=False)
@@ -219,9 +219,7 @@ class Simulation:
             part, slots = self.positions[start:end], self.slots[start:end]
             self.read_upto = end
             if start < self.reread_until:  # a re-read after a rewind skips what is acked, as a cursor does
-                ls = np.fromiter((p.ledger_id for p in part), np.int64, len(part))
-                es = np.fromiter((p.entry_id for p in part), np.int64, len(part))
-                keep = ~d.cursor.is_acked_many(ls, es)
+                keep = ~acked_mask(d.cursor, part)
                 if not keep.all():
                     part = [p for p, k in zip(part, keep.tolist(), strict=True) if k]
                     slots = slots[keep]

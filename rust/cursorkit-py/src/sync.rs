@@ -42,7 +42,16 @@ pub fn guarded<R: Send>(
     call: &str,
     f: impl FnOnce() -> Result<R, CoreError> + Send,
 ) -> Result<R, CoreError> {
-    py.detach(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panicked(call, &*p))))
+    py.detach(|| catching(|| call.to_owned(), f))
+}
+
+/// Runs `f`; a panic inside it becomes `CoreError::Internal` naming the call (built only then).
+#[inline]
+fn catching<R>(
+    call: impl FnOnce() -> String,
+    f: impl FnOnce() -> Result<R, CoreError>,
+) -> Result<R, CoreError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| Err(panicked(&call(), &*p)))
 }
 
 /// [`guarded`] on the locked value of `m`.
@@ -137,8 +146,7 @@ pub trait Shared {
         f: impl FnOnce(&mut Self::Core) -> Result<R, CoreError>,
     ) -> Result<R, CoreError> {
         let mut value = self.lock(py);
-        catch_unwind(AssertUnwindSafe(|| f(&mut value)))
-            .unwrap_or_else(|p| Err(panicked(&format!("{}.{method}", Self::NAME), &*p)))
+        catching(|| format!("{}.{method}", Self::NAME), || f(&mut value))
     }
 }
 

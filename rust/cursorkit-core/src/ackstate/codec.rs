@@ -314,25 +314,39 @@ pub(crate) fn bitset_words_wire_size(l: &LedgerBits) -> usize {
     let n_words = top as usize / 64 + 1;
     let mut edges: BTreeMap<usize, u64> = BTreeMap::new();
     let mut full = 0usize;
-    l.for_each_run(|a, b| {
-        let (a, b) = (a as usize, b as usize);
-        let (wa, wb) = (a / 64, b / 64);
-        let lo_mask = !0u64 << (a % 64);
-        let hi_mask = !0u64 >> (63 - b % 64);
-        if wa == wb {
-            *edges.entry(wa).or_default() |= lo_mask & hi_mask;
-        } else {
-            *edges.entry(wa).or_default() |= lo_mask;
-            *edges.entry(wb).or_default() |= hi_mask;
-            full += wb - wa - 1;
-        }
-    });
+    for_each_run_word(
+        l,
+        |w, mask| *edges.entry(w).or_default() |= mask,
+        |words| full += words.len(),
+    );
     let edge_bytes: usize = edges
         .values()
         .map(|&w| 1 + crate::ackstate::wire::varint_len(w))
         .sum();
     let zero = n_words - edges.len() - full;
     edge_bytes + full * 11 + zero * 2
+}
+
+/// Walks a ledger's runs as BitSet words: `edge(word, mask)` for each word a run starts or ends in
+/// (a word may get several), `full(words)` for the words a run covers entirely.
+fn for_each_run_word(
+    l: &LedgerBits,
+    mut edge: impl FnMut(usize, u64),
+    mut full: impl FnMut(std::ops::Range<usize>),
+) {
+    l.for_each_run(|a, b| {
+        let (a, b) = (a as usize, b as usize);
+        let (wa, wb) = (a / 64, b / 64);
+        let lo = !0u64 << (a % 64);
+        let hi = !0u64 >> (63 - b % 64);
+        if wa == wb {
+            edge(wa, lo & hi);
+        } else {
+            edge(wa, lo);
+            full(wa + 1..wb);
+            edge(wb, hi);
+        }
+    });
 }
 
 /// The `N` bytes at `at`, or a `Corrupt` error when they run past the end.
@@ -347,26 +361,14 @@ fn bitset_words(l: &LedgerBits) -> Vec<i64> {
     if top < 0 {
         return Vec::new();
     }
-    let mut words = vec![0u64; top as usize / 64 + 1];
-    l.for_each_run(|a, b| {
-        let (a, b) = (a as usize, b as usize);
-        let (wa, wb) = (a / 64, b / 64);
-        let lo_mask = !0u64 << (a % 64);
-        let hi_mask = !0u64 >> (63 - b % 64);
-        let mut or = |i: usize, mask: u64| {
-            if let Some(w) = words.get_mut(i) {
-                *w |= mask;
-            }
-        };
-        if wa == wb {
-            or(wa, lo_mask & hi_mask);
-        } else {
-            or(wa, lo_mask);
-            (wa + 1..wb).for_each(|i| or(i, !0));
-            or(wb, hi_mask);
+    let words = std::cell::RefCell::new(vec![0u64; top as usize / 64 + 1]);
+    let or = |i: usize, mask: u64| {
+        if let Some(w) = words.borrow_mut().get_mut(i) {
+            *w |= mask;
         }
-    });
-    words.into_iter().map(|w| w as i64).collect()
+    };
+    for_each_run_word(l, or, |range| range.for_each(|i| or(i, !0)));
+    words.into_inner().into_iter().map(|w| w as i64).collect()
 }
 
 #[cfg(test)]
