@@ -61,6 +61,9 @@ pub use delayed::snapshot::{
 };
 pub use delayed::tracker::{precision_bits, InMemoryTracker, TrackerCounters};
 pub use error::{CoreError, Result};
+pub use keyshared::dispatch::{
+    AckOutcome, BlockReason, Blocked, ConsumerFigures, Delivery, DispatchCore, DispatchMode, SLOTS,
+};
 pub use keyshared::draining::{
     ConsumerDrainingStats, DrainingCounters, DrainingHash, DrainingHashes, RemovedHashes,
 };

@@ -1,0 +1,974 @@
+//! `DispatchCore`: a Key_Shared subscription's per-entry dispatch loop and its ack bookkeeping.
+//!
+//! One read at a time (columns of positions and sticky-key slots) goes in; per-consumer position
+//! columns come out. In between, every rule of a Key_Shared dispatcher runs here: the replay queue
+//! first and in position order, a new entry waiting behind an earlier message of its slot, the
+//! owner table (slot → consumer, refreshed from the selector on each membership change), permits,
+//! PIP-379's draining gate or PIP-282's last-sent restriction, and each consumer's pending acks
+//! (`PendingAcks`, 12 bytes a message). Acks (single, bulk, from any consumer), nacks, redelivery
+//! and consumer removal update the same state and the cursor in one call.
+//!
+//! The selector stays outside: the caller hands the owner table over with [`DispatchCore::set_owners`]
+//! and the ranges a change moved with [`DispatchCore::register_moved`]. Look-ahead limits and pausing
+//! are policy and stay with the caller too; [`DispatchCore::permits_total`] and
+//! [`DispatchCore::replay_len`] are what they need.
+//!
+//! A Rust broker drives it like this:
+//!
+//! ```
+//! use cursorkit_core::{
+//!     AutoSplitSelector, Cursor, DispatchCore, DispatchMode, Position, StickyKeySelector,
+//! };
+//! let mut cursor = Cursor::new(Position::new(1, -1).unwrap(), false);
+//! let mut selector = AutoSplitSelector::new(65536).unwrap();
+//! let mut core = DispatchCore::new(DispatchMode::Draining);
+//!
+//! // Consumers: the selector owns the slot ranges, the core the dispatch state.
+//! for (id, name) in [(1, "a"), (2, "b")] {
+//!     let impact = selector.add_consumer(id, name, &[]).unwrap();
+//!     core.add_consumer(id, 10, &cursor).unwrap();
+//!     core.set_owners_from(selector.table());
+//!     core.register_moved(&impact.removed, id).unwrap();
+//! }
+//!
+//! // One read: entries 1:0..1:3 with their slots.
+//! let ledgers = [1, 1, 1, 1];
+//! let entries = [0, 1, 2, 3];
+//! let slots = [7, 40000, 7, 40000];
+//! core.add_read(&ledgers, &entries, &slots, &cursor).unwrap();
+//! let out = core.dispatch(&cursor).unwrap();
+//! assert_eq!(out.len(), 2);
+//! let sent: usize = out.iter().map(|d| d.entries.len()).sum();
+//! assert_eq!(sent, 4);
+//!
+//! // Acks from each consumer reach the cursor; mark-delete moves.
+//! for d in &out {
+//!     core.ack(d.consumer, &d.ledgers, &d.entries, &mut cursor).unwrap();
+//! }
+//! assert_eq!(cursor.mark_delete(), Position::new(1, 3).unwrap());
+//! ```
+
+mod last_sent;
+mod replay;
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::ackstate::position::check_entry;
+use crate::{Cursor, Position, RangeSet};
+use crate::error::{CoreError, Result};
+use crate::keyshared::draining::DrainingHashes;
+use crate::keyshared::pending_acks::PendingAcks;
+use crate::keyshared::selector::{HashRange, SlotTable};
+
+use last_sent::LastSent;
+use replay::ReplayQueue;
+
+/// The slot space: sticky-key hash slots are `1..SLOTS` (Pulsar's `DEFAULT_RANGE_SIZE`).
+pub const SLOTS: usize = 1 << 16;
+
+/// A table value for a slot nobody owns.
+const NOBODY: u32 = u32::MAX;
+
+/// The ordering rule of a Key_Shared subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchMode {
+    /// PIP-379 (Pulsar 4.x): a moved hash stays with its previous owner while it has it unacked.
+    Draining,
+    /// PIP-282 (Pulsar 3.3): a joiner gets positions up to the last sent position at its join.
+    LastSent,
+    /// `allowOutOfOrderDelivery`: the selector and permits only.
+    OutOfOrder,
+}
+
+/// Why a slot was held back at the last dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockReason {
+    /// No consumer owns the slot.
+    NoConsumer,
+    /// Its owner has no permits.
+    NoPermits,
+    /// The slot drains on another consumer (PIP-379).
+    Draining,
+    /// The owner joined recently and the position lies beyond its limit (PIP-282).
+    RecentlyJoined,
+    /// An earlier message of the slot waits in the replay queue.
+    ReplayOrder,
+}
+
+/// A slot held back: why, on whom, and the first position held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blocked {
+    /// The reason.
+    pub reason: BlockReason,
+    /// The target consumer.
+    pub consumer: Option<u32>,
+    /// For [`BlockReason::Draining`]: the consumer the slot drains on.
+    pub owner: Option<u32>,
+    /// The first position held back.
+    pub position: Position,
+}
+
+/// One consumer's share of a dispatch: positions as columns, in send order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// The consumer id.
+    pub consumer: u32,
+    /// Ledger ids.
+    pub ledgers: Vec<i64>,
+    /// Entry ids.
+    pub entries: Vec<i64>,
+}
+
+/// What an ack call did, as Pulsar accepts acks: every well-formed ack reaches the cursor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AckOutcome {
+    /// Positions pending on the acking consumer.
+    pub acked: u64,
+    /// Positions pending on another consumer (removed there).
+    pub from_other_consumer: u64,
+    /// Positions pending on nobody (never sent, or waiting in replay): acked on the cursor.
+    pub not_pending: u64,
+    /// Positions the cursor had acknowledged already.
+    pub duplicates: u64,
+    /// Draining slots the acks unblocked.
+    pub unblocked: u64,
+}
+
+/// One consumer's state.
+#[derive(Debug, Clone)]
+struct Seat {
+    id: u32,
+    permits: u64,
+    pending: PendingAcks,
+    delivered: u64,
+    joined_last_sent: Option<Position>,
+}
+
+/// A read waiting for dispatch.
+#[derive(Debug, Clone)]
+struct Read {
+    positions: Vec<Position>,
+    slots: Vec<u16>,
+}
+
+/// Per-consumer figures for stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerFigures {
+    /// Permits left.
+    pub permits: u64,
+    /// Messages sent and not acknowledged.
+    pub unacked: u64,
+    /// Messages sent in total.
+    pub delivered: u64,
+    /// PIP-282: the last sent position when it joined (if it joined with messages outstanding).
+    pub joined_last_sent: Option<Position>,
+}
+
+/// The dispatch state of one Key_Shared subscription (see the module docs).
+#[derive(Debug, Clone)]
+pub struct DispatchCore {
+    mode: DispatchMode,
+    /// Slot → seat index, or [`NOBODY`].
+    owners: Box<[u32]>,
+    seats: Vec<Option<Seat>>,
+    seat_of: HashMap<u32, usize>,
+    draining: DrainingHashes,
+    replay: ReplayQueue,
+    incoming: Vec<Read>,
+    blocked: BTreeMap<u16, Blocked>,
+    unblocked: u64,
+    dropped_acked: u64,
+    redeliveries: HashMap<Position, u32>,
+    seen_mutations: Option<u64>,
+    rewind: Option<Position>,
+    highest_read: Option<Position>,
+    last_sent: LastSent,
+    /// Per-dispatch scratch: seat → index in the output, or `usize::MAX`.
+    out_index: Vec<usize>,
+}
+
+/// Checks a slot: `1..SLOTS` (0 is Pulsar's "no hash").
+#[inline]
+fn check_slot(slot: i64) -> Result<u16> {
+    match u16::try_from(slot) {
+        Ok(s) if s != 0 => Ok(s),
+        _ => Err(CoreError::InvalidArgument(format!(
+            "slot {slot} is outside 1..=65535 (a sticky-key hash slot)"
+        ))),
+    }
+}
+
+#[inline]
+fn position(ledger: i64, entry: i64) -> Result<Position> {
+    check_entry(ledger, entry)?;
+    Ok(Position {
+        ledger_id: ledger,
+        entry_id: entry,
+    })
+}
+
+fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(CoreError::InvalidArgument(format!(
+            "{what} differ in length: {a} and {b}"
+        )))
+    }
+}
+
+fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
+    same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
+    ledgers
+        .iter()
+        .zip(entries)
+        .map(|(&l, &e)| position(l, e))
+        .collect()
+}
+
+fn unknown(id: u32) -> CoreError {
+    CoreError::UnknownConsumer(format!("consumer {id} is not registered"))
+}
+
+impl DispatchCore {
+    /// An empty subscription in `mode`.
+    pub fn new(mode: DispatchMode) -> Self {
+        Self {
+            mode,
+            owners: vec![NOBODY; SLOTS].into_boxed_slice(),
+            seats: Vec::new(),
+            seat_of: HashMap::new(),
+            draining: DrainingHashes::new(),
+            replay: ReplayQueue::default(),
+            incoming: Vec::new(),
+            blocked: BTreeMap::new(),
+            unblocked: 0,
+            dropped_acked: 0,
+            redeliveries: HashMap::new(),
+            seen_mutations: None,
+            rewind: None,
+            highest_read: None,
+            last_sent: LastSent::default(),
+            out_index: Vec::new(),
+        }
+    }
+
+    /// The ordering mode.
+    pub fn mode(&self) -> DispatchMode {
+        self.mode
+    }
+
+    fn seat(&self, id: u32) -> Result<usize> {
+        self.seat_of.get(&id).copied().ok_or_else(|| unknown(id))
+    }
+
+    fn state(&mut self, seat: usize) -> &mut Seat {
+        // Seats in `seat_of` are always occupied.
+        self.seats[seat].as_mut().expect("registered seat")
+    }
+
+    /// Number of registered consumers.
+    pub fn len(&self) -> usize {
+        self.seat_of.len()
+    }
+
+    /// Whether no consumer is registered.
+    pub fn is_empty(&self) -> bool {
+        self.seat_of.is_empty()
+    }
+
+    // --- consumers ------------------------------------------------------------------------------
+
+    /// Registers consumer `id` with `permits`. In last-sent mode a joiner while messages are
+    /// outstanding is limited to the last sent position (PIP-282). Refresh the owner table and
+    /// register the moved ranges after it.
+    pub fn add_consumer(&mut self, id: u32, permits: u64, cursor: &Cursor) -> Result<()> {
+        if self.seat_of.contains_key(&id) {
+            return Err(CoreError::InvalidArgument(format!(
+                "consumer {id} is already registered"
+            )));
+        }
+        let seat = match self.seats.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                self.seats.push(None);
+                self.out_index.push(usize::MAX);
+                self.seats.len() - 1
+            }
+        };
+        self.seats[seat] = Some(Seat {
+            id,
+            permits,
+            pending: PendingAcks::new(),
+            delivered: 0,
+            joined_last_sent: None,
+        });
+        self.seat_of.insert(id, seat);
+        let md = cursor.mark_delete();
+        if self.mode == DispatchMode::LastSent && self.seat_of.len() > 1 {
+            if self.highest_read.is_some_and(|r| r > md) {
+                let lsp = self.last_sent.current(cursor);
+                self.state(seat).joined_last_sent = Some(lsp);
+                if lsp > md {
+                    self.last_sent.joined.insert(id, lsp);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Unregisters consumer `id`: its unacked messages go to the replay queue (or, with nobody
+    /// left, everything read is released and [`take_rewind`](Self::take_rewind) says where to read
+    /// again). Returns the returned positions in order. Refresh the owner table and register the
+    /// moved ranges after it.
+    pub fn remove_consumer(&mut self, id: u32, cursor: &Cursor) -> Result<Vec<Position>> {
+        let seat = self.seat(id)?;
+        let state = self.seats[seat].take().expect("registered seat");
+        self.seat_of.remove(&id);
+        for o in self.owners.iter_mut() {
+            if *o as usize == seat {
+                *o = NOBODY;
+            }
+        }
+        let returned: Vec<(Position, u16)> = state
+            .pending
+            .items()
+            .into_iter()
+            .map(|(l, e, _, h)| (Position { ledger_id: l, entry_id: e }, h as u16))
+            .collect();
+        for (p, _) in &returned {
+            *self.redeliveries.entry(*p).or_insert(0) += 1;
+        }
+        let md = cursor.mark_delete();
+        if self.seat_of.is_empty() {
+            self.drop_everything_read(md);
+        } else {
+            for &(p, s) in &returned {
+                self.to_replay(p, s, md);
+            }
+        }
+        self.draining.remove_consumer(id, true);
+        self.last_sent.joined.remove(&id);
+        if self.seat_of.len() <= 1 {
+            self.last_sent.joined.clear();
+        }
+        if self.seat_of.is_empty() {
+            self.last_sent.reset();
+            self.draining.clear();
+        }
+        Ok(returned.into_iter().map(|(p, _)| p).collect())
+    }
+
+    /// Replaces the owner table: `owners[slot]` is the consumer id owning `slot` (`-1`: nobody);
+    /// slots beyond the column belong to nobody.
+    pub fn set_owners(&mut self, owners: &[i64]) -> Result<()> {
+        if owners.len() > SLOTS {
+            return Err(CoreError::InvalidArgument(format!(
+                "an owner table has at most {SLOTS} slots, got {}",
+                owners.len()
+            )));
+        }
+        let mut table = vec![NOBODY; SLOTS];
+        let mut last: (i64, u32) = (-1, NOBODY);
+        for (slot, &id) in owners.iter().enumerate() {
+            if id != last.0 {
+                let seat = if id < 0 {
+                    NOBODY
+                } else {
+                    let id32 = u32::try_from(id).map_err(|_| unknown(u32::MAX))?;
+                    self.seat(id32)? as u32
+                };
+                last = (id, seat);
+            }
+            table[slot] = last.1;
+        }
+        self.owners = table.into_boxed_slice();
+        Ok(())
+    }
+
+    /// [`set_owners`](Self::set_owners) from a selector's table (its consumer ids are ours).
+    pub fn set_owners_from(&mut self, table: &SlotTable) {
+        let mut col = Vec::with_capacity(SLOTS);
+        for slot in 0..SLOTS as u64 {
+            col.push(table.select(slot).map_or(-1, i64::from));
+        }
+        // Ids the selector knows and we do not (a caller's mistake) own nothing here.
+        for o in col.iter_mut() {
+            if *o >= 0 && !self.seat_of.contains_key(&(*o as u32)) {
+                *o = -1;
+            }
+        }
+        let _ = self.set_owners(&col);
+    }
+
+    /// PIP-379: ranges a membership change took from each previous owner (`skip`: the consumer that
+    /// joined or left) start draining there for every message of theirs it has unacked. Then hashes
+    /// that came back to the consumer they drain on are released at once. Call after
+    /// [`set_owners`](Self::set_owners).
+    pub fn register_moved(&mut self, removed: &[(u32, Vec<HashRange>)], skip: u32) -> Result<()> {
+        if self.mode != DispatchMode::Draining {
+            return Ok(());
+        }
+        for (owner, ranges) in removed {
+            if *owner == skip || ranges.is_empty() {
+                continue;
+            }
+            let Some(&seat) = self.seat_of.get(owner) else {
+                continue;
+            };
+            let mut moved: BTreeMap<u32, u32> = BTreeMap::new();
+            for h in self.seats[seat].as_ref().expect("registered seat").pending.hashes() {
+                let i = ranges.partition_point(|r| r.0 <= h);
+                if i > 0 && h <= ranges[i - 1].1 {
+                    *moved.entry(h).or_insert(0) += 1;
+                }
+            }
+            for (h, n) in moved {
+                // A hash draining already counts every pending message of it: counting again would
+                // leak a reference when a hash moves away, back and away again.
+                if self.draining.owner(h)?.is_none() {
+                    for _ in 0..n {
+                        self.draining.add_entry(*owner, h)?;
+                    }
+                }
+            }
+        }
+        self.release_returned()
+    }
+
+    /// Releases draining hashes whose slot now belongs to the consumer they drain on (Pulsar 4.x
+    /// does it at once, firing the unblock if the hash held someone back).
+    fn release_returned(&mut self) -> Result<()> {
+        if self.draining.is_empty() {
+            return Ok(());
+        }
+        for e in self.draining.entries(None) {
+            let seat = self.owners[e.hash as usize];
+            let now = self
+                .seats
+                .get(seat as usize)
+                .and_then(Option::as_ref)
+                .map(|s| s.id);
+            if now == Some(e.owner) {
+                self.draining.should_block(e.owner, e.hash)?;
+                if e.blocked_attempts > 0 {
+                    self.unblocked += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A flow request: `n` more messages may go to consumer `id`.
+    pub fn add_permits(&mut self, id: u32, n: u64) -> Result<()> {
+        let seat = self.seat(id)?;
+        let s = self.state(seat);
+        s.permits = s.permits.saturating_add(n);
+        Ok(())
+    }
+
+    /// Permits available over all consumers.
+    pub fn permits_total(&self) -> u64 {
+        self.seats
+            .iter()
+            .flatten()
+            .fold(0u64, |a, s| a.saturating_add(s.permits))
+    }
+
+    // --- entries in -----------------------------------------------------------------------------
+
+    /// New entries of one read, in read order. With nobody connected they are released at once (the
+    /// broker reads them again after [`take_rewind`](Self::take_rewind)). Everything is checked
+    /// first: on error nothing changes.
+    pub fn add_read(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        slots: &[i64],
+        cursor: &Cursor,
+    ) -> Result<()> {
+        let positions = positions_of(ledgers, entries)?;
+        same_len(positions.len(), slots.len(), "positions and slots")?;
+        let slots: Vec<u16> = slots.iter().map(|&s| check_slot(s)).collect::<Result<_>>()?;
+        if positions.is_empty() {
+            return Ok(());
+        }
+        if self.seat_of.is_empty() {
+            self.drop_everything_read(cursor.mark_delete());
+            return Ok(());
+        }
+        self.note_read(&positions);
+        self.incoming.push(Read { positions, slots });
+        Ok(())
+    }
+
+    /// Entries to redeliver (re-read for the replay queue, or delayed messages now due). Checked
+    /// first: on error nothing changes.
+    pub fn add_replay(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        slots: &[i64],
+        cursor: &Cursor,
+    ) -> Result<()> {
+        let positions = positions_of(ledgers, entries)?;
+        same_len(positions.len(), slots.len(), "positions and slots")?;
+        let slots: Vec<u16> = slots.iter().map(|&s| check_slot(s)).collect::<Result<_>>()?;
+        if positions.is_empty() {
+            return Ok(());
+        }
+        if self.seat_of.is_empty() {
+            self.drop_everything_read(cursor.mark_delete());
+            return Ok(());
+        }
+        let md = cursor.mark_delete();
+        for (&p, &s) in positions.iter().zip(&slots) {
+            self.to_replay(p, s, md);
+        }
+        self.note_read(&positions);
+        Ok(())
+    }
+
+    fn note_read(&mut self, positions: &[Position]) {
+        if let Some(top) = positions.iter().max().copied() {
+            if self.highest_read.is_none_or(|h| top > h) {
+                self.highest_read = Some(top);
+            }
+        }
+    }
+
+    fn to_replay(&mut self, pos: Position, slot: u16, md: Position) {
+        if self.replay.contains(pos) {
+            return;
+        }
+        if pos <= md {
+            self.dropped_acked += 1;
+            return;
+        }
+        self.replay.insert(pos, slot);
+    }
+
+    fn drop_everything_read(&mut self, md: Position) {
+        self.replay.clear();
+        self.incoming.clear();
+        self.highest_read = None;
+        self.rewind = Some(md);
+    }
+
+    /// Where to read again after (mark-delete when the last consumer left), once; None otherwise.
+    pub fn take_rewind(&mut self) -> Option<Position> {
+        self.rewind.take()
+    }
+
+    // --- dispatch -------------------------------------------------------------------------------
+
+    /// Sends what can be sent: the replay queue first, in position order, then the reads in order.
+    pub fn dispatch(&mut self, cursor: &Cursor) -> Result<Vec<Delivery>> {
+        self.blocked.clear();
+        let md = cursor.mark_delete();
+        self.last_sent.forget_joined(md);
+        if self.seen_mutations != Some(cursor.mutations()) {
+            self.drop_acked(cursor)?;
+        }
+        self.seen_mutations = Some(cursor.mutations());
+        let mut out: Vec<Delivery> = Vec::new();
+        if !self.replay.is_empty() {
+            let queued = self.replay.take_all();
+            let mut kept = Vec::new();
+            for (pos, slot) in queued {
+                match self.target(pos, slot, true)? {
+                    Some(seat) => self.send(seat, pos, slot, &mut out, cursor)?,
+                    None => kept.push((pos, slot)),
+                }
+            }
+            self.replay.restore(kept);
+        }
+        let reads = std::mem::take(&mut self.incoming);
+        for read in reads {
+            for (&pos, &slot) in read.positions.iter().zip(&read.slots) {
+                if self.replay.has_slot(slot) {
+                    self.block(slot, BlockReason::ReplayOrder, None, None, pos);
+                    self.to_replay(pos, slot, md);
+                    continue;
+                }
+                match self.target(pos, slot, false)? {
+                    Some(seat) => self.send(seat, pos, slot, &mut out, cursor)?,
+                    None => self.to_replay(pos, slot, md),
+                }
+            }
+        }
+        for d in &out {
+            let seat = self.seat_of[&d.consumer];
+            self.out_index[seat] = usize::MAX;
+            self.state(seat).delivered += d.entries.len() as u64;
+        }
+        if self.mode == DispatchMode::LastSent && !out.is_empty() {
+            self.last_sent.advance(cursor)?;
+        }
+        Ok(out)
+    }
+
+    #[inline]
+    fn block(
+        &mut self,
+        slot: u16,
+        reason: BlockReason,
+        consumer: Option<u32>,
+        owner: Option<u32>,
+        position: Position,
+    ) {
+        self.blocked.entry(slot).or_insert(Blocked {
+            reason,
+            consumer,
+            owner,
+            position,
+        });
+    }
+
+    /// The seat `slot` may go to now, or None (the reason is recorded).
+    #[inline]
+    fn target(&mut self, pos: Position, slot: u16, replay: bool) -> Result<Option<usize>> {
+        let seat = self.owners[usize::from(slot)];
+        let Some(state) = self.seats.get(seat as usize).and_then(Option::as_ref) else {
+            self.block(slot, BlockReason::NoConsumer, None, None, pos);
+            return Ok(None);
+        };
+        let id = state.id;
+        if state.permits == 0 {
+            self.block(slot, BlockReason::NoPermits, Some(id), None, pos);
+            return Ok(None);
+        }
+        match self.mode {
+            DispatchMode::Draining => {
+                if !self.draining.is_empty() && self.draining.should_block(id, u32::from(slot))? {
+                    let owner = self.draining.owner(u32::from(slot))?;
+                    self.block(slot, BlockReason::Draining, Some(id), owner, pos);
+                    return Ok(None);
+                }
+            }
+            DispatchMode::LastSent => {
+                if let Some(limit) = self.last_sent.limit(id, replay) {
+                    if pos > limit {
+                        self.block(slot, BlockReason::RecentlyJoined, Some(id), None, pos);
+                        return Ok(None);
+                    }
+                }
+            }
+            DispatchMode::OutOfOrder => {}
+        }
+        Ok(Some(seat as usize))
+    }
+
+    #[inline]
+    fn send(
+        &mut self,
+        seat: usize,
+        pos: Position,
+        slot: u16,
+        out: &mut Vec<Delivery>,
+        cursor: &Cursor,
+    ) -> Result<()> {
+        let state = self.seats[seat].as_mut().expect("registered seat");
+        state.permits -= 1;
+        state.pending.add(pos.ledger_id, pos.entry_id, 1, u32::from(slot))?;
+        let mut at = self.out_index[seat];
+        if at == usize::MAX {
+            at = out.len();
+            self.out_index[seat] = at;
+            out.push(Delivery {
+                consumer: state.id,
+                ..Delivery::default()
+            });
+        }
+        out[at].ledgers.push(pos.ledger_id);
+        out[at].entries.push(pos.entry_id);
+        if self.mode == DispatchMode::LastSent {
+            self.last_sent.on_send(pos, cursor)?;
+        }
+        Ok(())
+    }
+
+    /// Drops replay entries and redelivery counts of positions the cursor acknowledged elsewhere
+    /// (skip, TTL, seek, a shared cursor).
+    fn drop_acked(&mut self, cursor: &Cursor) -> Result<()> {
+        if !self.replay.is_empty() {
+            let acked: Vec<Position> = self
+                .replay
+                .positions()
+                .map(|(p, _)| p)
+                .filter(|p| cursor.is_acked(p.ledger_id, p.entry_id).unwrap_or(false))
+                .collect();
+            for p in &acked {
+                self.replay.remove(*p);
+                self.redeliveries.remove(p);
+            }
+            self.dropped_acked += acked.len() as u64;
+        }
+        if !self.redeliveries.is_empty() {
+            self.redeliveries
+                .retain(|p, _| !cursor.is_acked(p.ledger_id, p.entry_id).unwrap_or(false));
+        }
+        Ok(())
+    }
+
+    // --- acks -----------------------------------------------------------------------------------
+
+    /// Individual acks from consumer `id`, as Pulsar accepts them: a position pending on another
+    /// consumer is removed there, one pending on nobody is acked on the cursor (and leaves the
+    /// replay queue), a duplicate changes nothing. Positions are checked first; a cursor error
+    /// stops the call with the positions before it done.
+    pub fn ack(
+        &mut self,
+        id: u32,
+        ledgers: &[i64],
+        entries: &[i64],
+        cursor: &mut Cursor,
+    ) -> Result<AckOutcome> {
+        let seat = self.seat(id)?;
+        let positions = positions_of(ledgers, entries)?;
+        let mut out = AckOutcome::default();
+        let r = self.ack_positions(seat, &positions, cursor, &mut out);
+        self.after_acks(cursor);
+        r.map(|()| out)
+    }
+
+    /// One ack (the per-call path).
+    pub fn ack_one(
+        &mut self,
+        id: u32,
+        ledger: i64,
+        entry: i64,
+        cursor: &mut Cursor,
+    ) -> Result<AckOutcome> {
+        self.ack(id, &[ledger], &[entry], cursor)
+    }
+
+    fn ack_positions(
+        &mut self,
+        seat: usize,
+        positions: &[Position],
+        cursor: &mut Cursor,
+        out: &mut AckOutcome,
+    ) -> Result<()> {
+        let id = self.seats[seat].as_ref().expect("registered seat").id;
+        let draining = self.mode == DispatchMode::Draining;
+        for &p in positions {
+            let mine = self.state(seat).pending.remove(p.ledger_id, p.entry_id)?;
+            let held = match mine {
+                Some((_, h)) => Some((seat, id, h)),
+                None => self.holder_of(p)?,
+            };
+            match held {
+                Some((s, hid, h)) => {
+                    if s != seat {
+                        self.state(s).pending.remove(p.ledger_id, p.entry_id)?;
+                    }
+                    if let Err(e) = cursor.ack(p.ledger_id, p.entry_id) {
+                        // Refused by the cursor: the message stays pending where it was.
+                        self.state(s).pending.add(p.ledger_id, p.entry_id, 1, h)?;
+                        return Err(e);
+                    }
+                    if s == seat {
+                        out.acked += 1;
+                    } else {
+                        out.from_other_consumer += 1;
+                    }
+                    if draining
+                        && !self.draining.is_empty()
+                        && self.draining.reduce_ref(hid, h, false)?
+                    {
+                        self.unblocked += 1;
+                        out.unblocked += 1;
+                    }
+                }
+                None => {
+                    if cursor.is_acked(p.ledger_id, p.entry_id)? {
+                        out.duplicates += 1;
+                        continue;
+                    }
+                    cursor.ack(p.ledger_id, p.entry_id)?;
+                    out.not_pending += 1;
+                    self.replay.remove(p);
+                }
+            }
+            if !self.redeliveries.is_empty() {
+                self.redeliveries.remove(&p);
+            }
+        }
+        Ok(())
+    }
+
+    /// The seat, id and slot of the consumer `p` is pending on, if any.
+    fn holder_of(&self, p: Position) -> Result<Option<(usize, u32, u32)>> {
+        for (i, s) in self.seats.iter().enumerate() {
+            if let Some(s) = s {
+                if let Some((_, h)) = s.pending.get(p.ledger_id, p.entry_id)? {
+                    return Ok(Some((i, s.id, h)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn after_acks(&mut self, cursor: &Cursor) {
+        self.seen_mutations = Some(cursor.mutations());
+        self.last_sent.forget_joined(cursor.mark_delete());
+    }
+
+    /// Negative acks from consumer `id`: positions pending on it go to the replay queue with their
+    /// redelivery count raised; others are skipped. Returns how many were nacked.
+    pub fn nack(
+        &mut self,
+        id: u32,
+        ledgers: &[i64],
+        entries: &[i64],
+        cursor: &Cursor,
+    ) -> Result<u64> {
+        let seat = self.seat(id)?;
+        let positions = positions_of(ledgers, entries)?;
+        let md = cursor.mark_delete();
+        let mut n = 0;
+        for p in positions {
+            let Some((_, h)) = self.state(seat).pending.remove(p.ledger_id, p.entry_id)? else {
+                continue;
+            };
+            if self.mode == DispatchMode::Draining
+                && !self.draining.is_empty()
+                && self.draining.reduce_ref(id, h, false)?
+            {
+                self.unblocked += 1;
+            }
+            self.to_replay(p, h as u16, md);
+            *self.redeliveries.entry(p).or_insert(0) += 1;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Every unacked message of consumer `id` goes to replay (Pulsar's redeliver-unacknowledged);
+    /// returns them in order.
+    pub fn redeliver(&mut self, id: u32, cursor: &Cursor) -> Result<Vec<Position>> {
+        let held = self.unacked(id)?;
+        let ls: Vec<i64> = held.iter().map(|p| p.ledger_id).collect();
+        let es: Vec<i64> = held.iter().map(|p| p.entry_id).collect();
+        self.nack(id, &ls, &es, cursor)?;
+        Ok(held)
+    }
+
+    // --- state ----------------------------------------------------------------------------------
+
+    /// Consumer `id`'s unacked positions, in order.
+    pub fn unacked(&self, id: u32) -> Result<Vec<Position>> {
+        let seat = self.seat(id)?;
+        Ok(self.seats[seat]
+            .as_ref()
+            .expect("registered seat")
+            .pending
+            .items()
+            .into_iter()
+            .map(|(l, e, _, _)| Position { ledger_id: l, entry_id: e })
+            .collect())
+    }
+
+    /// Consumer `id`'s figures.
+    pub fn consumer_figures(&self, id: u32) -> Result<ConsumerFigures> {
+        let s = self.seats[self.seat(id)?].as_ref().expect("registered seat");
+        Ok(ConsumerFigures {
+            permits: s.permits,
+            unacked: s.pending.len() as u64,
+            delivered: s.delivered,
+            joined_last_sent: s.joined_last_sent,
+        })
+    }
+
+    /// The replay queue, in order.
+    pub fn replay_positions(&self) -> Vec<Position> {
+        self.replay.positions().map(|(p, _)| p).collect()
+    }
+
+    /// Replay queue length.
+    pub fn replay_len(&self) -> usize {
+        self.replay.len()
+    }
+
+    /// Why each slot was held back at the last dispatch.
+    pub fn blocked(&self) -> impl Iterator<Item = (u16, &Blocked)> {
+        self.blocked.iter().map(|(s, b)| (*s, b))
+    }
+
+    /// Unblock events so far (acks, nacks and membership changes that released a blocked hash).
+    pub fn unblocked_events(&self) -> u64 {
+        self.unblocked
+    }
+
+    /// Replay entries dropped because the cursor had acknowledged them.
+    pub fn replay_dropped_acked(&self) -> u64 {
+        self.dropped_acked
+    }
+
+    /// How many times `p` went back for redelivery.
+    pub fn redelivery_count(&self, p: Position) -> u32 {
+        self.redeliveries.get(&p).copied().unwrap_or(0)
+    }
+
+    /// Redelivery counts of many positions.
+    pub fn redelivery_counts(&self, ledgers: &[i64], entries: &[i64]) -> Vec<u32> {
+        if self.redeliveries.is_empty() {
+            return vec![0; ledgers.len()];
+        }
+        ledgers
+            .iter()
+            .zip(entries)
+            .map(|(&l, &e)| {
+                self.redelivery_count(Position {
+                    ledger_id: l,
+                    entry_id: e,
+                })
+            })
+            .collect()
+    }
+
+    /// Positions with a redelivery count held.
+    pub fn redeliveries_tracked(&self) -> usize {
+        self.redeliveries.len()
+    }
+
+    /// The draining hashes (PIP-379).
+    pub fn draining(&self) -> &DrainingHashes {
+        &self.draining
+    }
+
+    /// PIP-282: the last sent position (None before first use).
+    pub fn last_sent_position(&self) -> Option<Position> {
+        self.last_sent.last()
+    }
+
+    /// PIP-282: positions sent after the last sent position.
+    pub fn individually_sent(&self) -> &RangeSet {
+        self.last_sent.sent()
+    }
+
+    /// PIP-282: joined consumers still limited, with their limit.
+    pub fn recently_joined(&self) -> Vec<(u32, Position)> {
+        self.last_sent.joined.iter().map(|(c, p)| (*c, *p)).collect()
+    }
+
+    /// The highest position read since the last release.
+    pub fn highest_read(&self) -> Option<Position> {
+        self.highest_read
+    }
+
+    /// Approximate heap bytes of the pending acks of every consumer.
+    pub fn pending_memory_usage(&self) -> usize {
+        self.seats
+            .iter()
+            .flatten()
+            .map(|s| s.pending.memory_usage())
+            .sum()
+    }
+
+    /// Messages pending over all consumers.
+    pub fn pending_total(&self) -> u64 {
+        self.seats.iter().flatten().map(|s| s.pending.len() as u64).sum()
+    }
+}
