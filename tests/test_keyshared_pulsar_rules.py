@@ -191,7 +191,7 @@ def test_redelivery_counts_follow_nacks_redelivers_and_leavers_and_clear_on_ack(
     out = {p: n for _, ps, ns in d.dispatch_with_counts() for p, n in zip(ps, ns.tolist(), strict=True)}
     assert out == {Position(1, 0): 2, Position(1, 1): 2, Position(1, 2): 2}
     d.ack_many(b, [Position(1, 0), Position(1, 1), Position(1, 2)])
-    assert d.redelivery_count(Position(1, 0)) == 0 and not d._redeliveries
+    assert d.redelivery_count(Position(1, 0)) == 0 and d._core.redeliveries_tracked() == 0
 
 
 def test_when_the_last_consumer_leaves_everything_is_read_again_once() -> None:

@@ -17,17 +17,15 @@ Modes:
 
 from __future__ import annotations
 
-import bisect
 import threading
-from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from cursorkit._core import DrainingHashes, Position, RangeSet
+from cursorkit._core import CursorState, DispatchCore, Position
 from cursorkit.ackstate import Cursor, DispatchPausePolicy
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
@@ -94,15 +92,6 @@ class Entry(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class _Read:
-    """One read's entries as columns: positions, their slots, and deliver-at values (or None)."""
-
-    positions: list[Position]
-    slots: npt.NDArray[np.int64]
-    deliver_at: list[int | None] | None
-
-
-@dataclass(frozen=True, slots=True)
 class Blocked:
     """Why a hash could not be dispatched at the last attempt (beyond Pulsar's stats)."""
 
@@ -143,14 +132,26 @@ _ACKED_UNBLOCKING = AckResult(acked=1, unblocked=1)
 
 @dataclass(slots=True, eq=False)
 class _Consumer:
+    """A registered consumer: its object, name and id in the Rust core (which holds its state)."""
+
     consumer: Any
     name: str
     cid: int
-    permits: int = 0
-    pending: dict[Position, int] = field(default_factory=dict)
-    """Unacked deliveries: position → slot."""
-    joined_last_sent: Position | None = None
-    delivered: int = 0
+
+
+_RESULTS: dict[tuple[int, int, int, int, int], AckResult] = {
+    (1, 0, 0, 0, 0): _ACKED,
+    (1, 0, 0, 0, 1): _ACKED_UNBLOCKING,
+}
+"""The usual outcomes, made once: the per-call ack path returns them without building a tuple."""
+
+_ALL_SLOTS = np.arange(65536, dtype=np.int64)
+"""Every slot: the owner table is one ``select_many`` of these after each membership change."""
+
+
+def _result(outcome: tuple[int, int, int, int, int]) -> AckResult:
+    found = _RESULTS.get(outcome)
+    return found if found is not None else AckResult._make(outcome)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,6 +205,11 @@ class KeySharedDispatcher:
     ``delayed`` holds messages with a deliver-at until they are due. Consumers are hashable objects
     with a ``.name``; ``slot_kind`` is how a sticky-key hash maps to the selector's slots
     (``"consistent"`` for consistent hashing, ``"range"`` otherwise).
+
+    The per-entry loop, pending acks, the replay queue and the ordering gates live in Rust
+    (``cursorkit._core.DispatchCore``): each read, dispatch and ack batch is one call. The column
+    forms (``add_read_columns``, ``dispatch_columns``, ``ack_columns``) never make a ``Position``
+    per message; the ``Position`` forms are the same calls with a conversion around them.
     """
 
     def __init__(
@@ -222,6 +228,8 @@ class KeySharedDispatcher:
     ) -> None:
         if mode not in MODES:
             raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if not isinstance(cursor, CursorState):
+            raise InvalidInputType(f"cursor must be a cursorkit.Cursor, got {type(cursor).__name__}")
         _count(look_ahead_per_consumer, "look_ahead_per_consumer")
         _count(look_ahead_per_subscription, "look_ahead_per_subscription")
         _count(max_unacked_per_consumer, "max_unacked_per_consumer")
@@ -238,31 +246,13 @@ class KeySharedDispatcher:
         self.look_ahead_per_subscription = look_ahead_per_subscription
         self.max_unacked_per_consumer = max_unacked_per_consumer
         self.max_unacked_per_subscription = max_unacked_per_subscription
-        self._dropped_acked = 0
-        self._redeliveries: dict[Position, int] = {}
-        """Pulsar's redelivery count per unacked position (nack, redeliver, a consumer leaving)."""
-        self._seen_mutations = -1
-        """The cursor's mutation count after this dispatcher's own last change to it: when it moved
-        since, something else acked (skip, TTL, seek, a shared cursor) and replays are re-checked."""
-        self._rewind: Position | None = None
-        """Set when the last consumer left: the broker must read again from after this position."""
+        self._core = DispatchCore(mode)
         self._lock = threading.RLock()
         self._consumers: dict[Any, _Consumer] = {}
         self._by_cid: dict[int, _Consumer] = {}
         self._next_cid = 1
-        self._draining = DrainingHashes()
-        self._incoming: list[_Read] = []
-        self._replay: dict[Position, int] = {}
-        self._replay_order: list[Position] = []
-        self._replay_slots: dict[int, int] = {}
-        self._delayed_slots: dict[Position, int] = {}
-        self._blocked: dict[int, Blocked] = {}
-        self._unblocked = 0
-        # PIP-282 state
-        self._last_sent: Position | None = None
-        self._sent = RangeSet()
-        self._joined: dict[Any, Position] = {}
-        self._highest_read: Position | None = None
+        self._delayed_slots: dict[tuple[int, int], int] = {}
+        """Positions the delayed tracker holds → their slot, until they come back due."""
         self._read_blocked: str | None = None
 
     # --- consumers --------------------------------------------------------------------------------
@@ -277,56 +267,29 @@ class KeySharedDispatcher:
             if consumer in self._consumers:
                 raise InvalidArgument(f"consumer {name!r} is already registered")
             impact = self.selector.add_consumer(consumer)
-            state = _Consumer(consumer, name, self._next_cid, permits=n)
+            state = _Consumer(consumer, name, self._next_cid)
             self._next_cid += 1
+            self._core.add_consumer(state.cid, n, self.cursor)
             self._consumers[consumer] = state
             self._by_cid[state.cid] = state
-            self._register_draining(impact, skip=consumer)
-            # Pulsar counts (mark-delete, read position], the next-to-read entry included: more than
-            # one entry means something read after mark-delete may still be outstanding.
-            read = self._highest_read
-            if (
-                self.mode == "last-sent"
-                and len(self._consumers) > 1
-                and read is not None
-                and read > self.cursor.mark_delete_position
-            ):
-                lsp = self._lsp()
-                state.joined_last_sent = lsp
-                if lsp > self.cursor.mark_delete_position:
-                    self._joined[consumer] = lsp
+            self._membership_changed(impact, state.cid)
 
     def remove_consumer(self, consumer: Hashable) -> list[Position]:
         """Removes a consumer; its unacked messages go to the replay queue (returned, in order)."""
         with self._lock:
             state = self._state(consumer)
             impact = self.selector.remove_consumer(consumer)
+            returned = self._core.remove_consumer(state.cid, self.cursor)
             del self._consumers[consumer]
             del self._by_cid[state.cid]
-            returned = sorted(state.pending)
-            self._count_redeliveries(returned)
-            if self._consumers:
-                for pos in returned:
-                    self._to_replay(pos, state.pending[pos])
-            else:  # Pulsar: nobody left, so nothing is queued; the cursor rewinds and reads it all again
-                self._drop_everything_read()
-            state.pending.clear()
-            self._draining.remove_consumer(state.cid, True)
-            self._register_draining(impact, skip=consumer)
-            self._joined.pop(consumer, None)
-            if len(self._consumers) <= 1:
-                self._joined.clear()
-            if not self._consumers:
-                self._last_sent = None
-                self._sent.clear()
-                self._draining.clear()
+            self._membership_changed(impact, state.cid)
             return returned
 
     def add_permits(self, consumer: Hashable, n: int) -> None:
         """A consumer's flow request: ``n`` more messages may be sent to it."""
         k = _count(n, "permits")
         with self._lock:
-            self._state(consumer).permits += k
+            self._core.add_permits(self._state(consumer).cid, k)
 
     def _state(self, consumer: Hashable) -> _Consumer:
         try:
@@ -336,49 +299,34 @@ class KeySharedDispatcher:
                 f"consumer {getattr(consumer, 'name', consumer)!r} is not registered"
             ) from None
 
-    def _register_draining(self, impact: Any, *, skip: Any) -> None:
-        """PIP-379: hashes moved away from a consumer drain there while it has them unacked."""
-        if self.mode != "draining" or impact is None:
-            return
-        for owner, ranges in getattr(impact, "removed", {}).items():
-            state = self._consumers.get(owner)
-            if owner is skip or state is None or not ranges:
-                continue
-            starts = [r[0] for r in ranges]
-            moved: dict[int, int] = {}
-            for h in state.pending.values():
-                i = bisect.bisect_right(starts, h) - 1
-                if i >= 0 and h <= ranges[i][1]:
-                    moved[h] = moved.get(h, 0) + 1
-            for h, n in moved.items():
-                # A hash already draining here already counts every pending message of it (no new
-                # one can have been sent meanwhile): counting again would leak a reference when a
-                # hash moves away, back and away again (Pulsar #23421, #24736).
-                if self._draining.owner(h) is None:
-                    for _ in range(n):
-                        self._draining.add_entry(state.cid, h)
-        self._release_returned()
-
-    def _release_returned(self) -> None:
-        """Releases draining hashes a membership change gave back to the consumer they drain on.
-
-        Pulsar 4.x (#24736) does it at once, firing the unblock if the hash held someone back,
-        instead of waiting for the hash's next dispatch to that owner.
-        """
-        rows = self._draining.draining_hashes()
-        if not len(rows):
-            return
-        hashes, owners, blocked = rows[:, 0], rows[:, 1], rows[:, 3]
-        now = self.selector.select_many(hashes)
+    def _membership_changed(self, impact: Any, cid: int) -> None:
+        """Hands the selector's new owner table to the core, then the ranges that moved (PIP-379)."""
         by_index = self.selector.consumers_by_index
-        for h, owner, held, idx in zip(
-            hashes.tolist(), owners.tolist(), blocked.tolist(), now.tolist(), strict=True
-        ):
-            state = self._consumers.get(by_index[idx]) if idx >= 0 else None
-            if state is not None and state.cid == owner:
-                self._draining.should_block(owner, h)  # the owner's own hash: the entry goes (a clear)
-                if held:
-                    self._unblocked += 1
+        consumers = self._consumers
+        cid_of = np.fromiter(
+            (consumers[c].cid if c is not None and c in consumers else -1 for c in by_index),
+            dtype=np.int64,
+            count=len(by_index),
+        )
+        self._core.set_owners(cid_of[self._owner_indices()])
+        if self.mode == "draining" and impact is not None:
+            removed = [
+                (consumers[owner].cid, [(int(a), int(b)) for a, b in ranges])
+                for owner, ranges in getattr(impact, "removed", {}).items()
+                if owner in consumers and ranges
+            ]
+            self._core.register_moved(removed, cid)
+
+    def _owner_indices(self) -> npt.NDArray[np.int64]:
+        """The selector's owner index of every slot (-1: nobody), slots the selector rejects too."""
+        try:
+            return np.asarray(self.selector.select_many(_ALL_SLOTS), dtype=np.int64)
+        except InvalidArgument:  # a hash space smaller than 65536 slots: the rest belong to nobody
+            top = int(getattr(self.selector, "key_hash_range", (0, 65535))[1])
+            out = np.full(len(_ALL_SLOTS), -1, dtype=np.int64)
+            inside = _ALL_SLOTS[: min(top, 65535) + 1]
+            out[: len(inside)] = self.selector.select_many(inside)
+            return out
 
     # --- entries in ---------------------------------------------------------------------------------
 
@@ -399,25 +347,17 @@ class KeySharedDispatcher:
                 batch.append(Entry(obj[0], self.slot_of(obj[1])))
             else:
                 raise InvalidInputType(f"an entry is an Entry or a (Position, key) tuple, got {obj!r}")
-        with self._lock:
-            if not self._consumers:  # read while nobody is connected: released, read again later
-                if batch:
-                    self._drop_everything_read()
-                return
-            if replay:
-                for e in batch:
-                    self._to_replay(e.position, e.slot)
-                self._note_read([e.position for e in batch])
-            elif batch:
-                ats = [e.deliver_at for e in batch]
-                self._incoming.append(
-                    _Read(
-                        [e.position for e in batch],
-                        np.fromiter((e.slot for e in batch), np.int64, len(batch)),
-                        ats if any(a is not None for a in ats) else None,
-                    )
-                )
-                self._note_read(self._incoming[-1].positions)
+        if not batch:
+            return
+        _check_positions([e.position for e in batch])
+        ls, es = _columns([e.position for e in batch])
+        slots = np.fromiter((e.slot for e in batch), np.int64, len(batch))
+        if replay:
+            with self._lock:
+                self._core.add_replay(ls, es, slots, self.cursor)
+            return
+        ats = [e.deliver_at for e in batch]
+        self._add(ls, es, slots, ats if any(a is not None for a in ats) else None)
 
     def add_read(self, positions: Sequence[Position], slots: Any, deliver_at: Any = None) -> None:
         """Entries of one read as columns: the bulk form of ``add_entries``.
@@ -428,28 +368,75 @@ class KeySharedDispatcher:
         pos = list(positions)
         if not all(type(p) is Position for p in pos):
             raise InvalidInputType("positions must be cursorkit.Position objects")
+        ls, es = _columns(pos)
+        self.add_read_columns(ls, es, slots, deliver_at)
+
+    def add_read_columns(self, ledgers: Any, entries: Any, slots: Any, deliver_at: Any = None) -> None:
+        """One read as int64 columns of ledger ids, entry ids and slots (and deliver-at times)."""
         col = np.ascontiguousarray(slots, dtype=np.int64)
+        ls = np.ascontiguousarray(ledgers, dtype=np.int64)
+        es = np.ascontiguousarray(entries, dtype=np.int64)
         ats: list[int | None] | None = None
         if deliver_at is not None:
             ats = [int(a) for a in np.asarray(deliver_at, dtype=np.int64)]
-        if col.ndim != 1 or len(col) != len(pos) or (ats is not None and len(ats) != len(pos)):
+        if col.ndim != 1 or len(col) != len(ls) or len(es) != len(ls) or (ats is not None and len(ats) != len(ls)):
             raise InvalidArgument(
-                f"positions, slots and deliver_at differ in length: {len(pos)}, {col.size}, "
+                f"positions, slots and deliver_at differ in length: {len(ls)}, {col.size}, "
                 f"{'-' if ats is None else len(ats)}"
             )
-        if len(pos):
-            with self._lock:
-                if not self._consumers:  # read while nobody is connected: released, read again later
-                    self._drop_everything_read()
-                    return
-                self._incoming.append(_Read(pos, col, ats))
-                self._note_read(pos)
+        if len(ls):
+            self._add(ls, es, col, ats)
 
-    def _note_read(self, positions: list[Position]) -> None:
-        if positions:
-            top = max(positions)
-            if self._highest_read is None or top > self._highest_read:
-                self._highest_read = top
+    def _add(
+        self,
+        ls: npt.NDArray[np.int64],
+        es: npt.NDArray[np.int64],
+        slots: npt.NDArray[np.int64],
+        ats: list[int | None] | None,
+    ) -> None:
+        """A new read: messages the delayed tracker takes wait there; the rest go to the core."""
+        with self._lock:
+            delayed = self.delayed
+            if ats is not None and delayed is not None and self._consumers:
+                _check_slots(slots)
+                keep = np.ones(len(ls), dtype=bool)
+                for i, (ledger, entry, slot, at) in enumerate(
+                    zip(ls.tolist(), es.tolist(), slots.tolist(), ats, strict=True)
+                ):
+                    if at is not None and delayed.add_message(ledger, entry, at):
+                        self._delayed_slots[(ledger, entry)] = slot
+                        keep[i] = False
+                if not keep.all():
+                    ls, es, slots = ls[keep], es[keep], slots[keep]
+            self._core.add_read(ls, es, slots, self.cursor)
+
+    # --- acks ---------------------------------------------------------------------------------------
+
+    def ack(self, consumer: Hashable, position: Position) -> AckResult:
+        """An individual ack from ``consumer``, accepted as Pulsar accepts it (see ``AckResult``)."""
+        with self._lock:
+            cid = self._state(consumer).cid
+            if type(position) is not Position:
+                _check_positions([position])
+            outcome = self._core.ack_one(cid, position.ledger_id, position.entry_id, self.cursor)
+            if self.policy is not None:
+                self.policy.after_ack(self.cursor, "Key_Shared")
+            return _result(outcome)
+
+    def ack_many(self, consumer: Hashable, positions: Sequence[Position]) -> AckResult:
+        """Individual acks of many positions from one consumer, accepted as Pulsar accepts them."""
+        _check_positions(positions)
+        ls, es = _columns(positions)
+        return self.ack_columns(consumer, ls, es)
+
+    def ack_columns(self, consumer: Hashable, ledgers: Any, entries: Any) -> AckResult:
+        """``ack_many`` with the positions as ledger and entry columns: one call into Rust."""
+        with self._lock:
+            cid = self._state(consumer).cid
+            outcome = self._core.ack(cid, ledgers, entries, self.cursor)
+            if self.policy is not None:
+                self.policy.after_ack(self.cursor, "Key_Shared")
+            return _result(outcome)
 
     def nack(self, consumer: Hashable, positions: Sequence[Position]) -> int:
         """Negative acks: the messages leave the consumer and are redelivered (order may change).
@@ -457,152 +444,15 @@ class KeySharedDispatcher:
         As in Pulsar, a position not pending on ``consumer`` is skipped; returns how many were nacked.
         """
         with self._lock:
-            state = self._state(consumer)
+            cid = self._state(consumer).cid
             _check_positions(positions)
-            n = 0
-            for pos in positions:
-                slot = state.pending.pop(pos, None)
-                if slot is None:
-                    continue
-                self._release(state, slot)
-                self._to_replay(pos, slot)
-                self._redeliveries[pos] = self._redeliveries.get(pos, 0) + 1
-                n += 1
-            return n
+            ls, es = _columns(positions)
+            return self._core.nack(cid, ls, es, self.cursor)
 
     def redeliver(self, consumer: Hashable) -> list[Position]:
         """Pulsar's redeliver-unacknowledged: all of the consumer's unacked messages go to replay."""
         with self._lock:
-            held = sorted(self._state(consumer).pending)
-            self.nack(consumer, held)
-            return held
-
-    def ack(self, consumer: Hashable, position: Position) -> AckResult:
-        """An individual ack from ``consumer``, accepted as Pulsar accepts it (see ``AckResult``)."""
-        with self._lock:
-            state = self._state(consumer)
-            try:
-                slot = state.pending.pop(position, None)
-            except TypeError:  # unhashable: refused, typed, by the slow path
-                slot = None
-            if slot is None:
-                return self._ack_rest(state, [position], [])
-            self.cursor.ack(position)
-            if self._redeliveries:
-                self._redeliveries.pop(position, None)
-            unblocked = self._release(state, slot)
-            self._after_acks()
-            return _ACKED_UNBLOCKING if unblocked else _ACKED
-
-    def ack_many(self, consumer: Hashable, positions: Sequence[Position]) -> AckResult:
-        """Individual acks of many positions from one consumer, accepted as Pulsar accepts them.
-
-        The usual case (all pending on ``consumer``) is one pass in C; anything else (pending on
-        another consumer, never sent, already acked) is sorted out position by position.
-        """
-        with self._lock:
-            state = self._state(consumer)
-            pending = state.pending
-            slots: list[int] = []
-            try:  # extend appends one by one: on a miss, ``slots`` holds exactly what was taken
-                slots.extend(map(pending.pop, positions))
-            except (KeyError, TypeError):
-                return self._ack_rest(state, positions, slots)
-            deque(map(self.cursor.ack, positions), 0)  # the loop runs in C
-            if self._redeliveries:
-                deque(map(self._redeliveries.pop, positions, [None] * len(positions)), 0)
-            unblocked = sum(self._release(state, h) for h in slots) if self._draining_live else 0
-            self._after_acks()
-            return AckResult(acked=len(slots), unblocked=unblocked)
-
-    def _ack_rest(self, state: _Consumer, positions: Sequence[Position], taken: list[int]) -> AckResult:
-        """Acks ``positions`` whose first ``len(taken)`` were popped from ``state`` already.
-
-        Pulsar's rule: a position pending on another consumer is removed there; one pending on
-        nobody is acked on the cursor (and leaves the replay queue); a duplicate changes nothing.
-        """
-        try:
-            _check_positions(positions)
-        except InvalidInputType:  # malformed: nothing changes
-            for p, h in zip(positions, taken, strict=False):
-                state.pending[p] = h
-            raise
-        head = positions[: len(taken)]
-        deque(map(self.cursor.ack, head), 0)
-        for pos in head:
-            self._redeliveries.pop(pos, None)
-        unblocked = sum(self._release(state, h) for h in taken)
-        acked, other, nobody, dup = len(taken), 0, 0, 0
-        for pos in positions[len(taken) :]:
-            slot = state.pending.pop(pos, None)
-            holder = state
-            if slot is None:
-                holder = next((s for s in self._consumers.values() if pos in s.pending), state)
-                slot = holder.pending.pop(pos, None)
-            if slot is not None:
-                unblocked += self._release(holder, slot)
-                if holder is state:
-                    acked += 1
-                else:
-                    other += 1
-            elif self.cursor.is_acked(pos):
-                dup += 1
-                continue
-            else:
-                nobody += 1
-                if pos in self._replay:
-                    self._from_replay(pos)
-            self.cursor.ack(pos)
-            self._redeliveries.pop(pos, None)
-        self._after_acks()
-        return AckResult(
-            acked=acked, from_other_consumer=other, not_pending=nobody, duplicates=dup, unblocked=unblocked
-        )
-
-    def _after_acks(self) -> None:
-        self._seen_mutations = self.cursor.mutations  # our own acks leave nothing acked in replay
-        self._forget_joined()
-        if self.policy is not None:
-            self.policy.after_ack(self.cursor, "Key_Shared")
-
-    def _forget_joined(self) -> None:
-        """PIP-282: a joiner is free once mark-delete reaches its joining position."""
-        if self._joined:
-            md = self.cursor.mark_delete_position
-            for c in [c for c, j in self._joined.items() if j <= md]:
-                del self._joined[c]
-
-    @property
-    def _draining_live(self) -> bool:
-        return len(self._draining) > 0
-
-    def _release(self, state: _Consumer, slot: int) -> bool:
-        if self.mode != "draining" or not self._draining_live:
-            return False
-        if self._draining.reduce_ref(state.cid, slot, False):
-            self._unblocked += 1
-            return True
-        return False
-
-    def _to_replay(self, pos: Position, slot: int) -> None:
-        if pos in self._replay:
-            return
-        if pos <= self.cursor.mark_delete_position:  # acknowledged already: Pulsar never queues it
-            self._dropped_acked += 1
-            return
-        self._replay[pos] = slot
-        bisect.insort(self._replay_order, pos)
-        self._replay_slots[slot] = self._replay_slots.get(slot, 0) + 1
-
-    def _from_replay(self, pos: Position) -> None:
-        slot = self._replay.pop(pos)
-        i = bisect.bisect_left(self._replay_order, pos)
-        del self._replay_order[i]
-        left = self._replay_slots[slot] - 1
-        if left:
-            self._replay_slots[slot] = left
-        else:
-            del self._replay_slots[slot]
+            return self._core.redeliver(self._state(consumer).cid, self.cursor)
 
     # --- reads and dispatch ---------------------------------------------------------------------------
 
@@ -636,9 +486,8 @@ class KeySharedDispatcher:
         with self._lock:
             if not self.should_read():
                 return 0
-            permits = sum(s.permits for s in self._consumers.values() if s.permits > 0)
-            room = max(self.look_ahead_limit - len(self._replay), 1)
-            return min(room, permits)
+            room = max(self.look_ahead_limit - self._core.replay_len(), 1)
+            return min(room, self._core.permits_total())
 
     def should_read(self) -> bool:
         """Whether the broker should read new entries now (PIP-299, look-ahead, permits).
@@ -649,13 +498,24 @@ class KeySharedDispatcher:
         with self._lock:
             if self.policy is not None and self.policy.should_pause(self.cursor, "Key_Shared"):
                 self._read_blocked = "paused"
-            elif len(self._replay) >= self.look_ahead_limit:
+            elif self._core.replay_len() >= self.look_ahead_limit:
                 self._read_blocked = "look-ahead"
-            elif not any(s.permits > 0 for s in self._consumers.values()):
+            elif self._core.permits_total() == 0:
                 self._read_blocked = "no-permits"
             else:
                 self._read_blocked = None
             return self._read_blocked is None
+
+    def dispatch_columns(self) -> list[tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """``dispatch()`` as ``(consumer, ledger ids, entry ids)`` int64 columns: no object per message."""
+        with self._lock:
+            self._take_due()
+            by_cid = self._by_cid
+            return [(by_cid[cid].consumer, ls, es) for cid, ls, es in self._core.dispatch(self.cursor)]
+
+    def dispatch(self) -> list[tuple[Any, list[Position]]]:
+        """Sends what can be sent: due delayed messages and the replay queue first, then new entries."""
+        return [(c, _positions(ls, es)) for c, ls, es in self.dispatch_columns()]
 
     def dispatch_with_counts(self) -> list[tuple[Any, list[Position], npt.NDArray[np.int32]]]:
         """``dispatch()`` with each position's redelivery count, as an int32 array per consumer.
@@ -663,67 +523,23 @@ class KeySharedDispatcher:
         Pulsar sends the count with the message; consumers use it for ``maxRedeliverCount``.
         """
         with self._lock:
-            out = self.dispatch()
-            red = self._redeliveries
-            if not red:
-                return [(c, ps, np.zeros(len(ps), dtype=np.int32)) for c, ps in out]
             return [
-                (c, ps, np.fromiter((red.get(p, 0) for p in ps), dtype=np.int32, count=len(ps)))
-                for c, ps in out
+                (c, _positions(ls, es), self._core.redelivery_counts(ls, es))
+                for c, ls, es in self.dispatch_columns()
             ]
 
-    def dispatch(self) -> list[tuple[Any, list[Position]]]:
-        """Sends what can be sent: due delayed messages and the replay queue first, then new entries."""
-        with self._lock:
-            out: dict[int, list[Position]] = {}
-            self._blocked.clear()
-            self._forget_joined()
-            if self.delayed is not None:
-                for ledger, entry in self.delayed.get_scheduled_messages(2**31).tolist():
-                    pos = Position(ledger, entry)
-                    slot = self._delayed_slots.pop(pos, None)
-                    if slot is not None:
-                        self._to_replay(pos, slot)
-            if self.cursor.mutations != self._seen_mutations:  # acked elsewhere (skip, TTL, seek)
-                self._drop_acked_replays()
-                self._drop_acked_counts()
-            self._seen_mutations = self.cursor.mutations
-            if self._replay_order:  # one selector call for the whole replay queue
-                queued = list(self._replay_order)
-                slots = [self._replay[pos] for pos in queued]
-                owners = self.selector.select_many(np.array(slots, dtype=np.int64)).tolist()
-                by_index = self.selector.consumers_by_index
-                for pos, slot, owner in zip(queued, slots, owners, strict=True):
-                    target = self._target(pos, slot, by_index[owner], replay=True)
-                    if target is not None:
-                        self._from_replay(pos)
-                        self._send(target, pos, slot, out)
-            reads, self._incoming = self._incoming, []
-            for read in reads:
-                self._dispatch_read(read, out)
-            for cid, positions in out.items():
-                self._by_cid[cid].delivered += len(positions)
-            if self.mode == "last-sent" and out:
-                self._advance_last_sent()
-            return [(self._by_cid[cid].consumer, positions) for cid, positions in out.items()]
-
-    def _count_redeliveries(self, positions: Iterable[Position]) -> None:
-        red = self._redeliveries
-        for pos in positions:
-            red[pos] = red.get(pos, 0) + 1
-
-    def _drop_everything_read(self) -> None:
-        """Releases everything read when no consumer is left, as Pulsar's dispatcher does.
-
-        The replay queue and unsent reads go, and the broker is told to rewind to mark-delete
-        (``take_rewind``).
-        """
-        self._replay.clear()
-        self._replay_order.clear()
-        self._replay_slots.clear()
-        self._incoming.clear()
-        self._highest_read = None
-        self._rewind = self.cursor.mark_delete_position
+    def _take_due(self) -> None:
+        """Due delayed messages join the replay queue (they are older than anything read since)."""
+        if self.delayed is None:
+            return
+        due = self.delayed.get_scheduled_messages(2**31).tolist()
+        if not due:
+            return
+        rows = [(ledger, entry, self._delayed_slots.pop((ledger, entry), None)) for ledger, entry in due]
+        known = [r for r in rows if r[2] is not None]
+        if known:
+            ls, es, slots = (np.fromiter((r[i] for r in known), np.int64, len(known)) for i in range(3))
+            self._core.add_replay(ls, es, slots, self.cursor)
 
     def take_rewind(self) -> Position | None:
         """The position to read again after (mark-delete) when the last consumer left, or None.
@@ -732,142 +548,13 @@ class KeySharedDispatcher:
         position after this one. Reading clears it.
         """
         with self._lock:
-            rewind, self._rewind = self._rewind, None
-            return rewind
+            return self._core.take_rewind()
 
     def redelivery_count(self, position: Position) -> int:
         """How many times ``position`` went back for redelivery (nack, redeliver, a leaving consumer)."""
+        _check_positions([position])
         with self._lock:
-            return self._redeliveries.get(position, 0)
-
-    def _drop_acked_counts(self) -> None:
-        """Forgets redelivery counts of positions the cursor acknowledged elsewhere (one bulk look-up)."""
-        red = self._redeliveries
-        if red:
-            held = list(red)
-            for i in np.flatnonzero(acked_mask(self.cursor, held)).tolist():
-                del red[held[i]]
-
-    def _drop_acked_replays(self) -> None:
-        """Removes replay-queue positions the cursor has acknowledged: one bulk look-up."""
-        queued = self._replay_order
-        if not queued:
-            return
-        acked = acked_mask(self.cursor, queued)
-        if acked.any():
-            for i in np.flatnonzero(acked).tolist()[::-1]:
-                self._redeliveries.pop(queued[i], None)
-                self._from_replay(queued[i])
-            self._dropped_acked += int(acked.sum())
-
-    def _dispatch_read(self, read: _Read, out: dict[int, list[Position]]) -> None:
-        """New entries of one read, in order; one selector call for all of them."""
-        owners = self.selector.select_many(read.slots).tolist()
-        by_index = self.selector.consumers_by_index
-        consumers, replay_slots, delayed = self._consumers, self._replay_slots, self.delayed
-        # Fast path: no gate can hold an entry back (nothing draining, no PIP-282 joiners).
-        plain = (self.mode == "out-of-order" or not self._draining_live) and not self._joined
-        plain = plain and self.mode != "last-sent"
-        ats = read.deliver_at if read.deliver_at is not None else [None] * len(owners)
-        for pos, slot, owner, at in zip(read.positions, read.slots.tolist(), owners, ats, strict=True):
-            if (
-                at is not None
-                and delayed is not None
-                and delayed.add_message(pos.ledger_id, pos.entry_id, at)
-            ):
-                self._delayed_slots[pos] = slot
-                continue
-            if slot in replay_slots:  # earlier messages of this hash are waiting
-                self._blocked.setdefault(slot, Blocked("replay-order", position=pos))
-                self._to_replay(pos, slot)
-                continue
-            consumer = by_index[owner]
-            state = consumers.get(consumer) if consumer is not None else None
-            if plain and state is not None and state.permits > 0:
-                state.permits -= 1
-                state.pending[pos] = slot
-                sent = out.get(state.cid)
-                if sent is None:
-                    out[state.cid] = [pos]
-                else:
-                    sent.append(pos)
-                continue
-            target = self._target(pos, slot, consumer)
-            if target is None:
-                self._to_replay(pos, slot)
-            else:
-                self._send(target, pos, slot, out)
-
-    def _target(self, pos: Position, slot: int, consumer: Any, *, replay: bool = False) -> _Consumer | None:
-        """The consumer ``slot`` may go to now, or None (the reason is recorded)."""
-        state = self._consumers.get(consumer) if consumer is not None else None
-        if state is None:
-            self._blocked.setdefault(slot, Blocked("no-consumer", position=pos))
-            return None
-        if state.permits <= 0:
-            self._blocked.setdefault(slot, Blocked("no-permits", consumer=state.name, position=pos))
-            return None
-        if self.mode == "draining" and self._draining_live and self._draining.should_block(state.cid, slot):
-            owner = self._by_cid.get(self._draining.owner(slot) or -1)
-            self._blocked.setdefault(
-                slot,
-                Blocked("draining", consumer=state.name, owner=owner.name if owner else None, position=pos),
-            )
-            return None
-        if self.mode == "last-sent":
-            limit = self._joined.get(state.consumer)
-            if limit is not None and replay:  # 3.3: replays to joiners stop at the earliest joiner's
-                limit = min(limit, min(self._joined.values()))
-            if limit is not None and pos > limit:
-                self._blocked.setdefault(slot, Blocked("recently-joined", consumer=state.name, position=pos))
-                return None
-        return state
-
-    def _send(self, state: _Consumer, pos: Position, slot: int, out: dict[int, list[Position]]) -> None:
-        state.permits -= 1
-        state.pending[pos] = slot
-        out.setdefault(state.cid, []).append(pos)
-        if self.mode == "last-sent":
-            lsp = self._lsp()
-            if pos > lsp and not self._sent.contains(pos.ledger_id, pos.entry_id):
-                self._sent.add(pos.ledger_id, pos.entry_id)
-
-    # --- PIP-282 ------------------------------------------------------------------------------------
-
-    def _lsp(self) -> Position:
-        md = self.cursor.mark_delete_position
-        if self._last_sent is None:  # first use: the cursor's ack holes count as sent (3.3)
-            self._sent = self.cursor.individually_deleted
-        if self._last_sent is None or self._last_sent < md:
-            self._last_sent = md
-        return self._last_sent
-
-    def _next(self, pos: Position) -> Position:
-        """The entry after ``pos``.
-
-        Past a ledger's last entry (the cursor's ledger sizes say where it ends) that is the first
-        entry of the next non-empty ledger, so the last sent position crosses ledger boundaries.
-        """
-        sizes = self.cursor.ledger_sizes
-        if sizes and pos.entry_id + 1 >= sizes.get(pos.ledger_id, 2**63):
-            later = [lid for lid, n in sizes.items() if lid > pos.ledger_id and n > 0]
-            if later:
-                return Position(min(later), 0)
-        return Position(pos.ledger_id, pos.entry_id + 1)
-
-    def _advance_last_sent(self) -> None:
-        """Moves the last sent position over every contiguous run of sent positions after it."""
-        lsp = self._lsp()
-        self._sent.remove_at_most(lsp.ledger_id, lsp.entry_id)
-        while True:
-            nxt = self._next(lsp)
-            if not self._sent.contains(nxt.ledger_id, nxt.entry_id):
-                break
-            run = self._sent.range_containing(nxt.ledger_id, nxt.entry_id)
-            assert run is not None
-            lsp = run[1]
-        self._last_sent = lsp
-        self._sent.remove_at_most(lsp.ledger_id, lsp.entry_id)
+            return self._core.redelivery_count(position.ledger_id, position.entry_id)
 
     # --- state ----------------------------------------------------------------------------------------
 
@@ -880,57 +567,74 @@ class KeySharedDispatcher:
     def unacked(self, consumer: Hashable) -> list[Position]:
         """Positions sent to ``consumer`` and not acked yet, in order."""
         with self._lock:
-            return sorted(self._state(consumer).pending)
+            return self._core.unacked(self._state(consumer).cid)
 
     @property
     def replay_queue(self) -> list[Position]:
         """Positions waiting for redelivery, in order."""
         with self._lock:
-            return list(self._replay_order)
+            return self._core.replay_positions()
+
+    def pending_memory_usage(self) -> int:
+        """Heap bytes of every consumer's pending acks (about 12 per unacked message)."""
+        with self._lock:
+            return self._core.pending_memory_usage()
 
     def stats(self) -> SubscriptionStats:
         """Pulsar 4's Key_Shared stats plus the reason each blocked hash is blocked."""
         with self._lock:
+            core = self._core
             ranges_of = getattr(self.selector, "consumer_key_hash_ranges", None)
             ranges: dict[Any, list[tuple[int, int]]] = ranges_of() if callable(ranges_of) else {}
-            cleared = {cid: c["draining_hashes_cleared_total"] for cid, c in self._draining.stats().items()}
+            cleared = core.draining_cleared()
             per: dict[int, list[tuple[int, int, int]]] = {}
-            for h, owner, refs, blocked in self._draining.draining_hashes().tolist():
+            for h, owner, refs, blocked in core.draining_hashes().tolist():
                 per.setdefault(owner, []).append((h, refs, blocked))
-            consumers = [
-                ConsumerStats(
-                    name=s.name,
-                    available_permits=s.permits,
-                    unacked_messages=len(s.pending),
-                    msg_out_counter=s.delivered,
-                    draining_hashes_count=len(per.get(s.cid, [])),
-                    draining_hashes_cleared_total=cleared.get(s.cid, 0),
-                    draining_hashes_unacked_messages=sum(r for _, r, _ in per.get(s.cid, [])),
-                    draining_hashes=sorted(per.get(s.cid, [])),
-                    last_sent_position_when_joining=(
-                        str(s.joined_last_sent) if s.joined_last_sent is not None else None
-                    ),
-                    key_hash_ranges=list(ranges.get(s.consumer, [])),
+            consumers = []
+            for s in self._consumers.values():
+                permits, unacked, delivered, joined = core.consumer_figures(s.cid)
+                mine = per.get(s.cid, [])
+                consumers.append(
+                    ConsumerStats(
+                        name=s.name,
+                        available_permits=permits,
+                        unacked_messages=unacked,
+                        msg_out_counter=delivered,
+                        draining_hashes_count=len(mine),
+                        draining_hashes_cleared_total=cleared.get(s.cid, 0),
+                        draining_hashes_unacked_messages=sum(r for _, r, _ in mine),
+                        draining_hashes=sorted(mine),
+                        last_sent_position_when_joining=str(joined) if joined is not None else None,
+                        key_hash_ranges=list(ranges.get(s.consumer, [])),
+                    )
                 )
-                for s in self._consumers.values()
-            ]
+            name = {cid: s.name for cid, s in self._by_cid.items()}
+            last_sent = core.last_sent_position()
             return SubscriptionStats(
                 mode=self.mode,
                 consumers=consumers,
-                replay_size=len(self._replay),
+                replay_size=core.replay_len(),
                 look_ahead_limit=self.look_ahead_limit,
-                last_sent_position=str(self._last_sent) if self._last_sent is not None else None,
-                individually_sent_positions=str(self._sent),
+                last_sent_position=str(last_sent) if last_sent is not None else None,
+                individually_sent_positions=core.individually_sent(),
                 consumers_after_mark_delete_position={
-                    self._consumers[c].name: str(j) for c, j in self._joined.items() if c in self._consumers
+                    name[c]: str(j) for c, j in core.recently_joined() if c in name
                 },
                 blocked_on_ack_state_persistent=(
                     self.policy.blocked_on_ack_state_persistent if self.policy is not None else False
                 ),
-                blocked=dict(self._blocked),
+                blocked={
+                    slot: Blocked(
+                        reason,  # type: ignore[arg-type]
+                        consumer=name.get(c) if c is not None else None,
+                        owner=name.get(o) if o is not None else None,
+                        position=pos,
+                    )
+                    for slot, reason, c, o, pos in core.blocked()
+                },
                 read_blocked=self._read_blocked,
-                unblocked_events=self._unblocked,
-                replay_dropped_acked=self._dropped_acked,
+                unblocked_events=core.unblocked_events(),
+                replay_dropped_acked=core.replay_dropped_acked(),
                 draining_hashes_count=sum(c.draining_hashes_count for c in consumers),
                 draining_hashes_cleared_total=sum(c.draining_hashes_cleared_total for c in consumers),
                 draining_hashes_unacked_messages=sum(c.draining_hashes_unacked_messages for c in consumers),
@@ -943,6 +647,24 @@ def acked_mask(cursor: Cursor, positions: Sequence[Position]) -> npt.NDArray[np.
     ls = np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=n)
     es = np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=n)
     return cursor.is_acked_many(ls, es)
+
+
+def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Ledger and entry columns of checked positions."""
+    n = len(positions)
+    ls = np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=n)
+    es = np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=n)
+    return ls, es
+
+
+def _positions(ls: npt.NDArray[np.int64], es: npt.NDArray[np.int64]) -> list[Position]:
+    """Positions of two columns (the loop runs in C)."""
+    return list(map(Position, ls.tolist(), es.tolist()))
+
+
+def _check_slots(slots: npt.NDArray[np.int64]) -> None:
+    if len(slots) and (int(slots.min()) < 1 or int(slots.max()) > 65535):
+        raise InvalidArgument("slots must be in 1..=65535 (sticky-key hash slots)")
 
 
 def _check_positions(positions: Sequence[object]) -> None:

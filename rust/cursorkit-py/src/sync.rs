@@ -47,7 +47,7 @@ pub fn guarded<R: Send>(
 
 /// Runs `f`; a panic inside it becomes `CoreError::Internal` naming the call (built only then).
 #[inline]
-fn catching<R>(
+pub fn catching<R>(
     call: impl FnOnce() -> String,
     f: impl FnOnce() -> Result<R, CoreError>,
 ) -> Result<R, CoreError> {

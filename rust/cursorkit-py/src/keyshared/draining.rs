@@ -91,13 +91,13 @@ fn same_length(py: Python<'_>, names: &[&str], lens: &[usize]) -> PyResult<()> {
 }
 
 /// An `(n, 4)` int64 array over a flat row-major buffer, without copying it.
-fn rows_array(py: Python<'_>, flat: Vec<i64>) -> PyResult<Bound<'_, PyAny>> {
+pub(crate) fn rows_array(py: Python<'_>, flat: Vec<i64>) -> PyResult<Bound<'_, PyAny>> {
     let n = flat.len() / 4;
     Ok(PyArray1::from_vec(py, flat).reshape([n, 4])?.into_any())
 }
 
 /// `(hash, owner, unacked, blocked_attempts)` rows, flat.
-fn draining_rows(entries: &[DrainingHash]) -> Vec<i64> {
+pub(crate) fn draining_rows(entries: &[DrainingHash]) -> Vec<i64> {
     entries
         .iter()
         .flat_map(|e| {

@@ -1,0 +1,463 @@
+//! `cursorkit._core.DispatchCore`: the core Key_Shared dispatch loop behind a mutex.
+//!
+//! Calls that touch the cursor take a `CursorState` (a `cursorkit.Cursor`) and lock it after the
+//! dispatcher, always in that order. Positions cross as int64 columns; a dispatch returns
+//! `(consumer id, ledgers, entries)` per consumer, each array handed over without a copy. Work over
+//! many entries runs with the GIL released.
+
+use std::sync::Mutex;
+
+use cursorkit_core::{
+    AckOutcome, BlockReason, CoreError, Cursor, DispatchCore, DispatchMode, HashRange, Position,
+};
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::ackstate::cursor::PyCursorState;
+use crate::ackstate::position::PyPosition;
+use crate::ackstate::rangeset::columns;
+use crate::args::{column, int_arg, str_arg, u32_arg};
+use crate::errors::{error, to_py};
+use crate::keyshared::draining::{draining_rows, rows_array};
+use crate::sync::{self, catching, Shared};
+
+/// Calls over at most this many entries run with the GIL held (cheaper than releasing it).
+const SMALL: usize = 256;
+
+/// Ack outcome as `(acked, from_other_consumer, not_pending, duplicates, unblocked)`.
+type Outcome = (u64, u64, u64, u64, u64);
+
+fn outcome(o: AckOutcome) -> Outcome {
+    (
+        o.acked,
+        o.from_other_consumer,
+        o.not_pending,
+        o.duplicates,
+        o.unblocked,
+    )
+}
+
+/// A Key_Shared subscription's dispatch state (see `cursorkit_core::DispatchCore`).
+#[pyclass(name = "DispatchCore", module = "cursorkit._core", frozen)]
+pub struct PyDispatchCore {
+    inner: Mutex<DispatchCore>,
+}
+
+crate::shared!(PyDispatchCore, DispatchCore, "DispatchCore");
+
+fn cursor_of<'a, 'py>(cursor: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyCursorState>> {
+    cursor.cast::<PyCursorState>().map_err(|_| {
+        error(
+            cursor.py(),
+            "InvalidInputType",
+            format!(
+                "cursor must be a cursorkit.Cursor, got {}",
+                cursor
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            ),
+        )
+    })
+}
+
+fn positions<'py>(py: Python<'py>, ps: Vec<Position>) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, ps.into_iter().map(PyPosition))
+}
+
+impl PyDispatchCore {
+    /// Runs `f` on the dispatcher and the cursor, locked in that order; with `large` the GIL is
+    /// released. A panic becomes `InternalError`.
+    fn with_cursor<R: Send>(
+        &self,
+        cursor: &Bound<'_, PyAny>,
+        method: &'static str,
+        large: bool,
+        f: impl FnOnce(&mut DispatchCore, &mut Cursor) -> Result<R, CoreError> + Send,
+    ) -> PyResult<R> {
+        let py = cursor.py();
+        let c = cursor_of(cursor)?.get();
+        let r = if large {
+            let (mine, theirs) = (self.cell(), c.cell());
+            sync::guarded(py, method, || {
+                let mut d = mine.lock().unwrap_or_else(|p| p.into_inner());
+                let mut k = theirs.lock().unwrap_or_else(|p| p.into_inner());
+                f(&mut d, &mut k)
+            })
+        } else {
+            let mut d = self.lock(py);
+            let mut k = c.lock(py);
+            catching(|| format!("DispatchCore.{method}"), || f(&mut d, &mut k))
+        };
+        r.map_err(|e| to_py(py, e))
+    }
+}
+
+fn reason(r: BlockReason) -> &'static str {
+    match r {
+        BlockReason::NoConsumer => "no-consumer",
+        BlockReason::NoPermits => "no-permits",
+        BlockReason::Draining => "draining",
+        BlockReason::RecentlyJoined => "recently-joined",
+        BlockReason::ReplayOrder => "replay-order",
+    }
+}
+
+#[pymethods]
+impl PyDispatchCore {
+    /// A subscription in `mode`: `"draining"`, `"last-sent"` or `"out-of-order"`.
+    #[new]
+    fn new(mode: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mode = match str_arg(mode, "mode")?.as_str() {
+            "draining" => DispatchMode::Draining,
+            "last-sent" => DispatchMode::LastSent,
+            "out-of-order" => DispatchMode::OutOfOrder,
+            other => {
+                return Err(error(
+                    mode.py(),
+                    "InvalidArgument",
+                    format!("mode must be draining, last-sent or out-of-order, got {other:?}"),
+                ))
+            }
+        };
+        Ok(Self {
+            inner: Mutex::new(DispatchCore::new(mode)),
+        })
+    }
+
+    /// Registers consumer `consumer_id` with `permits`.
+    fn add_consumer(
+        &self,
+        consumer_id: &Bound<'_, PyAny>,
+        permits: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let n = permits_arg(permits)?;
+        self.with_cursor(cursor, "add_consumer", false, |d, c| {
+            d.add_consumer(id, n, c)
+        })
+    }
+
+    /// Unregisters a consumer; returns its unacked positions (now in replay), in order.
+    fn remove_consumer<'py>(
+        &self,
+        consumer_id: &Bound<'py, PyAny>,
+        cursor: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let ps = self.with_cursor(cursor, "remove_consumer", true, |d, c| {
+            d.remove_consumer(id, c)
+        })?;
+        positions(consumer_id.py(), ps)
+    }
+
+    /// Replaces the owner table: consumer id per slot (-1: nobody), at most 65536 slots.
+    fn set_owners(&self, owners: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = owners.py();
+        let col = column(owners, "owners")?;
+        let col = col.as_slice();
+        self.bulk(py, "set_owners", |d| d.set_owners(col))
+            .map_err(|e| to_py(py, e))
+    }
+
+    /// PIP-379: `removed` is `[(previous owner id, [(start, end), ...]), ...]` from a membership
+    /// change of consumer `skip`.
+    fn register_moved(&self, removed: &Bound<'_, PyAny>, skip: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = removed.py();
+        let skip = u32_arg(skip, "skip")?;
+        let rows: Vec<(u32, Vec<HashRange>)> = removed.extract().map_err(|_| {
+            error(
+                py,
+                "InvalidInputType",
+                "removed must be a list of (consumer id, [(start, end), ...])".to_owned(),
+            )
+        })?;
+        self.call(py, "register_moved", |d| d.register_moved(&rows, skip))
+    }
+
+    /// A flow request of `n` permits.
+    fn add_permits(&self, consumer_id: &Bound<'_, PyAny>, n: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = n.py();
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let k = permits_arg(n)?;
+        self.call(py, "add_permits", |d| d.add_permits(id, k))
+    }
+
+    /// Permits available over all consumers.
+    fn permits_total(&self, py: Python<'_>) -> u64 {
+        self.lock(py).permits_total()
+    }
+
+    /// New entries of one read (ledger, entry and slot columns).
+    fn add_read(
+        &self,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        slots: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (ls, es) = columns(ledgers, entries)?;
+        let ss = column(slots, "slots")?;
+        let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
+        self.with_cursor(cursor, "add_read", ls.len() > SMALL, |d, c| {
+            d.add_read(ls, es, ss, c)
+        })
+    }
+
+    /// Entries to redeliver (re-read for replay, or delayed messages now due).
+    fn add_replay(
+        &self,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        slots: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (ls, es) = columns(ledgers, entries)?;
+        let ss = column(slots, "slots")?;
+        let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
+        self.with_cursor(cursor, "add_replay", ls.len() > SMALL, |d, c| {
+            d.add_replay(ls, es, ss, c)
+        })
+    }
+
+    /// Sends what can be sent: `[(consumer id, ledgers, entries), ...]`, int64 arrays.
+    fn dispatch<'py>(&self, cursor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let py = cursor.py();
+        let out = self.with_cursor(cursor, "dispatch", true, |d, c| d.dispatch(c))?;
+        let list = PyList::empty(py);
+        for d in out {
+            let row = PyTuple::new(
+                py,
+                [
+                    d.consumer.into_pyobject(py)?.into_any(),
+                    PyArray1::from_vec(py, d.ledgers).into_any(),
+                    PyArray1::from_vec(py, d.entries).into_any(),
+                ],
+            )?;
+            list.append(row)?;
+        }
+        Ok(list)
+    }
+
+    /// Acks of many positions from one consumer; returns
+    /// `(acked, from_other_consumer, not_pending, duplicates, unblocked)`.
+    fn ack(
+        &self,
+        consumer_id: &Bound<'_, PyAny>,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<Outcome> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let (ls, es) = columns(ledgers, entries)?;
+        let (ls, es) = (ls.as_slice(), es.as_slice());
+        self.with_cursor(cursor, "ack", ls.len() > SMALL, |d, c| d.ack(id, ls, es, c))
+            .map(outcome)
+    }
+
+    /// One ack from ints (the per-call path).
+    fn ack_one(
+        &self,
+        consumer_id: &Bound<'_, PyAny>,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<Outcome> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let l = int_arg(ledger_id, "ledger_id")?;
+        let e = int_arg(entry_id, "entry_id")?;
+        self.with_cursor(cursor, "ack_one", false, |d, c| d.ack_one(id, l, e, c))
+            .map(outcome)
+    }
+
+    /// Negative acks; returns how many were pending on the consumer.
+    fn nack(
+        &self,
+        consumer_id: &Bound<'_, PyAny>,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let (ls, es) = columns(ledgers, entries)?;
+        let (ls, es) = (ls.as_slice(), es.as_slice());
+        self.with_cursor(cursor, "nack", ls.len() > SMALL, |d, c| d.nack(id, ls, es, c))
+    }
+
+    /// Every unacked message of the consumer to replay; returns them in order.
+    fn redeliver<'py>(
+        &self,
+        consumer_id: &Bound<'py, PyAny>,
+        cursor: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let ps = self.with_cursor(cursor, "redeliver", true, |d, c| d.redeliver(id, c))?;
+        positions(consumer_id.py(), ps)
+    }
+
+    /// The consumer's unacked positions, in order.
+    fn unacked<'py>(&self, consumer_id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let py = consumer_id.py();
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let ps = self.call(py, "unacked", |d| d.unacked(id))?;
+        positions(py, ps)
+    }
+
+    /// `(permits, unacked, delivered, joined last sent position or None)`.
+    fn consumer_figures(
+        &self,
+        consumer_id: &Bound<'_, PyAny>,
+    ) -> PyResult<(u64, u64, u64, Option<PyPosition>)> {
+        let py = consumer_id.py();
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let f = self.call(py, "consumer_figures", |d| d.consumer_figures(id))?;
+        Ok((
+            f.permits,
+            f.unacked,
+            f.delivered,
+            f.joined_last_sent.map(PyPosition),
+        ))
+    }
+
+    /// The replay queue, in order.
+    fn replay_positions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let ps = self.lock(py).replay_positions();
+        positions(py, ps)
+    }
+
+    /// Replay queue length.
+    fn replay_len(&self, py: Python<'_>) -> usize {
+        self.lock(py).replay_len()
+    }
+
+    /// Where to read again after, once, when the last consumer left; else None.
+    fn take_rewind(&self, py: Python<'_>) -> Option<PyPosition> {
+        self.lock(py).take_rewind().map(PyPosition)
+    }
+
+    /// `[(slot, reason, consumer id or None, owner id or None, position), ...]` of the last dispatch.
+    #[allow(clippy::type_complexity)]
+    fn blocked(&self, py: Python<'_>) -> Vec<(u16, &'static str, Option<u32>, Option<u32>, PyPosition)> {
+        self.lock(py)
+            .blocked()
+            .map(|(s, b)| (s, reason(b.reason), b.consumer, b.owner, PyPosition(b.position)))
+            .collect()
+    }
+
+    /// Unblock events so far.
+    fn unblocked_events(&self, py: Python<'_>) -> u64 {
+        self.lock(py).unblocked_events()
+    }
+
+    /// Replay entries dropped because the cursor had acknowledged them.
+    fn replay_dropped_acked(&self, py: Python<'_>) -> u64 {
+        self.lock(py).replay_dropped_acked()
+    }
+
+    /// How many times a position went back for redelivery.
+    fn redelivery_count(
+        &self,
+        ledger_id: &Bound<'_, PyAny>,
+        entry_id: &Bound<'_, PyAny>,
+    ) -> PyResult<u32> {
+        let py = ledger_id.py();
+        let l = int_arg(ledger_id, "ledger_id")?;
+        let e = int_arg(entry_id, "entry_id")?;
+        Ok(self.lock(py).redelivery_count(Position {
+            ledger_id: l,
+            entry_id: e,
+        }))
+    }
+
+    /// Redelivery counts of many positions, as an int32 array.
+    fn redelivery_counts<'py>(
+        &self,
+        ledgers: &Bound<'py, PyAny>,
+        entries: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let py = ledgers.py();
+        let (ls, es) = columns(ledgers, entries)?;
+        let counts = self.lock(py).redelivery_counts(ls.as_slice(), es.as_slice());
+        Ok(PyArray1::from_vec(
+            py,
+            counts
+                .into_iter()
+                .map(|c| i32::try_from(c).unwrap_or(i32::MAX))
+                .collect(),
+        ))
+    }
+
+    /// Positions with a redelivery count held.
+    fn redeliveries_tracked(&self, py: Python<'_>) -> usize {
+        self.lock(py).redeliveries_tracked()
+    }
+
+    /// Draining hashes as `(n, 4)` int64 rows `(hash, owner id, unacked, blocked attempts)`.
+    fn draining_hashes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let flat = draining_rows(&self.lock(py).draining().entries(None));
+        rows_array(py, flat)
+    }
+
+    /// `{consumer id: draining_hashes_cleared_total}` of consumers with a draining record.
+    fn draining_cleared<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let all = self.lock(py).draining().consumers_stats();
+        let d = PyDict::new(py);
+        for (c, s) in all {
+            d.set_item(c, s.draining_hashes_cleared_total)?;
+        }
+        Ok(d)
+    }
+
+    /// Number of draining hashes.
+    fn draining_len(&self, py: Python<'_>) -> usize {
+        self.lock(py).draining().len()
+    }
+
+    /// PIP-282: the last sent position, or None before first use.
+    fn last_sent_position(&self, py: Python<'_>) -> Option<PyPosition> {
+        self.lock(py).last_sent_position().map(PyPosition)
+    }
+
+    /// PIP-282: the positions sent after the last sent position, in the range-set string form.
+    fn individually_sent(&self, py: Python<'_>) -> String {
+        self.lock(py).individually_sent().to_string()
+    }
+
+    /// PIP-282: `[(consumer id, limit), ...]` of joined consumers still limited.
+    fn recently_joined(&self, py: Python<'_>) -> Vec<(u32, PyPosition)> {
+        self.lock(py)
+            .recently_joined()
+            .into_iter()
+            .map(|(c, p)| (c, PyPosition(p)))
+            .collect()
+    }
+
+    /// The highest position read since the last release, or None.
+    fn highest_read(&self, py: Python<'_>) -> Option<PyPosition> {
+        self.lock(py).highest_read().map(PyPosition)
+    }
+
+    /// Heap bytes of every consumer's pending acks.
+    fn pending_memory_usage(&self, py: Python<'_>) -> usize {
+        self.lock(py).pending_memory_usage()
+    }
+
+    /// Messages pending over all consumers.
+    fn pending_total(&self, py: Python<'_>) -> u64 {
+        self.lock(py).pending_total()
+    }
+}
+
+/// A non-negative permit count.
+fn permits_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let v = int_arg(obj, "permits")?;
+    u64::try_from(v).map_err(|_| {
+        error(
+            obj.py(),
+            "InvalidArgument",
+            format!("permits must be >= 0, got {v}"),
+        )
+    })
+}
