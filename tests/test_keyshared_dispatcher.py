@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -368,14 +370,18 @@ def test_the_simulation_is_deterministic_per_seed() -> None:
         d = KeySharedDispatcher(selector=ConsistentHashingSelector(points_per_consumer=10), cursor=Cursor())
         sim = Simulation(d, seed=seed, keys=50, distribution="zipf", read_batch=9)
         log: list[tuple[str, Position]] = []
-        original = d.dispatch
+        original = d.dispatch_columns
 
-        def recording() -> list[tuple[object, list[Position]]]:
+        def recording() -> list[tuple[object, Any, Any]]:
             out = original()
-            log.extend((getattr(c, "name", "?"), p) for c, ps in out for p in ps)
+            log.extend(
+                (getattr(c, "name", "?"), Position(lid, eid))
+                for c, ls, es in out
+                for lid, eid in zip(ls.tolist(), es.tolist(), strict=True)
+            )
             return out
 
-        d.dispatch = recording  # type: ignore[method-assign]
+        d.dispatch_columns = recording  # type: ignore[method-assign]
         sim.run_script("join a 3\njoin b 2\npublish 200\nstep 10\njoin c 4\nleave a\ndrain")
         return log
 

@@ -641,14 +641,6 @@ class KeySharedDispatcher:
             )
 
 
-def acked_mask(cursor: Cursor, positions: Sequence[Position]) -> npt.NDArray[np.bool_]:
-    """Which of ``positions`` the cursor has acknowledged: one bulk call into Rust."""
-    n = len(positions)
-    ls = np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=n)
-    es = np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=n)
-    return cursor.is_acked_many(ls, es)
-
-
 def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Ledger and entry columns of checked positions."""
     n = len(positions)

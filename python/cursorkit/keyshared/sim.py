@@ -16,17 +16,17 @@ scripts (``Simulation.run_script``), one command per line:
 
 from __future__ import annotations
 
-import bisect
 import shlex
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from cursorkit._core import Position
 from cursorkit.errors import InvalidArgument
-from cursorkit.keyshared.dispatcher import KeySharedDispatcher, acked_mask
+from cursorkit.keyshared.dispatcher import KeySharedDispatcher
 
 
 @dataclass(eq=False)
@@ -37,12 +37,12 @@ class SimConsumer:
     permits: int = 1000
     ack_delay: int = 0
     stalled: bool = False
-    inbox: deque[tuple[int, list[Position]]] = field(default_factory=deque)
-    """(round received, positions) not yet acked, a batch per delivery."""
+    inbox: deque[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = field(default_factory=deque)
+    """(round received, ledger ids, entry ids) not yet acked, a batch per delivery."""
 
     def unacked(self) -> list[Position]:
         """Everything received and not acked, oldest first."""
-        return [p for _, batch in self.inbox for p in batch]
+        return [Position(ledger, entry) for _, ls, es in self.inbox for ledger, entry in zip(ls.tolist(), es.tolist(), strict=True)]
 
 
 @dataclass(slots=True)
@@ -94,7 +94,12 @@ class OrderingChecker:
 
 
 class Simulation:
-    """A seeded Key_Shared scenario around one ``KeySharedDispatcher``."""
+    """A seeded Key_Shared scenario around one ``KeySharedDispatcher``.
+
+    The topic is kept as columns (ledger ids, entry ids, slots, key indexes), and the broker loop
+    moves columns between the dispatcher and the consumers, so a throughput run makes no object per
+    message; ``log`` and ``key_of`` build the per-message views on demand (tests, the checker).
+    """
 
     def __init__(
         self,
@@ -117,16 +122,16 @@ class Simulation:
         self.key_names = [f"key-{i}".encode() for i in range(keys)]
         self.key_slots = [dispatcher.slot_of(k) for k in self.key_names]
         self.key_slot_array = np.asarray(self.key_slots, dtype=np.int64)
-        self.positions: list[Position] = []
-        """Published positions in order (the topic as the broker reads it), with ``slots`` beside."""
+        self.ledgers = np.empty(0, dtype=np.int64)
+        """Published positions in order (the topic as the broker reads it): ledger ids, entry ids,
+        slots and key indexes side by side."""
+        self.entries = np.empty(0, dtype=np.int64)
         self.slots = np.empty(0, dtype=np.int64)
+        self.keys = np.empty(0, dtype=np.int64)
         self.distribution = distribution
         self.zipf_s = zipf_s
         self.ledger_size = ledger_size
         self.read_batch = read_batch
-        self.log: list[tuple[Position, int]] = []
-        """Published (position, key index), in publish order."""
-        self.key_of: dict[Position, int] = {}
         self.read_upto = 0
         self.reread_until = 0
         """Read index before the last rewind: entries below it may have been acked already."""
@@ -137,30 +142,46 @@ class Simulation:
         """False: skip the ordering checker (throughput runs); only acks are counted."""
         self.acked_count = 0
 
+    @property
+    def log(self) -> list[tuple[Position, int]]:
+        """Published (position, key index), in publish order."""
+        return list(zip(map(Position, self.ledgers.tolist(), self.entries.tolist()), self.keys.tolist(), strict=True))
+
+    @property
+    def key_of(self) -> dict[Position, int]:
+        """Key index of every published position."""
+        return dict(self.log)
+
+    def _index(self, ledger: int, entry: int) -> int:
+        """Publish index of a position (positions are numbered densely, ``ledger_size`` a ledger)."""
+        return (ledger - 1) * self.ledger_size + entry
+
+    def _key(self, pos: Position) -> bytes:
+        return self.key_names[int(self.keys[self._index(pos.ledger_id, pos.entry_id)])]
+
     # --- producers -------------------------------------------------------------------------------
 
     def publish(self, n: int, key: bytes | None = None) -> None:
         """Publishes ``n`` messages: with ``key``, or keys drawn from the distribution."""
         if key is not None:
-            idx = [self.key_names.index(key)] * n if key in self.key_names else self._new_key(key, n)
+            k = self.key_names.index(key) if key in self.key_names else self._new_key(key)
+            idx = np.full(n, k, dtype=np.int64)
         elif self.distribution == "uniform":
-            idx = self.rng.integers(0, len(self.key_names), size=n).tolist()
+            idx = self.rng.integers(0, len(self.key_names), size=n).astype(np.int64)
         else:
             ranks = self.rng.zipf(self.zipf_s, size=n) - 1
-            idx = (ranks % len(self.key_names)).tolist()
-        first, size = len(self.log), self.ledger_size
-        positions = [Position(s // size + 1, s % size) for s in range(first, first + len(idx))]
-        keys = [int(k) for k in idx]
-        self.log.extend(zip(positions, keys, strict=True))
-        self.key_of.update(zip(positions, keys, strict=True))
-        self.positions.extend(positions)
-        self.slots = np.concatenate([self.slots, self.key_slot_array[np.asarray(keys, dtype=np.int64)]])
+            idx = (ranks % len(self.key_names)).astype(np.int64)
+        seq = np.arange(len(self.keys), len(self.keys) + n, dtype=np.int64)
+        self.ledgers = np.concatenate([self.ledgers, seq // self.ledger_size + 1])
+        self.entries = np.concatenate([self.entries, seq % self.ledger_size])
+        self.keys = np.concatenate([self.keys, idx])
+        self.slots = np.concatenate([self.slots, self.key_slot_array[idx]])
 
-    def _new_key(self, key: bytes, n: int) -> list[int]:
+    def _new_key(self, key: bytes) -> int:
         self.key_names.append(key)
         self.key_slots.append(self.dispatcher.slot_of(key))
         self.key_slot_array = np.asarray(self.key_slots, dtype=np.int64)
-        return [len(self.key_names) - 1] * n
+        return len(self.key_names) - 1
 
     # --- consumers -------------------------------------------------------------------------------
 
@@ -176,8 +197,9 @@ class Simulation:
     def leave(self, name: str) -> None:
         """A consumer disconnects; what it had not acked is redelivered to others."""
         c = self._consumer(name)
-        for pos in c.unacked():
-            self.checker.released(name, self.key_names[self.key_of[pos]], pos, acked=False)
+        if self.check:
+            for pos in c.unacked():
+                self.checker.released(name, self._key(pos), pos, acked=False)
         self.dispatcher.remove_consumer(c)
         del self.consumers[name]
 
@@ -186,16 +208,16 @@ class Simulation:
         c = self._consumer(name)
         victims: list[Position] = []
         while c.inbox and len(victims) < n:  # the oldest first; the rest keep their receive round
-            received, batch = c.inbox[0]
+            received, ls, es = c.inbox[0]
             take = n - len(victims)
-            victims.extend(batch[:take])
-            if take >= len(batch):
+            victims.extend(map(Position, ls[:take].tolist(), es[:take].tolist()))
+            if take >= len(ls):
                 c.inbox.popleft()
             else:
-                c.inbox[0] = (received, batch[take:])
+                c.inbox[0] = (received, ls[take:], es[take:])
         for pos in victims:
             self.checker.nacked.add(pos)
-            self.checker.released(name, self.key_names[self.key_of[pos]], pos, acked=False)
+            self.checker.released(name, self._key(pos), pos, acked=False)
         self.dispatcher.nack(c, victims)
 
     def _consumer(self, name: str) -> SimConsumer:
@@ -213,48 +235,57 @@ class Simulation:
         rewind = d.take_rewind()
         if rewind is not None:  # the last consumer left: read again after mark-delete, as Pulsar does
             self.reread_until = max(self.reread_until, self.read_upto)
-            self.read_upto = bisect.bisect_right(self.positions, rewind)
-        if self.read_upto < len(self.log) and d.should_read():
-            start, end = self.read_upto, min(self.read_upto + self.read_batch, len(self.log))
-            part, slots = self.positions[start:end], self.slots[start:end]
+            after = self._index(rewind.ledger_id, rewind.entry_id) + 1
+            self.read_upto = min(max(after, 0), self.read_upto)
+        total = len(self.keys)
+        if self.read_upto < total and d.should_read():
+            start = self.read_upto
+            end = min(start + self.read_batch, total)
+            ls, es, slots = self.ledgers[start:end], self.entries[start:end], self.slots[start:end]
             self.read_upto = end
             if start < self.reread_until:  # a re-read after a rewind skips what is acked, as a cursor does
-                keep = ~acked_mask(d.cursor, part)
+                keep = ~d.cursor.is_acked_many(ls, es)
                 if not keep.all():
-                    part = [p for p, k in zip(part, keep.tolist(), strict=True) if k]
-                    slots = slots[keep]
-            if part:
-                d.add_read(part, slots)
+                    ls, es, slots = ls[keep], es[keep], slots[keep]
+            if len(ls):
+                d.add_read_columns(ls, es, slots)
         sent = 0
-        for consumer, positions in d.dispatch():
-            if self.check:
-                for pos in positions:
-                    self.checker.delivered(consumer.name, self.key_names[self.key_of[pos]], pos)
-            consumer.inbox.append((self.round, positions))
-            sent += len(positions)
-        for c in list(self.consumers.values()):
-            done: list[Position] = []
-            while not c.stalled and c.inbox and c.inbox[0][0] + c.ack_delay <= self.round:
-                batch = c.inbox.popleft()[1]
-                if self.check:
-                    for pos in batch:
-                        self.checker.released(c.name, self.key_names[self.key_of[pos]], pos, acked=True)
-                done.extend(batch)
-            if done:
-                d.ack_many(c, done)
-                self.acked_count += len(done)
-                d.add_permits(c, len(done))
+        check, rnd = self.check, self.round
+        for consumer, ls, es in d.dispatch_columns():
+            if check:
+                for pos in map(Position, ls.tolist(), es.tolist()):
+                    self.checker.delivered(consumer.name, self._key(pos), pos)
+            consumer.inbox.append((rnd, ls, es))
+            sent += len(ls)
+        for c in self.consumers.values():
+            inbox = c.inbox
+            if c.stalled or not inbox or inbox[0][0] + c.ack_delay > rnd:
+                continue
+            done: list[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+            while inbox and inbox[0][0] + c.ack_delay <= rnd:
+                done.append(inbox.popleft())
+            if len(done) == 1:
+                ls, es = done[0][1], done[0][2]
+            else:
+                ls = np.concatenate([b[1] for b in done])
+                es = np.concatenate([b[2] for b in done])
+            if check:
+                for pos in map(Position, ls.tolist(), es.tolist()):
+                    self.checker.released(c.name, self._key(pos), pos, acked=True)
+            d.ack_columns(c, ls, es)
+            self.acked_count += len(ls)
+            d.add_permits(c, len(ls))
         return sent
 
     def drain(self, max_rounds: int = 1_000_000) -> None:
         """Rounds until every published message is acked (or ``max_rounds`` pass: an error)."""
         for _ in range(max_rounds):
-            settled = self.acked_count >= len(self.log) and not any(c.inbox for c in self.consumers.values())
-            if settled and (not self.check or len(self.checker.acked) == len(self.log)):
+            settled = self.acked_count >= len(self.keys) and not any(c.inbox for c in self.consumers.values())
+            if settled and (not self.check or len(self.checker.acked) == len(self.keys)):
                 return
             self.step()
         raise InvalidArgument(
-            f"not drained after {max_rounds} rounds: {self.acked_count} of {len(self.log)} acked"
+            f"not drained after {max_rounds} rounds: {self.acked_count} of {len(self.keys)} acked"
         )
 
     def run_script(self, script: str) -> None:

@@ -1,0 +1,817 @@
+//! Randomised model test of `DispatchCore`, the Key_Shared dispatch loop, in each of its modes.
+//!
+//! Random operations (publish and read, dispatch, acks of random subsets from the holder or from
+//! another consumer with duplicates and never-sent positions mixed in, nacks, redelivery, permits,
+//! consumers joining and leaving through an auto-split or consistent-hashing selector) run against
+//! a model kept on the side: each consumer's permits and pending positions, the positions waiting
+//! in the core (read, neither pending nor acknowledged), the acknowledged positions and the last
+//! position of each key each consumer received. After every step the core's state must equal the
+//! model's and the mode's ordering rule must hold; at the end, consumers that ack everything drain
+//! the whole topic and mark-delete reaches the last published position.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use cursorkit_core::{
+    slot_consistent, slot_range, sticky_key_hash, AckOutcome, AutoSplitSelector,
+    ConsistentHashingSelector, Cursor, DispatchCore, DispatchMode, Impact, Position, SlotTable,
+    StickyKeySelector,
+};
+
+/// SplitMix64: a tiny deterministic generator, so failures replay from the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// True with probability `num / den`.
+    fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.below(den) < num
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+thread_local! {
+    /// What the current thread is running, printed when a check fails.
+    static WHERE: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Prints the run and step a failed check happened in.
+struct Note;
+
+impl Drop for Note {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            WHERE.with(|w| eprintln!("failed in {}", w.borrow()));
+        }
+    }
+}
+
+fn note(text: String) {
+    WHERE.with(|w| *w.borrow_mut() = text);
+}
+
+fn pos(ledger: i64, entry: i64) -> Position {
+    Position::new(ledger, entry).unwrap()
+}
+
+fn columns(positions: &[Position]) -> (Vec<i64>, Vec<i64>) {
+    positions.iter().map(|p| (p.ledger_id, p.entry_id)).unzip()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    AutoSplit,
+    Consistent,
+}
+
+enum Selector {
+    Auto(AutoSplitSelector),
+    Ring(ConsistentHashingSelector),
+}
+
+impl Selector {
+    fn new(kind: Kind, rng: &mut Rng) -> Self {
+        match kind {
+            Kind::AutoSplit => Self::Auto(AutoSplitSelector::new(65536).unwrap()),
+            Kind::Consistent => {
+                let points = [1, 3, 20, 100][rng.below(4) as usize];
+                Self::Ring(ConsistentHashingSelector::new(points).unwrap())
+            }
+        }
+    }
+
+    fn add(&mut self, id: u32, name: &str) -> Impact {
+        match self {
+            Self::Auto(s) => s.add_consumer(id, name, &[]),
+            Self::Ring(s) => s.add_consumer(id, name, &[]),
+        }
+        .expect("selector add")
+    }
+
+    fn remove(&mut self, id: u32) -> Impact {
+        match self {
+            Self::Auto(s) => s.remove_consumer(id),
+            Self::Ring(s) => s.remove_consumer(id),
+        }
+        .expect("selector remove")
+    }
+
+    fn table(&self) -> &SlotTable {
+        match self {
+            Self::Auto(s) => s.table(),
+            Self::Ring(s) => s.table(),
+        }
+    }
+
+    /// The sticky-key slot of a key, as this selector's Pulsar counterpart computes it.
+    fn slot_of_key(&self, key: &[u8]) -> u16 {
+        let h = sticky_key_hash(key);
+        let slot = match self {
+            Self::Auto(_) => slot_range(h, 65536),
+            Self::Ring(_) => slot_consistent(h),
+        };
+        u16::try_from(slot).unwrap()
+    }
+}
+
+/// The model of one consumer.
+#[derive(Debug, Default)]
+struct Seat {
+    permits: u64,
+    /// Sent and not acknowledged: position -> slot.
+    pending: BTreeMap<Position, u16>,
+}
+
+/// How much a run exercised (so a run that silently did nothing fails).
+#[derive(Debug, Default)]
+struct Stats {
+    delivered: u64,
+    acked: u64,
+    from_other: u64,
+    not_pending: u64,
+    duplicates: u64,
+    unblocked: u64,
+    nacked: u64,
+    returned: u64,
+    joins: u64,
+    leaves: u64,
+    rewinds: u64,
+    failed_acks: u64,
+}
+
+const MAX_CONSUMERS: usize = 5;
+
+struct Run {
+    mode: DispatchMode,
+    rng: Rng,
+    core: DispatchCore,
+    cursor: Cursor,
+    sel: Selector,
+    /// The slots of the run's keys.
+    slots: Vec<u16>,
+    /// Every published entry in order, with its slot.
+    published: Vec<(Position, u16)>,
+    /// `published[..read_upto]` was handed to the core since the last rewind.
+    read_upto: usize,
+    ledger: i64,
+    ledger_len: i64,
+    seats: BTreeMap<u32, Seat>,
+    next_id: u32,
+    /// Acknowledged positions (the cursor's state over published positions).
+    acked: HashSet<Position>,
+    /// Read into the core and neither pending nor acknowledged (waiting to be sent).
+    waiting: BTreeSet<Position>,
+    /// Positions that went back for redelivery (nacked, redelivered, or returned by a leaver).
+    returned: HashSet<Position>,
+    /// The highest position of each (consumer, slot) delivered so far.
+    last_of_key: HashMap<(u32, u16), Position>,
+    slot_of: HashMap<Position, u16>,
+    stats: Stats,
+}
+
+impl Run {
+    fn new(mode: DispatchMode, kind: Kind, seed: u64) -> Self {
+        let mut rng = Rng(seed);
+        let sel = Selector::new(kind, &mut rng);
+        // A small set of keys; a few runs share slots between keys or use the edge slots.
+        let n_keys = 2 + rng.below(10);
+        let mut slots: Vec<u16> = (0..n_keys)
+            .map(|i| sel.slot_of_key(format!("key-{seed}-{i}").as_bytes()))
+            .collect();
+        if rng.chance(1, 3) {
+            slots.push(1);
+            slots.push(65535);
+        }
+        if rng.chance(1, 3) {
+            let s = slots[0];
+            slots.push(s);
+        }
+        Self {
+            mode,
+            rng,
+            core: DispatchCore::new(mode),
+            cursor: Cursor::new(pos(1, -1), false),
+            sel,
+            slots,
+            published: Vec::new(),
+            read_upto: 0,
+            ledger: 1,
+            ledger_len: 0,
+            seats: BTreeMap::new(),
+            next_id: 1,
+            acked: HashSet::new(),
+            waiting: BTreeSet::new(),
+            returned: HashSet::new(),
+            last_of_key: HashMap::new(),
+            slot_of: HashMap::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    fn ids(&self) -> Vec<u32> {
+        self.seats.keys().copied().collect()
+    }
+
+    // --- operations -----------------------------------------------------------------------------
+
+    /// Publishes a batch of entries (sometimes in a new ledger) and usually reads it.
+    fn publish(&mut self) {
+        if self.ledger_len > 0 && self.rng.chance(1, 8) {
+            self.ledger += 1 + self.rng.below(2) as i64; // sometimes a ledger id is skipped
+            self.ledger_len = 0;
+        }
+        let n = 1 + self.rng.below(8);
+        for _ in 0..n {
+            let p = pos(self.ledger, self.ledger_len);
+            self.ledger_len += 1;
+            let slot = self.rng.pick(&self.slots);
+            self.published.push((p, slot));
+            self.slot_of.insert(p, slot);
+        }
+        self.cursor
+            .set_ledger_size(self.ledger, self.ledger_len as u64)
+            .unwrap();
+        if self.rng.chance(3, 4) {
+            self.read(false);
+        }
+    }
+
+    /// Hands what was published and not read yet to the core (skipping what the cursor acked, as
+    /// a managed-ledger read does), in one to three reads. With nobody connected the broker does
+    /// not read, except sometimes (the core releases it and asks for a rewind).
+    fn read(&mut self, force: bool) {
+        if self.read_upto == self.published.len() {
+            return;
+        }
+        if self.seats.is_empty() && !force && !self.rng.chance(1, 3) {
+            return;
+        }
+        let batch: Vec<(Position, u16)> = self.published[self.read_upto..]
+            .iter()
+            .filter(|(p, _)| !self.acked.contains(p))
+            .copied()
+            .collect();
+        self.read_upto = self.published.len();
+        let mut rest = &batch[..];
+        while !rest.is_empty() {
+            let n = if self.rng.chance(1, 2) {
+                rest.len()
+            } else {
+                1 + self.rng.below(rest.len() as u64) as usize
+            };
+            let (chunk, tail) = rest.split_at(n);
+            rest = tail;
+            let ls: Vec<i64> = chunk.iter().map(|(p, _)| p.ledger_id).collect();
+            let es: Vec<i64> = chunk.iter().map(|(p, _)| p.entry_id).collect();
+            let ss: Vec<i64> = chunk.iter().map(|(_, s)| i64::from(*s)).collect();
+            self.core.add_read(&ls, &es, &ss, &self.cursor).unwrap();
+            if !self.seats.is_empty() {
+                self.waiting.extend(chunk.iter().map(|(p, _)| *p));
+            }
+        }
+    }
+
+    fn dispatch(&mut self) {
+        let md = self.cursor.mark_delete();
+        // PIP-282: a recently joined consumer gets nothing beyond its limit while it is limited.
+        let limits: HashMap<u32, Position> = if self.mode == DispatchMode::LastSent {
+            self.core
+                .recently_joined()
+                .into_iter()
+                .filter(|(_, l)| *l > md)
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let out = self.core.dispatch(&self.cursor).unwrap();
+        let mut seen = HashSet::new();
+        for d in &out {
+            let c = d.consumer;
+            assert!(seen.insert(c), "consumer {c} appears twice in one dispatch");
+            assert_eq!(d.ledgers.len(), d.entries.len());
+            assert!(!d.entries.is_empty(), "empty delivery to {c}");
+            let n = d.entries.len() as u64;
+            let seat = self
+                .seats
+                .get(&c)
+                .unwrap_or_else(|| panic!("delivery to unregistered consumer {c}"));
+            assert!(
+                n <= seat.permits,
+                "consumer {c} got {n} messages with {} permits",
+                seat.permits
+            );
+            for (&l, &e) in d.ledgers.iter().zip(&d.entries) {
+                let p = pos(l, e);
+                assert!(
+                    !self.cursor.is_acked(l, e).unwrap() && !self.acked.contains(&p),
+                    "{p:?} delivered to {c} after it was acked"
+                );
+                for (other, s) in &self.seats {
+                    assert!(
+                        !s.pending.contains_key(&p),
+                        "{p:?} delivered to {c} while pending on {other}"
+                    );
+                }
+                assert!(
+                    self.waiting.remove(&p),
+                    "{p:?} delivered to {c} but it was not waiting in the core"
+                );
+                if let Some(limit) = limits.get(&c) {
+                    assert!(
+                        p <= *limit,
+                        "{p:?} delivered to recently joined {c} beyond its limit {limit:?}"
+                    );
+                }
+                let slot = self.slot_of[&p];
+                let last = self.last_of_key.entry((c, slot)).or_insert(p);
+                if !self.returned.contains(&p) {
+                    assert!(
+                        p >= *last,
+                        "slot {slot}: {p:?} delivered to {c} after {last:?} (out of order)"
+                    );
+                }
+                *last = (*last).max(p);
+                self.seats.get_mut(&c).unwrap().pending.insert(p, slot);
+            }
+            self.seats.get_mut(&c).unwrap().permits -= n;
+            self.stats.delivered += n;
+        }
+    }
+
+    /// Acks a random subset of one consumer's messages, with positions pending elsewhere,
+    /// duplicates, never-sent positions and sometimes a position the cursor refuses mixed in;
+    /// from the holder or (sometimes) from another consumer.
+    fn ack(&mut self) {
+        if self.seats.is_empty() {
+            return;
+        }
+        let ids = self.ids();
+        let holder = self.rng.pick(&ids);
+        let all = self.rng.chance(1, 4);
+        let held: Vec<Position> = self.seats[&holder].pending.keys().copied().collect();
+        let mut list: Vec<Position> = held
+            .into_iter()
+            .filter(|_| all || self.rng.chance(1, 2))
+            .collect();
+        if self.rng.chance(1, 4) {
+            // Something pending on another consumer.
+            let other = self.rng.pick(&ids);
+            if let Some(p) = self.seats[&other].pending.keys().next_back() {
+                list.push(*p);
+            }
+        }
+        if !self.published.is_empty() {
+            for _ in 0..self.rng.below(3) {
+                // Any published position: acked already, waiting, unread, or pending somewhere.
+                let i = self.rng.below(self.published.len() as u64) as usize;
+                list.push(self.published[i].0);
+            }
+        }
+        if !list.is_empty() && self.rng.chance(1, 5) {
+            let p = self.rng.pick(&list);
+            list.push(p); // a duplicate within the call
+        }
+        if self.rng.chance(1, 3) {
+            self.rng.shuffle(&mut list);
+        }
+        let bad_at = if self.rng.chance(1, 25) {
+            // Beyond the current ledger's end: the cursor refuses it.
+            let at = self.rng.below(list.len() as u64 + 1) as usize;
+            let bad = pos(self.ledger, self.ledger_len + self.rng.below(3) as i64);
+            list.insert(at, bad);
+            Some(at)
+        } else {
+            None
+        };
+        if list.is_empty() {
+            return;
+        }
+        let acker = if self.rng.chance(1, 5) {
+            self.rng.pick(&ids)
+        } else {
+            holder
+        };
+        let (ls, es) = columns(&list);
+        let result = if list.len() == 1 && self.rng.chance(1, 2) {
+            self.core.ack_one(acker, ls[0], es[0], &mut self.cursor)
+        } else {
+            self.core.ack(acker, &ls, &es, &mut self.cursor)
+        };
+
+        // The model: each position in order, up to a refused one.
+        let mut expect = AckOutcome::default();
+        let upto = bad_at.unwrap_or(list.len());
+        for &p in &list[..upto] {
+            if self.seats.get_mut(&acker).unwrap().pending.remove(&p).is_some() {
+                expect.acked += 1;
+            } else if let Some(s) = self
+                .seats
+                .values_mut()
+                .find(|s| s.pending.contains_key(&p))
+            {
+                s.pending.remove(&p);
+                expect.from_other_consumer += 1;
+            } else if self.acked.contains(&p) {
+                expect.duplicates += 1;
+                continue;
+            } else {
+                expect.not_pending += 1;
+                self.waiting.remove(&p);
+            }
+            self.acked.insert(p);
+        }
+        match bad_at {
+            Some(_) => {
+                assert!(result.is_err(), "an ack beyond the ledger's end was accepted");
+                self.stats.failed_acks += 1;
+            }
+            None => {
+                let out = result.unwrap();
+                let total = out.acked + out.from_other_consumer + out.not_pending + out.duplicates;
+                assert_eq!(total, list.len() as u64, "ack outcome {out:?} of {list:?}");
+                assert_eq!(
+                    (
+                        out.acked,
+                        out.from_other_consumer,
+                        out.not_pending,
+                        out.duplicates
+                    ),
+                    (
+                        expect.acked,
+                        expect.from_other_consumer,
+                        expect.not_pending,
+                        expect.duplicates
+                    ),
+                    "ack outcome of {list:?} from {acker}"
+                );
+                assert!(out.unblocked <= out.acked + out.from_other_consumer);
+                if self.mode != DispatchMode::Draining {
+                    assert_eq!(out.unblocked, 0);
+                }
+                self.stats.unblocked += out.unblocked;
+            }
+        }
+        self.stats.acked += expect.acked;
+        self.stats.from_other += expect.from_other_consumer;
+        self.stats.not_pending += expect.not_pending;
+        self.stats.duplicates += expect.duplicates;
+        for &p in &list[..upto] {
+            assert!(self.cursor.is_acked(p.ledger_id, p.entry_id).unwrap());
+        }
+    }
+
+    fn give_back(&mut self, positions: &[Position]) {
+        for &p in positions {
+            self.returned.insert(p);
+            assert!(self.waiting.insert(p), "{p:?} returned twice");
+        }
+    }
+
+    fn nack(&mut self) {
+        if self.seats.is_empty() {
+            return;
+        }
+        let ids = self.ids();
+        let c = self.rng.pick(&ids);
+        let mut list: Vec<Position> = self.seats[&c]
+            .pending
+            .keys()
+            .copied()
+            .filter(|_| self.rng.chance(1, 3))
+            .collect();
+        if !self.published.is_empty() && self.rng.chance(1, 3) {
+            let i = self.rng.below(self.published.len() as u64) as usize;
+            list.push(self.published[i].0);
+        }
+        if !list.is_empty() && self.rng.chance(1, 5) {
+            let p = self.rng.pick(&list);
+            list.push(p);
+        }
+        self.rng.shuffle(&mut list);
+        let (ls, es) = columns(&list);
+        let n = self.core.nack(c, &ls, &es, &self.cursor).unwrap();
+        let mut gone = Vec::new();
+        for p in &list {
+            if self.seats.get_mut(&c).unwrap().pending.remove(p).is_some() {
+                gone.push(*p);
+            }
+        }
+        assert_eq!(n, gone.len() as u64, "nack count of {list:?} from {c}");
+        self.stats.nacked += n;
+        self.give_back(&gone);
+    }
+
+    fn redeliver(&mut self) {
+        if self.seats.is_empty() {
+            return;
+        }
+        let ids = self.ids();
+        let c = self.rng.pick(&ids);
+        let held = self.core.redeliver(c, &self.cursor).unwrap();
+        let seat = self.seats.get_mut(&c).unwrap();
+        let expect: Vec<Position> = std::mem::take(&mut seat.pending).into_keys().collect();
+        assert_eq!(held, expect, "redeliver of {c}");
+        self.stats.nacked += held.len() as u64;
+        self.give_back(&held);
+    }
+
+    fn permits(&mut self, n: u64) {
+        for c in self.ids() {
+            if n > 0 || self.rng.chance(1, 2) {
+                let k = if n > 0 { n } else { self.rng.below(12) };
+                self.core.add_permits(c, k).unwrap();
+                self.seats.get_mut(&c).unwrap().permits += k;
+                if n == 0 {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn join(&mut self) {
+        if self.seats.len() >= MAX_CONSUMERS {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        // Names repeat, so consistent hashing hands out name indexes (and a rejoin its points).
+        let name = format!("consumer-{}", self.rng.below(4));
+        let impact = self.sel.add(id, &name);
+        let permits = self.rng.below(10);
+        self.core.add_consumer(id, permits, &self.cursor).unwrap();
+        self.core.set_owners_from(self.sel.table());
+        self.core.register_moved(&impact.removed, id).unwrap();
+        self.seats.insert(
+            id,
+            Seat {
+                permits,
+                pending: BTreeMap::new(),
+            },
+        );
+        assert!(self.core.add_consumer(id, 1, &self.cursor).is_err());
+        self.stats.joins += 1;
+    }
+
+    fn leave(&mut self) {
+        if self.seats.is_empty() {
+            return;
+        }
+        let ids = self.ids();
+        let c = self.rng.pick(&ids);
+        let impact = self.sel.remove(c);
+        let returned = self.core.remove_consumer(c, &self.cursor).unwrap();
+        self.core.set_owners_from(self.sel.table());
+        self.core.register_moved(&impact.removed, c).unwrap();
+        let seat = self.seats.remove(&c).unwrap();
+        let expect: Vec<Position> = seat.pending.into_keys().collect();
+        assert_eq!(returned, expect, "positions returned by leaving {c}");
+        assert!(self.core.unacked(c).is_err());
+        self.stats.returned += returned.len() as u64;
+        self.stats.leaves += 1;
+        self.give_back(&returned);
+    }
+
+    /// A rewind (the last consumer left, or a read found nobody): everything read after it is
+    /// gone from the core and read again.
+    fn after_step(&mut self) {
+        if let Some(r) = self.core.take_rewind() {
+            assert!(self.seats.is_empty(), "a rewind with consumers connected");
+            assert_eq!(r, self.cursor.mark_delete());
+            self.waiting.clear();
+            self.read_upto = self.published.partition_point(|(p, _)| *p <= r);
+            self.stats.rewinds += 1;
+        }
+        assert_eq!(self.core.take_rewind(), None);
+    }
+
+    // --- checks ---------------------------------------------------------------------------------
+
+    fn check(&self) {
+        assert_eq!(self.core.len(), self.seats.len());
+        let mut total = 0u64;
+        let mut permits = 0u64;
+        let mut slot_holder: HashMap<u16, u32> = HashMap::new();
+        for (&c, seat) in &self.seats {
+            let unacked = self.core.unacked(c).unwrap();
+            let expect: Vec<Position> = seat.pending.keys().copied().collect();
+            assert_eq!(unacked, expect, "unacked of {c}");
+            let f = self.core.consumer_figures(c).unwrap();
+            assert_eq!(f.permits, seat.permits, "permits of {c}");
+            assert_eq!(f.unacked, seat.pending.len() as u64);
+            total += seat.pending.len() as u64;
+            permits += seat.permits;
+            for (p, &slot) in &seat.pending {
+                assert!(!self.waiting.contains(p), "{p:?} pending on {c} and waiting");
+                assert!(!self.acked.contains(p), "{p:?} pending on {c} and acked");
+                if self.mode == DispatchMode::Draining {
+                    if let Some(other) = slot_holder.insert(slot, c) {
+                        assert_eq!(
+                            other, c,
+                            "slot {slot} has unacked messages on {other} and {c}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(self.core.pending_total(), total);
+        assert_eq!(self.core.permits_total(), permits);
+
+        let replay = self.core.replay_positions();
+        assert_eq!(replay.len(), self.core.replay_len());
+        assert!(replay.windows(2).all(|w| w[0] < w[1]), "replay out of order");
+        for p in &replay {
+            assert!(
+                self.waiting.contains(p),
+                "{p:?} in the replay queue but not waiting"
+            );
+        }
+
+        if self.mode == DispatchMode::Draining {
+            for e in self.core.draining().entries(None) {
+                let seat = self.seats.get(&e.owner).unwrap_or_else(|| {
+                    panic!("hash {} drains on unregistered {}", e.hash, e.owner)
+                });
+                let n = seat
+                    .pending
+                    .values()
+                    .filter(|&&s| u32::from(s) == e.hash)
+                    .count();
+                assert_eq!(
+                    e.unacked as usize, n,
+                    "draining count of hash {} on {}",
+                    e.hash, e.owner
+                );
+            }
+        } else {
+            assert!(self.core.draining().is_empty());
+        }
+        if self.mode != DispatchMode::LastSent {
+            assert!(self.core.recently_joined().is_empty());
+        }
+    }
+
+    /// The cursor against the model over every published position, and mark-delete.
+    fn check_cursor(&self) {
+        for (p, _) in &self.published {
+            assert_eq!(
+                self.cursor.is_acked(p.ledger_id, p.entry_id).unwrap(),
+                self.acked.contains(p),
+                "cursor ack state of {p:?}"
+            );
+        }
+        let prefix = self
+            .published
+            .iter()
+            .take_while(|(p, _)| self.acked.contains(p))
+            .count();
+        let md = match prefix {
+            0 => pos(1, -1),
+            n => self.published[n - 1].0,
+        };
+        assert_eq!(self.cursor.mark_delete(), md);
+    }
+
+    // --- driver ---------------------------------------------------------------------------------
+
+    fn step(&mut self) {
+        let join_weight = if self.seats.is_empty() { 12 } else { 3 };
+        let roll = self.rng.below(90 + join_weight);
+        match roll {
+            0..=19 => self.publish(),
+            20..=24 => self.read(false),
+            25..=44 => self.dispatch(),
+            45..=64 => self.ack(),
+            65..=69 => self.nack(),
+            70..=71 => self.redeliver(),
+            72..=84 => self.permits(0),
+            85..=89 => self.leave(),
+            _ => self.join(),
+        }
+        self.after_step();
+        self.check();
+    }
+
+    /// Everyone acks everything with plenty of permits: the topic drains.
+    fn drain(&mut self) {
+        if self.seats.is_empty() {
+            self.join();
+        }
+        for round in 0.. {
+            assert!(round < 100, "the topic does not drain: {:?}", self.stats);
+            self.read(true);
+            self.permits(32);
+            self.dispatch();
+            self.after_step();
+            self.check();
+            for c in self.ids() {
+                let held: Vec<Position> = self.seats[&c].pending.keys().copied().collect();
+                if held.is_empty() {
+                    continue;
+                }
+                let (ls, es) = columns(&held);
+                let out = self.core.ack(c, &ls, &es, &mut self.cursor).unwrap();
+                assert_eq!(out.acked, held.len() as u64);
+                assert_eq!(out.acked + out.from_other_consumer + out.not_pending + out.duplicates, held.len() as u64);
+                self.stats.acked += out.acked;
+                let seat = self.seats.get_mut(&c).unwrap();
+                seat.pending.clear();
+                self.acked.extend(held);
+                self.check();
+            }
+            if self.acked.len() == self.published.len() {
+                break;
+            }
+        }
+        self.check_cursor();
+        assert!(self.waiting.is_empty(), "still waiting: {:?}", self.waiting);
+        assert_eq!(self.core.replay_len(), 0);
+        assert_eq!(self.core.pending_total(), 0);
+        if let Some((last, _)) = self.published.last() {
+            assert_eq!(self.cursor.mark_delete(), *last);
+        }
+        if self.mode == DispatchMode::Draining {
+            assert!(self.core.draining().is_empty());
+        }
+    }
+}
+
+fn run(mode: DispatchMode, kind: Kind, seed: u64, steps: usize) -> Stats {
+    let mut r = Run::new(mode, kind, seed);
+    for i in 0..steps {
+        note(format!("{mode:?} {kind:?} seed {seed} step {i}"));
+        r.step();
+        if i % 64 == 63 {
+            r.check_cursor();
+        }
+    }
+    note(format!("{mode:?} {kind:?} seed {seed} final drain"));
+    r.drain();
+    r.stats
+}
+
+fn run_mode(mode: DispatchMode) {
+    let _note = Note;
+    let mut totals = Stats::default();
+    for seed in 1..=6u64 {
+        for kind in [Kind::AutoSplit, Kind::Consistent] {
+            let s = run(mode, kind, seed * 0x1234_5678 + kind as u64, 300);
+            totals.delivered += s.delivered;
+            totals.acked += s.acked;
+            totals.from_other += s.from_other;
+            totals.not_pending += s.not_pending;
+            totals.duplicates += s.duplicates;
+            totals.unblocked += s.unblocked;
+            totals.nacked += s.nacked;
+            totals.returned += s.returned;
+            totals.joins += s.joins;
+            totals.leaves += s.leaves;
+            totals.rewinds += s.rewinds;
+            totals.failed_acks += s.failed_acks;
+        }
+    }
+    eprintln!("{mode:?}: {totals:?}");
+    // Every path was taken.
+    assert!(totals.delivered > 0 && totals.acked > 0 && totals.from_other > 0);
+    assert!(totals.not_pending > 0 && totals.duplicates > 0 && totals.nacked > 0);
+    assert!(totals.returned > 0 && totals.leaves > 0 && totals.rewinds > 0);
+    assert!(totals.failed_acks > 0);
+    if mode == DispatchMode::Draining {
+        assert!(totals.unblocked > 0);
+    }
+}
+
+#[test]
+fn draining_mode_model() {
+    run_mode(DispatchMode::Draining);
+}
+
+#[test]
+fn last_sent_mode_model() {
+    run_mode(DispatchMode::LastSent);
+}
+
+#[test]
+fn out_of_order_mode_model() {
+    run_mode(DispatchMode::OutOfOrder);
+}
