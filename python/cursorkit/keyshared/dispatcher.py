@@ -29,6 +29,7 @@ from cursorkit._core import CursorState, DispatchCore, Position
 from cursorkit.ackstate import Cursor, DispatchPausePolicy
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
+from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector, ExclusiveRangeSelector
 from cursorkit.keyshared.hashing import sticky_key_hash
 
 Mode = Literal["draining", "last-sent", "out-of-order"]
@@ -247,6 +248,8 @@ class KeySharedDispatcher:
         self.max_unacked_per_consumer = max_unacked_per_consumer
         self.max_unacked_per_subscription = max_unacked_per_subscription
         self._core = DispatchCore(mode)
+        self._exact_impacts = _exact_impacts(selector)
+        """Whether membership changes may update the owner table from the impact alone."""
         self._lock = threading.RLock()
         self._consumers: dict[Any, _Consumer] = {}
         self._by_cid: dict[int, _Consumer] = {}
@@ -301,14 +304,20 @@ class KeySharedDispatcher:
 
     def _membership_changed(self, impact: Any, cid: int) -> None:
         """Hands the selector's new owner table to the core, then the ranges that moved (PIP-379)."""
-        by_index = self.selector.consumers_by_index
         consumers = self._consumers
-        cid_of = np.fromiter(
-            (consumers[c].cid if c is not None and c in consumers else -1 for c in by_index),
-            dtype=np.int64,
-            count=len(by_index),
-        )
-        self._core.set_owners(cid_of[self._owner_indices()])
+        added = getattr(impact, "added", None) if self._exact_impacts else None
+        if added is not None:  # only what moved: the selector's impact is exact, slot by slot
+            self._core.assign(
+                [(consumers[c].cid, [(int(a), int(b)) for a, b in r]) for c, r in added.items() if c in consumers]
+            )
+        else:
+            by_index = self.selector.consumers_by_index
+            cid_of = np.fromiter(
+                (consumers[c].cid if c is not None and c in consumers else -1 for c in by_index),
+                dtype=np.int64,
+                count=len(by_index),
+            )
+            self._core.set_owners(cid_of[self._owner_indices()])
         if self.mode == "draining" and impact is not None:
             removed = [
                 (consumers[owner].cid, [(int(a), int(b)) for a, b in ranges])
@@ -639,6 +648,16 @@ class KeySharedDispatcher:
                 draining_hashes_cleared_total=sum(c.draining_hashes_cleared_total for c in consumers),
                 draining_hashes_unacked_messages=sum(c.draining_hashes_unacked_messages for c in consumers),
             )
+
+
+def _exact_impacts(selector: object) -> bool:
+    """cursorkit's own selectors over the whole 65536-slot space report exact impacts (a slot
+    beyond a smaller space would wrap or be refused, which an impact does not describe)."""
+    if isinstance(selector, ConsistentHashingSelector):
+        return True
+    if isinstance(selector, AutoSplitSelector | ExclusiveRangeSelector):
+        return selector.range_size == 65536
+    return False
 
 
 def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -122,12 +122,10 @@ class Simulation:
         self.key_names = [f"key-{i}".encode() for i in range(keys)]
         self.key_slots = [dispatcher.slot_of(k) for k in self.key_names]
         self.key_slot_array = np.asarray(self.key_slots, dtype=np.int64)
-        self.ledgers = np.empty(0, dtype=np.int64)
-        """Published positions in order (the topic as the broker reads it): ledger ids, entry ids,
-        slots and key indexes side by side."""
-        self.entries = np.empty(0, dtype=np.int64)
-        self.slots = np.empty(0, dtype=np.int64)
-        self.keys = np.empty(0, dtype=np.int64)
+        self._topic = np.empty((4, 1024), dtype=np.int64)
+        """Published messages in order (the topic as the broker reads it): rows of ledger ids, entry
+        ids, slots and key indexes, with room to grow (doubling); ``_published`` columns are used."""
+        self._published = 0
         self.distribution = distribution
         self.zipf_s = zipf_s
         self.ledger_size = ledger_size
@@ -141,6 +139,26 @@ class Simulation:
         self.check = check
         """False: skip the ordering checker (throughput runs); only acks are counted."""
         self.acked_count = 0
+
+    @property
+    def ledgers(self) -> npt.NDArray[np.int64]:
+        """Ledger id of every published message, in order."""
+        return self._topic[0, : self._published]
+
+    @property
+    def entries(self) -> npt.NDArray[np.int64]:
+        """Entry id of every published message."""
+        return self._topic[1, : self._published]
+
+    @property
+    def slots(self) -> npt.NDArray[np.int64]:
+        """Selector slot of every published message."""
+        return self._topic[2, : self._published]
+
+    @property
+    def keys(self) -> npt.NDArray[np.int64]:
+        """Key index of every published message."""
+        return self._topic[3, : self._published]
 
     @property
     def log(self) -> list[tuple[Position, int]]:
@@ -161,21 +179,41 @@ class Simulation:
 
     # --- producers -------------------------------------------------------------------------------
 
+    def draw_keys(self, n: int) -> npt.NDArray[np.int64]:
+        """Key indexes of ``n`` messages drawn from the distribution (the producers' side)."""
+        if self.distribution == "uniform":
+            return self.rng.integers(0, len(self.key_names), size=n).astype(np.int64)
+        ranks = self.rng.zipf(self.zipf_s, size=n) - 1
+        return (ranks % len(self.key_names)).astype(np.int64)
+
     def publish(self, n: int, key: bytes | None = None) -> None:
         """Publishes ``n`` messages: with ``key``, or keys drawn from the distribution."""
         if key is not None:
             k = self.key_names.index(key) if key in self.key_names else self._new_key(key)
-            idx = np.full(n, k, dtype=np.int64)
-        elif self.distribution == "uniform":
-            idx = self.rng.integers(0, len(self.key_names), size=n).astype(np.int64)
+            self.publish_keys(np.full(n, k, dtype=np.int64))
         else:
-            ranks = self.rng.zipf(self.zipf_s, size=n) - 1
-            idx = (ranks % len(self.key_names)).astype(np.int64)
-        seq = np.arange(len(self.keys), len(self.keys) + n, dtype=np.int64)
-        self.ledgers = np.concatenate([self.ledgers, seq // self.ledger_size + 1])
-        self.entries = np.concatenate([self.entries, seq % self.ledger_size])
-        self.keys = np.concatenate([self.keys, idx])
-        self.slots = np.concatenate([self.slots, self.key_slot_array[idx]])
+            self.publish_keys(self.draw_keys(n))
+
+    def reserve(self, n: int) -> None:
+        """Makes room for ``n`` more messages now (a throughput run keeps allocation off the clock)."""
+        need = self._published + n
+        if need > self._topic.shape[1]:
+            grown = np.full((4, max(2 * self._topic.shape[1], need)), -1, dtype=np.int64)  # touched now
+            grown[:, : self._published] = self._topic[:, : self._published]
+            self._topic = grown
+
+    def publish_keys(self, keys: npt.NDArray[np.int64]) -> None:
+        """Publishes one message per key index of ``keys`` (drawn beforehand, e.g. by ``draw_keys``)."""
+        first, n = self._published, len(keys)
+        self.reserve(n)
+        seq = np.arange(first, first + n, dtype=np.int64)
+        rows = self._topic[:, first : first + n]
+        np.floor_divide(seq, self.ledger_size, out=rows[0])
+        rows[0] += 1
+        np.remainder(seq, self.ledger_size, out=rows[1])
+        rows[2] = self.key_slot_array[keys]
+        rows[3] = keys
+        self._published = first + n
 
     def _new_key(self, key: bytes) -> int:
         self.key_names.append(key)

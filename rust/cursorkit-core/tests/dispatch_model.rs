@@ -158,9 +158,14 @@ struct Stats {
     leaves: u64,
     rewinds: u64,
     failed_acks: u64,
+    acked_elsewhere: u64,
+    /// Dispatches with a recently joined consumer limited (last-sent mode).
+    limited: u64,
+    /// Steps with a hash draining (draining mode).
+    draining: u64,
 }
 
-const MAX_CONSUMERS: usize = 5;
+const MAX_CONSUMERS: usize = 8;
 
 struct Run {
     mode: DispatchMode,
@@ -182,8 +187,12 @@ struct Run {
     acked: HashSet<Position>,
     /// Read into the core and neither pending nor acknowledged (waiting to be sent).
     waiting: BTreeSet<Position>,
-    /// Positions that went back for redelivery (nacked, redelivered, or returned by a leaver).
-    returned: HashSet<Position>,
+    /// Waiting positions acked on the cursor directly since the last dispatch (the core sees
+    /// the cursor's change at its next dispatch).
+    acked_elsewhere: HashSet<Position>,
+    /// Positions that went back for redelivery (nacked, redelivered, or returned by a leaver),
+    /// with how many times.
+    returned: HashMap<Position, u32>,
     /// The highest position of each (consumer, slot) delivered so far.
     last_of_key: HashMap<(u32, u16), Position>,
     slot_of: HashMap<Position, u16>,
@@ -222,7 +231,8 @@ impl Run {
             next_id: 1,
             acked: HashSet::new(),
             waiting: BTreeSet::new(),
-            returned: HashSet::new(),
+            acked_elsewhere: HashSet::new(),
+            returned: HashMap::new(),
             last_of_key: HashMap::new(),
             slot_of: HashMap::new(),
             stats: Stats::default(),
@@ -304,7 +314,9 @@ impl Run {
         } else {
             HashMap::new()
         };
+        self.stats.limited += u64::from(!limits.is_empty());
         let out = self.core.dispatch(&self.cursor).unwrap();
+        self.acked_elsewhere.clear();
         let mut seen = HashSet::new();
         for d in &out {
             let c = d.consumer;
@@ -345,7 +357,7 @@ impl Run {
                 }
                 let slot = self.slot_of[&p];
                 let last = self.last_of_key.entry((c, slot)).or_insert(p);
-                if !self.returned.contains(&p) {
+                if !self.returned.contains_key(&p) {
                     assert!(
                         p >= *last,
                         "slot {slot}: {p:?} delivered to {c} after {last:?} (out of order)"
@@ -395,8 +407,8 @@ impl Run {
         if self.rng.chance(1, 3) {
             self.rng.shuffle(&mut list);
         }
-        let bad_at = if self.rng.chance(1, 25) {
-            // Beyond the current ledger's end: the cursor refuses it.
+        let bad_at = if !self.published.is_empty() && self.rng.chance(1, 25) {
+            // Beyond the current ledger's end (the cursor knows ledger sizes): refused.
             let at = self.rng.below(list.len() as u64 + 1) as usize;
             let bad = pos(self.ledger, self.ledger_len + self.rng.below(3) as i64);
             list.insert(at, bad);
@@ -423,13 +435,16 @@ impl Run {
         let mut expect = AckOutcome::default();
         let upto = bad_at.unwrap_or(list.len());
         for &p in &list[..upto] {
-            if self.seats.get_mut(&acker).unwrap().pending.remove(&p).is_some() {
-                expect.acked += 1;
-            } else if let Some(s) = self
+            if self
                 .seats
-                .values_mut()
-                .find(|s| s.pending.contains_key(&p))
+                .get_mut(&acker)
+                .unwrap()
+                .pending
+                .remove(&p)
+                .is_some()
             {
+                expect.acked += 1;
+            } else if let Some(s) = self.seats.values_mut().find(|s| s.pending.contains_key(&p)) {
                 s.pending.remove(&p);
                 expect.from_other_consumer += 1;
             } else if self.acked.contains(&p) {
@@ -442,9 +457,27 @@ impl Run {
             self.acked.insert(p);
         }
         match bad_at {
-            Some(_) => {
-                assert!(result.is_err(), "an ack beyond the ledger's end was accepted");
+            Some(at) => {
+                assert!(
+                    result.is_err(),
+                    "an ack beyond the ledger's end was accepted"
+                );
                 self.stats.failed_acks += 1;
+                // The positions before the refused one are done; those after it may be (positions
+                // pending on the acker go first, in bulk): the model follows the cursor there, and
+                // the checks after the step compare the core's pending sets with it.
+                for &p in &list[at + 1..] {
+                    if self.acked.contains(&p)
+                        || !self.cursor.is_acked(p.ledger_id, p.entry_id).unwrap()
+                    {
+                        continue;
+                    }
+                    for s in self.seats.values_mut() {
+                        s.pending.remove(&p);
+                    }
+                    self.waiting.remove(&p);
+                    self.acked.insert(p);
+                }
             }
             None => {
                 let out = result.unwrap();
@@ -481,9 +514,34 @@ impl Run {
         }
     }
 
+    /// Acks on the cursor outside the core (a skip, another holder of the cursor) of published
+    /// positions pending on nobody: the core must drop them from its reads and replay queue.
+    fn ack_elsewhere(&mut self) {
+        let free: Vec<Position> = self
+            .published
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| {
+                !self.acked.contains(p) && self.seats.values().all(|s| !s.pending.contains_key(p))
+            })
+            .collect();
+        if free.is_empty() {
+            return;
+        }
+        for _ in 0..1 + self.rng.below(3) {
+            let p = self.rng.pick(&free);
+            self.cursor.ack(p.ledger_id, p.entry_id).unwrap();
+            self.acked.insert(p);
+            if self.waiting.remove(&p) {
+                self.acked_elsewhere.insert(p);
+            }
+        }
+        self.stats.acked_elsewhere += 1;
+    }
+
     fn give_back(&mut self, positions: &[Position]) {
         for &p in positions {
-            self.returned.insert(p);
+            *self.returned.entry(p).or_insert(0) += 1;
             assert!(self.waiting.insert(p), "{p:?} returned twice");
         }
     }
@@ -599,6 +657,7 @@ impl Run {
             assert!(self.seats.is_empty(), "a rewind with consumers connected");
             assert_eq!(r, self.cursor.mark_delete());
             self.waiting.clear();
+            self.acked_elsewhere.clear();
             self.read_upto = self.published.partition_point(|(p, _)| *p <= r);
             self.stats.rewinds += 1;
         }
@@ -622,7 +681,16 @@ impl Run {
             total += seat.pending.len() as u64;
             permits += seat.permits;
             for (p, &slot) in &seat.pending {
-                assert!(!self.waiting.contains(p), "{p:?} pending on {c} and waiting");
+                let returns = self.returned.get(p).copied().unwrap_or(0);
+                assert_eq!(
+                    self.core.redelivery_count(*p),
+                    returns,
+                    "redelivery count of {p:?}"
+                );
+                assert!(
+                    !self.waiting.contains(p),
+                    "{p:?} pending on {c} and waiting"
+                );
                 assert!(!self.acked.contains(p), "{p:?} pending on {c} and acked");
                 if self.mode == DispatchMode::Draining {
                     if let Some(other) = slot_holder.insert(slot, c) {
@@ -639,10 +707,13 @@ impl Run {
 
         let replay = self.core.replay_positions();
         assert_eq!(replay.len(), self.core.replay_len());
-        assert!(replay.windows(2).all(|w| w[0] < w[1]), "replay out of order");
+        assert!(
+            replay.windows(2).all(|w| w[0] < w[1]),
+            "replay out of order"
+        );
         for p in &replay {
             assert!(
-                self.waiting.contains(p),
+                self.waiting.contains(p) || self.acked_elsewhere.contains(p),
                 "{p:?} in the replay queue but not waiting"
             );
         }
@@ -695,21 +766,46 @@ impl Run {
     // --- driver ---------------------------------------------------------------------------------
 
     fn step(&mut self) {
-        let join_weight = if self.seats.is_empty() { 12 } else { 3 };
-        let roll = self.rng.below(90 + join_weight);
+        let join_weight = if self.seats.is_empty() { 12 } else { 5 };
+        let roll = self.rng.below(88 + join_weight);
+        if std::env::var_os("DISPATCH_MODEL_TRACE").is_some() {
+            let show = |ps: &mut dyn Iterator<Item = Position>| {
+                ps.map(|p| format!("{}:{}", p.ledger_id, p.entry_id))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let seats: Vec<String> = self
+                .seats
+                .iter()
+                .map(|(c, s)| {
+                    let held = show(&mut s.pending.keys().copied());
+                    format!("{c}: {} permits [{held}]", s.permits)
+                })
+                .collect();
+            eprintln!(
+                "roll {roll}: {seats:?} waiting [{}] replay [{}] blocked {:?} read_upto {} md {:?}",
+                show(&mut self.waiting.iter().copied()),
+                show(&mut self.core.replay_positions().into_iter()),
+                self.core.blocked().into_iter().collect::<Vec<_>>(),
+                self.read_upto,
+                self.cursor.mark_delete()
+            );
+        }
         match roll {
             0..=19 => self.publish(),
-            20..=24 => self.read(false),
+            20..=23 => self.read(false),
+            24 => self.ack_elsewhere(),
             25..=44 => self.dispatch(),
             45..=64 => self.ack(),
             65..=69 => self.nack(),
             70..=71 => self.redeliver(),
             72..=84 => self.permits(0),
-            85..=89 => self.leave(),
+            85..=87 => self.leave(),
             _ => self.join(),
         }
         self.after_step();
         self.check();
+        self.stats.draining += u64::from(!self.core.draining().is_empty());
     }
 
     /// Everyone acks everything with plenty of permits: the topic drains.
@@ -732,7 +828,10 @@ impl Run {
                 let (ls, es) = columns(&held);
                 let out = self.core.ack(c, &ls, &es, &mut self.cursor).unwrap();
                 assert_eq!(out.acked, held.len() as u64);
-                assert_eq!(out.acked + out.from_other_consumer + out.not_pending + out.duplicates, held.len() as u64);
+                assert_eq!(
+                    out.acked + out.from_other_consumer + out.not_pending + out.duplicates,
+                    held.len() as u64
+                );
                 self.stats.acked += out.acked;
                 let seat = self.seats.get_mut(&c).unwrap();
                 seat.pending.clear();
@@ -773,9 +872,18 @@ fn run(mode: DispatchMode, kind: Kind, seed: u64, steps: usize) -> Stats {
 fn run_mode(mode: DispatchMode) {
     let _note = Note;
     let mut totals = Stats::default();
-    for seed in 1..=6u64 {
+    // DISPATCH_MODEL_SEEDS=n runs more seeds (a longer soak).
+    let seeds = std::env::var("DISPATCH_MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6u64);
+    let steps = std::env::var("DISPATCH_MODEL_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300usize);
+    for seed in 1..=seeds {
         for kind in [Kind::AutoSplit, Kind::Consistent] {
-            let s = run(mode, kind, seed * 0x1234_5678 + kind as u64, 300);
+            let s = run(mode, kind, seed * 0x1234_5678 + kind as u64, steps);
             totals.delivered += s.delivered;
             totals.acked += s.acked;
             totals.from_other += s.from_other;
@@ -788,6 +896,9 @@ fn run_mode(mode: DispatchMode) {
             totals.leaves += s.leaves;
             totals.rewinds += s.rewinds;
             totals.failed_acks += s.failed_acks;
+            totals.acked_elsewhere += s.acked_elsewhere;
+            totals.limited += s.limited;
+            totals.draining += s.draining;
         }
     }
     eprintln!("{mode:?}: {totals:?}");
@@ -795,9 +906,11 @@ fn run_mode(mode: DispatchMode) {
     assert!(totals.delivered > 0 && totals.acked > 0 && totals.from_other > 0);
     assert!(totals.not_pending > 0 && totals.duplicates > 0 && totals.nacked > 0);
     assert!(totals.returned > 0 && totals.leaves > 0 && totals.rewinds > 0);
-    assert!(totals.failed_acks > 0);
-    if mode == DispatchMode::Draining {
-        assert!(totals.unblocked > 0);
+    assert!(totals.failed_acks > 0 && totals.acked_elsewhere > 0);
+    match mode {
+        DispatchMode::Draining => assert!(totals.unblocked > 0 && totals.draining > 0),
+        DispatchMode::LastSent => assert!(totals.limited > 0),
+        DispatchMode::OutOfOrder => {}
     }
 }
 

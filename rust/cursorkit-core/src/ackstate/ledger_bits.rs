@@ -7,6 +7,10 @@ use std::ops::RangeInclusive;
 
 use roaring::RoaringBitmap;
 
+/// Batches of at least this many entries, small beside the set, are merged rather than inserted
+/// one by one.
+const MERGE_BATCH_MIN: usize = 8;
+
 /// Mutations between two automatic run-optimisations of a ledger, at the least.
 const MIN_OPTIMIZE_INTERVAL: u64 = 4096;
 /// Per container, mutations between two run-optimisations (bounds the amortised cost per add).
@@ -148,8 +152,11 @@ impl LedgerBits {
         if sorted && i64::from(entries[0]) > self.max {
             return self.append_sorted(&entries);
         }
-        if small {
+        if small && entries.len() < MERGE_BATCH_MIN {
             return entries.iter().map(|&e| u64::from(self.insert(e))).sum();
+        }
+        if small {
+            return self.merge_small(entries);
         }
         // Large and (now) sorted but overlapping what is held: insert wholesale, recount once.
         let before = self.bits.len();
@@ -160,6 +167,39 @@ impl LedgerBits {
             self.max = self.bits.max().map_or(-1, i64::from);
             self.touched(added);
         }
+        added
+    }
+
+    /// Adds a batch much smaller than the set, overlapping what is held: one merge per container
+    /// (a union) instead of an insert per entry, each of which would shift an array container.
+    /// The run count changes by `1 - left - right` for each maximal stretch of new entries.
+    fn merge_small(&mut self, mut entries: Vec<u32>) -> u64 {
+        sort_dedup(&mut entries);
+        entries.retain(|&e| !self.bits.contains(e));
+        let Some(&last) = entries.last() else {
+            return 0;
+        };
+        let mut delta: i64 = 0;
+        let mut start = 0;
+        while start < entries.len() {
+            let mut end = start;
+            while end + 1 < entries.len() && entries[end + 1] == entries[end] + 1 {
+                end += 1;
+            }
+            let (a, b) = (entries[start], entries[end]);
+            let left = a > 0 && self.bits.contains(a - 1);
+            let right = b < u32::MAX && self.bits.contains(b + 1);
+            delta += 1 - i64::from(left) - i64::from(right);
+            start = end + 1;
+        }
+        let added = entries.len() as u64;
+        let Ok(batch) = RoaringBitmap::from_sorted_iter(entries) else {
+            return 0; // unreachable: sorted and deduplicated above
+        };
+        self.bits |= batch;
+        self.runs = self.runs.saturating_add_signed(delta);
+        self.max = self.max.max(i64::from(last));
+        self.touched(added);
         added
     }
 

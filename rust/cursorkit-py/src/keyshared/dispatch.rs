@@ -162,6 +162,20 @@ impl PyDispatchCore {
             .map_err(|e| to_py(py, e))
     }
 
+    /// Owner table update from a membership change: `added` is `[(new owner id, [(start, end),
+    /// ...]), ...]`, the selector's exact impact (selectors over all 65536 slots only).
+    fn assign(&self, added: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = added.py();
+        let rows: Vec<(u32, Vec<HashRange>)> = added.extract().map_err(|_| {
+            error(
+                py,
+                "InvalidInputType",
+                "added must be a list of (consumer id, [(start, end), ...])".to_owned(),
+            )
+        })?;
+        self.call(py, "assign", |d| d.assign(&rows))
+    }
+
     /// PIP-379: `removed` is `[(previous owner id, [(start, end), ...]), ...]` from a membership
     /// change of consumer `skip`.
     fn register_moved(&self, removed: &Bound<'_, PyAny>, skip: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -342,6 +356,7 @@ impl PyDispatchCore {
     fn blocked(&self, py: Python<'_>) -> Vec<(u16, &'static str, Option<u32>, Option<u32>, PyPosition)> {
         self.lock(py)
             .blocked()
+            .into_iter()
             .map(|(s, b)| (s, reason(b.reason), b.consumer, b.owner, PyPosition(b.position)))
             .collect()
     }

@@ -134,6 +134,47 @@ pub struct AckOutcome {
     pub unblocked: u64,
 }
 
+/// Why each slot was first held back in the current dispatch: a flat index per slot, so noting a
+/// reason is one array read however long the replay queue is.
+#[derive(Debug, Clone)]
+struct BlockedSlots {
+    /// Slot → 1 + index in `reasons`, or 0.
+    at: Box<[u32]>,
+    reasons: Vec<(u16, Blocked)>,
+}
+
+impl Default for BlockedSlots {
+    fn default() -> Self {
+        Self {
+            at: vec![0; SLOTS].into_boxed_slice(),
+            reasons: Vec::new(),
+        }
+    }
+}
+
+impl BlockedSlots {
+    #[inline]
+    fn note(&mut self, slot: u16, b: Blocked) {
+        let at = &mut self.at[usize::from(slot)];
+        if *at == 0 {
+            self.reasons.push((slot, b));
+            *at = self.reasons.len() as u32;
+        }
+    }
+
+    fn clear(&mut self) {
+        for (slot, _) in self.reasons.drain(..) {
+            self.at[usize::from(slot)] = 0;
+        }
+    }
+
+    fn sorted(&self) -> Vec<(u16, Blocked)> {
+        let mut out = self.reasons.clone();
+        out.sort_unstable_by_key(|(s, _)| *s);
+        out
+    }
+}
+
 /// One consumer's state.
 #[derive(Debug, Clone)]
 struct Seat {
@@ -149,6 +190,8 @@ struct Seat {
 struct Read {
     positions: Vec<Position>,
     slots: Vec<u16>,
+    /// The cursor's mutation count at the read: when it moved, an entry may have been acked since.
+    mutations: u64,
 }
 
 /// Per-consumer figures for stats.
@@ -175,7 +218,7 @@ pub struct DispatchCore {
     draining: DrainingHashes,
     replay: ReplayQueue,
     incoming: Vec<Read>,
-    blocked: BTreeMap<u16, Blocked>,
+    blocked: BlockedSlots,
     unblocked: u64,
     dropped_acked: u64,
     redeliveries: HashMap<Position, u32>,
@@ -241,7 +284,7 @@ impl DispatchCore {
             draining: DrainingHashes::new(),
             replay: ReplayQueue::default(),
             incoming: Vec::new(),
-            blocked: BTreeMap::new(),
+            blocked: BlockedSlots::default(),
             unblocked: 0,
             dropped_acked: 0,
             redeliveries: HashMap::new(),
@@ -401,6 +444,26 @@ impl DispatchCore {
         let _ = self.set_owners(&col);
     }
 
+    /// Updates the owner table with the ranges a membership change gave each consumer (a
+    /// selector's exact impact): cheaper than [`set_owners`](Self::set_owners) when the selector's
+    /// slots are `0..65536` and a leaver's slots all went somewhere or to nobody (its slots were
+    /// cleared by [`remove_consumer`](Self::remove_consumer)).
+    pub fn assign(&mut self, added: &[(u32, Vec<HashRange>)]) -> Result<()> {
+        for (id, _) in added {
+            self.seat(*id)?;
+        }
+        for (id, ranges) in added {
+            let seat = self.seat(*id)? as u32;
+            for &(start, end) in ranges {
+                let (start, end) = (start as usize, (end as usize).min(SLOTS - 1));
+                if start <= end {
+                    self.owners[start..=end].fill(seat);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// PIP-379: ranges a membership change took from each previous owner (`skip`: the consumer that
     /// joined or left) start draining there for every message of theirs it has unacked. Then hashes
     /// that came back to the consumer they drain on are released at once. Call after
@@ -498,7 +561,11 @@ impl DispatchCore {
             return Ok(());
         }
         self.note_read(&positions);
-        self.incoming.push(Read { positions, slots });
+        self.incoming.push(Read {
+            positions,
+            slots,
+            mutations: cursor.mutations(),
+        });
         Ok(())
     }
 
@@ -573,19 +640,25 @@ impl DispatchCore {
         self.seen_mutations = Some(cursor.mutations());
         let mut out: Vec<Delivery> = Vec::new();
         if !self.replay.is_empty() {
-            let queued = self.replay.take_all();
-            let mut kept = Vec::new();
+            // Every queued entry is tried in order (each held one's reason is recorded); sent ones
+            // leave the queue.
+            let queued: Vec<(Position, u16)> = self.replay.positions().collect();
             for (pos, slot) in queued {
-                match self.target(pos, slot, true)? {
-                    Some(seat) => self.send(seat, pos, slot, &mut out, cursor)?,
-                    None => kept.push((pos, slot)),
+                if let Some(seat) = self.target(pos, slot, true)? {
+                    self.replay.remove(pos);
+                    self.send(seat, pos, slot, &mut out, cursor)?;
                 }
             }
-            self.replay.restore(kept);
         }
         let reads = std::mem::take(&mut self.incoming);
         for read in reads {
+            let recheck = read.mutations != cursor.mutations();
             for (&pos, &slot) in read.positions.iter().zip(&read.slots) {
+                if recheck && cursor.is_acked(pos.ledger_id, pos.entry_id)? {
+                    // Acknowledged since the read (an ack of a never-sent entry, a skip): dropped.
+                    self.dropped_acked += 1;
+                    continue;
+                }
                 if self.replay.has_slot(slot) {
                     self.block(slot, BlockReason::ReplayOrder, None, None, pos);
                     self.to_replay(pos, slot, md);
@@ -617,12 +690,15 @@ impl DispatchCore {
         owner: Option<u32>,
         position: Position,
     ) {
-        self.blocked.entry(slot).or_insert(Blocked {
-            reason,
-            consumer,
-            owner,
-            position,
-        });
+        self.blocked.note(
+            slot,
+            Blocked {
+                reason,
+                consumer,
+                owner,
+                position,
+            },
+        );
     }
 
     /// The seat `slot` may go to now, or None (the reason is recorded).
@@ -727,8 +803,9 @@ impl DispatchCore {
         let seat = self.seat(id)?;
         let positions = positions_of(ledgers, entries)?;
         let mut out = AckOutcome::default();
+        let in_sync = self.seen_mutations == Some(cursor.mutations());
         let r = self.ack_positions(seat, &positions, cursor, &mut out);
-        self.after_acks(cursor);
+        self.after_acks(cursor, in_sync);
         r.map(|()| out)
     }
 
@@ -752,13 +829,47 @@ impl DispatchCore {
     ) -> Result<()> {
         let id = self.seats[seat].as_ref().expect("registered seat").id;
         let draining = self.mode == DispatchMode::Draining;
-        for &p in positions {
-            let mine = self.state(seat).pending.remove(p.ledger_id, p.entry_id)?;
-            let held = match mine {
-                Some((_, h)) => Some((seat, id, h)),
-                None => self.holder_of(p)?,
-            };
-            match held {
+        // The usual case first: positions pending on the acking consumer, acked on the cursor in one
+        // bulk call (checked there before anything changes; on error they are pending again).
+        let mut mine: Vec<(Position, u32)> = Vec::with_capacity(positions.len());
+        let mut rest: Vec<Position> = Vec::new();
+        {
+            let pending = &mut self.state(seat).pending;
+            for &p in positions {
+                match pending.remove(p.ledger_id, p.entry_id)? {
+                    Some((_, h)) => mine.push((p, h)),
+                    None => rest.push(p),
+                }
+            }
+        }
+        if !mine.is_empty() {
+            let ls: Vec<i64> = mine.iter().map(|(p, _)| p.ledger_id).collect();
+            let es: Vec<i64> = mine.iter().map(|(p, _)| p.entry_id).collect();
+            if let Err(e) = cursor.ack_many(&ls, &es) {
+                let pending = &mut self.state(seat).pending;
+                for (p, h) in &mine {
+                    pending.add(p.ledger_id, p.entry_id, 1, *h)?;
+                }
+                return Err(e);
+            }
+            out.acked += mine.len() as u64;
+            if draining && !self.draining.is_empty() {
+                for (_, h) in &mine {
+                    if self.draining.reduce_ref(id, *h, false)? {
+                        self.unblocked += 1;
+                        out.unblocked += 1;
+                    }
+                }
+            }
+            if !self.redeliveries.is_empty() {
+                for (p, _) in &mine {
+                    self.redeliveries.remove(p);
+                }
+            }
+        }
+        for p in rest {
+            // Pending on another consumer (or, repeated in this call, nowhere any more).
+            match self.holder_of(p)? {
                 Some((s, hid, h)) => {
                     if s != seat {
                         self.state(s).pending.remove(p.ledger_id, p.entry_id)?;
@@ -810,8 +921,12 @@ impl DispatchCore {
         Ok(None)
     }
 
-    fn after_acks(&mut self, cursor: &Cursor) {
-        self.seen_mutations = Some(cursor.mutations());
+    /// `in_sync`: the cursor had not changed elsewhere since the core last looked; otherwise the
+    /// next dispatch must still look (marking these acks seen would hide that change).
+    fn after_acks(&mut self, cursor: &Cursor, in_sync: bool) {
+        if in_sync {
+            self.seen_mutations = Some(cursor.mutations());
+        }
         self.last_sent.forget_joined(cursor.mark_delete());
     }
 
@@ -892,8 +1007,8 @@ impl DispatchCore {
     }
 
     /// Why each slot was held back at the last dispatch.
-    pub fn blocked(&self) -> impl Iterator<Item = (u16, &Blocked)> {
-        self.blocked.iter().map(|(s, b)| (*s, b))
+    pub fn blocked(&self) -> Vec<(u16, Blocked)> {
+        self.blocked.sorted()
     }
 
     /// Unblock events so far (acks, nacks and membership changes that released a blocked hash).

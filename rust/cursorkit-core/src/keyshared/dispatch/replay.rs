@@ -62,20 +62,6 @@ impl ReplayQueue {
         Some(slot)
     }
 
-    /// Takes everything out, in order (the caller puts back what it does not send).
-    pub(super) fn take_all(&mut self) -> Vec<(Position, u16)> {
-        let out: Vec<(Position, u16)> = std::mem::take(&mut self.queue).into_iter().collect();
-        self.per_slot.fill(0);
-        out
-    }
-
-    /// Puts back entries taken by [`take_all`](Self::take_all), already in order.
-    pub(super) fn restore(&mut self, kept: impl IntoIterator<Item = (Position, u16)>) {
-        for (pos, slot) in kept {
-            self.insert(pos, slot);
-        }
-    }
-
     pub(super) fn positions(&self) -> impl Iterator<Item = (Position, u16)> + '_ {
         self.queue.iter().map(|(p, s)| (*p, *s))
     }
