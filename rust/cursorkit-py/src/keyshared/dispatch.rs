@@ -297,7 +297,9 @@ impl PyDispatchCore {
         let id = u32_arg(consumer_id, "consumer id")?;
         let (ls, es) = columns(ledgers, entries)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
-        self.with_cursor(cursor, "nack", ls.len() > SMALL, |d, c| d.nack(id, ls, es, c))
+        self.with_cursor(cursor, "nack", ls.len() > SMALL, |d, c| {
+            d.nack(id, ls, es, c)
+        })
     }
 
     /// Every unacked message of the consumer to replay; returns them in order.
@@ -353,11 +355,22 @@ impl PyDispatchCore {
 
     /// `[(slot, reason, consumer id or None, owner id or None, position), ...]` of the last dispatch.
     #[allow(clippy::type_complexity)]
-    fn blocked(&self, py: Python<'_>) -> Vec<(u16, &'static str, Option<u32>, Option<u32>, PyPosition)> {
+    fn blocked(
+        &self,
+        py: Python<'_>,
+    ) -> Vec<(u16, &'static str, Option<u32>, Option<u32>, PyPosition)> {
         self.lock(py)
             .blocked()
             .into_iter()
-            .map(|(s, b)| (s, reason(b.reason), b.consumer, b.owner, PyPosition(b.position)))
+            .map(|(s, b)| {
+                (
+                    s,
+                    reason(b.reason),
+                    b.consumer,
+                    b.owner,
+                    PyPosition(b.position),
+                )
+            })
             .collect()
     }
 
@@ -394,7 +407,9 @@ impl PyDispatchCore {
     ) -> PyResult<Bound<'py, PyArray1<i32>>> {
         let py = ledgers.py();
         let (ls, es) = columns(ledgers, entries)?;
-        let counts = self.lock(py).redelivery_counts(ls.as_slice(), es.as_slice());
+        let counts = self
+            .lock(py)
+            .redelivery_counts(ls.as_slice(), es.as_slice());
         Ok(PyArray1::from_vec(
             py,
             counts

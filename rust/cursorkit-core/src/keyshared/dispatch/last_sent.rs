@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::{Cursor, Position, RangeSet};
 use crate::error::Result;
+use crate::{Cursor, Position, RangeSet};
 
 /// The last-sent position and what was sent after it.
 #[derive(Debug, Clone, Default)]

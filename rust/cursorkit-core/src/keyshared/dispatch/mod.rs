@@ -54,11 +54,11 @@ mod replay;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::ackstate::position::check_entry;
-use crate::{Cursor, Position, RangeSet};
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
 use crate::keyshared::pending_acks::PendingAcks;
 use crate::keyshared::selector::{HashRange, SlotTable};
+use crate::{Cursor, Position, RangeSet};
 
 use last_sent::LastSent;
 use replay::ReplayQueue;
@@ -348,13 +348,14 @@ impl DispatchCore {
         });
         self.seat_of.insert(id, seat);
         let md = cursor.mark_delete();
-        if self.mode == DispatchMode::LastSent && self.seat_of.len() > 1 {
-            if self.highest_read.is_some_and(|r| r > md) {
-                let lsp = self.last_sent.current(cursor);
-                self.state(seat).joined_last_sent = Some(lsp);
-                if lsp > md {
-                    self.last_sent.joined.insert(id, lsp);
-                }
+        if self.mode == DispatchMode::LastSent
+            && self.seat_of.len() > 1
+            && self.highest_read.is_some_and(|r| r > md)
+        {
+            let lsp = self.last_sent.current(cursor);
+            self.state(seat).joined_last_sent = Some(lsp);
+            if lsp > md {
+                self.last_sent.joined.insert(id, lsp);
             }
         }
         Ok(())
@@ -377,7 +378,15 @@ impl DispatchCore {
             .pending
             .items()
             .into_iter()
-            .map(|(l, e, _, h)| (Position { ledger_id: l, entry_id: e }, h as u16))
+            .map(|(l, e, _, h)| {
+                (
+                    Position {
+                        ledger_id: l,
+                        entry_id: e,
+                    },
+                    h as u16,
+                )
+            })
             .collect();
         for (p, _) in &returned {
             *self.redeliveries.entry(*p).or_insert(0) += 1;
@@ -387,7 +396,7 @@ impl DispatchCore {
             self.drop_everything_read(md);
         } else {
             for &(p, s) in &returned {
-                self.to_replay(p, s, md);
+                self.queue_replay(p, s, md);
             }
         }
         self.draining.remove_consumer(id, true);
@@ -480,7 +489,12 @@ impl DispatchCore {
                 continue;
             };
             let mut moved: BTreeMap<u32, u32> = BTreeMap::new();
-            for h in self.seats[seat].as_ref().expect("registered seat").pending.hashes() {
+            for h in self.seats[seat]
+                .as_ref()
+                .expect("registered seat")
+                .pending
+                .hashes()
+            {
                 let i = ranges.partition_point(|r| r.0 <= h);
                 if i > 0 && h <= ranges[i - 1].1 {
                     *moved.entry(h).or_insert(0) += 1;
@@ -552,7 +566,10 @@ impl DispatchCore {
     ) -> Result<()> {
         let positions = positions_of(ledgers, entries)?;
         same_len(positions.len(), slots.len(), "positions and slots")?;
-        let slots: Vec<u16> = slots.iter().map(|&s| check_slot(s)).collect::<Result<_>>()?;
+        let slots: Vec<u16> = slots
+            .iter()
+            .map(|&s| check_slot(s))
+            .collect::<Result<_>>()?;
         if positions.is_empty() {
             return Ok(());
         }
@@ -580,7 +597,10 @@ impl DispatchCore {
     ) -> Result<()> {
         let positions = positions_of(ledgers, entries)?;
         same_len(positions.len(), slots.len(), "positions and slots")?;
-        let slots: Vec<u16> = slots.iter().map(|&s| check_slot(s)).collect::<Result<_>>()?;
+        let slots: Vec<u16> = slots
+            .iter()
+            .map(|&s| check_slot(s))
+            .collect::<Result<_>>()?;
         if positions.is_empty() {
             return Ok(());
         }
@@ -590,7 +610,11 @@ impl DispatchCore {
         }
         let md = cursor.mark_delete();
         for (&p, &s) in positions.iter().zip(&slots) {
-            self.to_replay(p, s, md);
+            if p > md && cursor.is_acked(p.ledger_id, p.entry_id)? {
+                self.dropped_acked += 1; // acknowledged already: never redelivered
+                continue;
+            }
+            self.queue_replay(p, s, md);
         }
         self.note_read(&positions);
         Ok(())
@@ -604,7 +628,7 @@ impl DispatchCore {
         }
     }
 
-    fn to_replay(&mut self, pos: Position, slot: u16, md: Position) {
+    fn queue_replay(&mut self, pos: Position, slot: u16, md: Position) {
         if self.replay.contains(pos) {
             return;
         }
@@ -661,12 +685,12 @@ impl DispatchCore {
                 }
                 if self.replay.has_slot(slot) {
                     self.block(slot, BlockReason::ReplayOrder, None, None, pos);
-                    self.to_replay(pos, slot, md);
+                    self.queue_replay(pos, slot, md);
                     continue;
                 }
                 match self.target(pos, slot, false)? {
                     Some(seat) => self.send(seat, pos, slot, &mut out, cursor)?,
-                    None => self.to_replay(pos, slot, md),
+                    None => self.queue_replay(pos, slot, md),
                 }
             }
         }
@@ -746,7 +770,9 @@ impl DispatchCore {
     ) -> Result<()> {
         let state = self.seats[seat].as_mut().expect("registered seat");
         state.permits -= 1;
-        state.pending.add(pos.ledger_id, pos.entry_id, 1, u32::from(slot))?;
+        state
+            .pending
+            .add(pos.ledger_id, pos.entry_id, 1, u32::from(slot))?;
         let mut at = self.out_index[seat];
         if at == usize::MAX {
             at = out.len();
@@ -791,8 +817,11 @@ impl DispatchCore {
 
     /// Individual acks from consumer `id`, as Pulsar accepts them: a position pending on another
     /// consumer is removed there, one pending on nobody is acked on the cursor (and leaves the
-    /// replay queue), a duplicate changes nothing. Positions are checked first; a cursor error
-    /// stops the call with the positions before it done.
+    /// replay queue), a duplicate changes nothing. Positions are checked first. The positions
+    /// pending on the acking consumer reach the cursor in one bulk call, which checks them all
+    /// first: if the cursor refuses one (an entry beyond a known ledger end), none of them is
+    /// acked and they stay pending; the other positions follow one by one, and a refusal among
+    /// them stops the call there.
     pub fn ack(
         &mut self,
         id: u32,
@@ -953,7 +982,7 @@ impl DispatchCore {
             {
                 self.unblocked += 1;
             }
-            self.to_replay(p, h as u16, md);
+            self.queue_replay(p, h as u16, md);
             *self.redeliveries.entry(p).or_insert(0) += 1;
             n += 1;
         }
@@ -981,13 +1010,18 @@ impl DispatchCore {
             .pending
             .items()
             .into_iter()
-            .map(|(l, e, _, _)| Position { ledger_id: l, entry_id: e })
+            .map(|(l, e, _, _)| Position {
+                ledger_id: l,
+                entry_id: e,
+            })
             .collect())
     }
 
     /// Consumer `id`'s figures.
     pub fn consumer_figures(&self, id: u32) -> Result<ConsumerFigures> {
-        let s = self.seats[self.seat(id)?].as_ref().expect("registered seat");
+        let s = self.seats[self.seat(id)?]
+            .as_ref()
+            .expect("registered seat");
         Ok(ConsumerFigures {
             permits: s.permits,
             unacked: s.pending.len() as u64,
@@ -1065,7 +1099,11 @@ impl DispatchCore {
 
     /// PIP-282: joined consumers still limited, with their limit.
     pub fn recently_joined(&self) -> Vec<(u32, Position)> {
-        self.last_sent.joined.iter().map(|(c, p)| (*c, *p)).collect()
+        self.last_sent
+            .joined
+            .iter()
+            .map(|(c, p)| (*c, *p))
+            .collect()
     }
 
     /// The highest position read since the last release.
@@ -1084,6 +1122,10 @@ impl DispatchCore {
 
     /// Messages pending over all consumers.
     pub fn pending_total(&self) -> u64 {
-        self.seats.iter().flatten().map(|s| s.pending.len() as u64).sum()
+        self.seats
+            .iter()
+            .flatten()
+            .map(|s| s.pending.len() as u64)
+            .sum()
     }
 }
