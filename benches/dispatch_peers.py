@@ -92,7 +92,9 @@ class NaiveDispatcher:
                 out[c] = got = ([], [])
             got[0].append(lid)
             got[1].append(eid)
-        return [(c, np.array(ls, dtype=np.int64), np.array(es, dtype=np.int64)) for c, (ls, es) in out.items()]
+        return [
+            (c, np.array(ls, dtype=np.int64), np.array(es, dtype=np.int64)) for c, (ls, es) in out.items()
+        ]
 
     def ack_columns(self, consumer: Any, ledgers: I64, entries: I64) -> None:
         """Pending entries dropped one by one; the cursor gets one bulk call."""

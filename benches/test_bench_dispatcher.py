@@ -22,15 +22,15 @@ import gc
 import time
 from typing import Any
 
+import numpy as np
+
 import cursor_workloads as cw
 import delayed_workloads as dw
-import numpy as np
-from dispatch_peers import NaiveDispatcher
-
 from cursorkit import Cursor, Position
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
 from cursorkit.keyshared.selectors import ConsistentHashingSelector
 from cursorkit.keyshared.sim import Simulation
+from dispatch_peers import NaiveDispatcher
 
 N = 400_000
 SMOKE_N = 4_000
@@ -79,7 +79,13 @@ def run(
         else KeySharedDispatcher(selector=selector, cursor=Cursor(Position(1, -1)), mode="draining")
     )
     sim = Simulation(
-        d, seed=5, keys=KEYS, distribution=distribution, ledger_size=1_000_000, read_batch=READ_BATCH, check=check
+        d,
+        seed=5,
+        keys=KEYS,
+        distribution=distribution,
+        ledger_size=1_000_000,
+        read_batch=READ_BATCH,
+        check=check,
     )
     for i in range(CONSUMERS):
         sim.join(f"c{i}", 1000)
@@ -180,7 +186,9 @@ def test_pending_ack_memory(benchmark: Any, smoke: bool) -> None:
     for start in range(0, n, 100_000):
         m = min(100_000, n - start)
         d.add_read_columns(
-            np.ones(m, dtype=np.int64), np.arange(start, start + m, dtype=np.int64), slots[rng.integers(0, KEYS, m)]
+            np.ones(m, dtype=np.int64),
+            np.arange(start, start + m, dtype=np.int64),
+            slots[rng.integers(0, KEYS, m)],
         )
         d.dispatch_columns()
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)

@@ -29,8 +29,8 @@ from cursorkit._core import CursorState, DispatchCore, Position
 from cursorkit.ackstate import Cursor, DispatchPausePolicy
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
-from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector, ExclusiveRangeSelector
 from cursorkit.keyshared.hashing import sticky_key_hash
+from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector, ExclusiveRangeSelector
 
 Mode = Literal["draining", "last-sent", "out-of-order"]
 MODES: tuple[Mode, ...] = ("draining", "last-sent", "out-of-order")
@@ -308,7 +308,11 @@ class KeySharedDispatcher:
         added = getattr(impact, "added", None) if self._exact_impacts else None
         if added is not None:  # only what moved: the selector's impact is exact, slot by slot
             self._core.assign(
-                [(consumers[c].cid, [(int(a), int(b)) for a, b in r]) for c, r in added.items() if c in consumers]
+                [
+                    (consumers[c].cid, [(int(a), int(b)) for a, b in r])
+                    for c, r in added.items()
+                    if c in consumers
+                ]
             )
         else:
             by_index = self.selector.consumers_by_index
@@ -388,7 +392,12 @@ class KeySharedDispatcher:
         ats: list[int | None] | None = None
         if deliver_at is not None:
             ats = [int(a) for a in np.asarray(deliver_at, dtype=np.int64)]
-        if col.ndim != 1 or len(col) != len(ls) or len(es) != len(ls) or (ats is not None and len(ats) != len(ls)):
+        if (
+            col.ndim != 1
+            or len(col) != len(ls)
+            or len(es) != len(ls)
+            or (ats is not None and len(ats) != len(ls))
+        ):
             raise InvalidArgument(
                 f"positions, slots and deliver_at differ in length: {len(ls)}, {col.size}, "
                 f"{'-' if ats is None else len(ats)}"
@@ -425,8 +434,9 @@ class KeySharedDispatcher:
         """An individual ack from ``consumer``, accepted as Pulsar accepts it (see ``AckResult``)."""
         with self._lock:
             cid = self._state(consumer).cid
-            if type(position) is not Position:
-                _check_positions([position])
+            given: object = position
+            if type(given) is not Position:
+                _check_positions([given])
             outcome = self._core.ack_one(cid, position.ledger_id, position.entry_id, self.cursor)
             if self.policy is not None:
                 self.policy.after_ack(self.cursor, "Key_Shared")
@@ -651,8 +661,11 @@ class KeySharedDispatcher:
 
 
 def _exact_impacts(selector: object) -> bool:
-    """cursorkit's own selectors over the whole 65536-slot space report exact impacts (a slot
-    beyond a smaller space would wrap or be refused, which an impact does not describe)."""
+    """Whether the selector's impacts describe every slot that changed owner.
+
+    cursorkit's own selectors do, over the whole 65536-slot space (a slot beyond a smaller space
+    would wrap or be refused, which an impact does not describe).
+    """
     if isinstance(selector, ConsistentHashingSelector):
         return True
     if isinstance(selector, AutoSplitSelector | ExclusiveRangeSelector):

@@ -42,7 +42,11 @@ class SimConsumer:
 
     def unacked(self) -> list[Position]:
         """Everything received and not acked, oldest first."""
-        return [Position(ledger, entry) for _, ls, es in self.inbox for ledger, entry in zip(ls.tolist(), es.tolist(), strict=True)]
+        return [
+            Position(ledger, entry)
+            for _, ls, es in self.inbox
+            for ledger, entry in zip(ls.tolist(), es.tolist(), strict=True)
+        ]
 
 
 @dataclass(slots=True)
@@ -163,7 +167,9 @@ class Simulation:
     @property
     def log(self) -> list[tuple[Position, int]]:
         """Published (position, key index), in publish order."""
-        return list(zip(map(Position, self.ledgers.tolist(), self.entries.tolist()), self.keys.tolist(), strict=True))
+        return list(
+            zip(map(Position, self.ledgers.tolist(), self.entries.tolist()), self.keys.tolist(), strict=True)
+        )
 
     @property
     def key_of(self) -> dict[Position, int]:
