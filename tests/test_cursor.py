@@ -256,3 +256,20 @@ def test_unknown_ledgers_when_sizes_are_set() -> None:
     assert isinstance(UnknownLedger("x"), KeyError)
     assert str(UnknownLedger("plain message")) == "plain message"
     assert c.individually_deleted.is_empty() and c.mark_delete_position == P("1:-1")
+
+
+def test_ack_from_two_ints_is_the_position_form() -> None:
+    c = Cursor(P("1:-1"))
+    assert c.ack(1, 1) is True
+    assert c.ack(1, 1) is False
+    assert c.is_acked(1, 1) and c.is_acked(P("1:1"))
+    assert c.ack(1, 0) is True
+    assert c.mark_delete_position == P("1:1")
+    with pytest.raises(InvalidInputType):
+        c.ack("1", 2)  # type: ignore[call-overload]
+    with pytest.raises(InvalidInputType):
+        c.ack(1, 2.0)  # type: ignore[call-overload]
+    with pytest.raises(InvalidPosition):
+        c.ack(1, -5)
+    with pytest.raises(InvalidInputType):
+        c.ack(P("1:3"), 4)  # type: ignore[call-overload]

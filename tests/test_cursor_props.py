@@ -52,6 +52,15 @@ class CursorMachine(RuleBasedStateMachine):
         if ok:
             assert got == self.model.ack(p)
 
+    @rule(p=positions)
+    def ack_ints(self, p: Pos) -> None:
+        """The per-call form from two ints acks exactly as the Position form does."""
+        ok = self.model.valid(p)
+        got = self._call(ok, self.cursor.ack, *p)
+        if ok:
+            assert got == self.model.ack(p)
+            assert self.cursor.is_acked(*p) == self.cursor.is_acked(Position(*p))
+
     @rule(ps=st.lists(positions, max_size=60))
     def ack_many(self, ps: list[Pos]) -> None:
         ok = all(self.model.valid(p) for p in ps)

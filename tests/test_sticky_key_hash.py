@@ -235,6 +235,76 @@ def test_hash_many_of_arrow_arrays_slices_and_chunks(data: st.DataObject, arrow_
     assert hash_many(chunked).tolist() == expected
 
 
+def _as_layout(keys: list[Any], layout: str) -> pa.Array:
+    """``keys`` (bytes) as an Arrow array of one of the other binary-like layouts."""
+    if layout == "fixed_size_binary":
+        width = len(keys[0]) if keys else 3
+        return pa.array(keys, type=pa.binary(width))
+    if layout == "binary_view":
+        return pa.array(keys, type=pa.binary_view())
+    if layout == "string_view":
+        return pa.array([k.decode() for k in keys], type=pa.string_view())
+    index = {"dict8": pa.int8(), "dict16": pa.uint16(), "dict32": pa.int32(), "dict64": pa.int64()}[layout]
+    values = pa.array(keys, type=pa.binary() if layout != "dict16" else pa.large_string())
+    if layout == "dict16":
+        values = pa.array([k.decode() for k in keys], type=pa.large_string())
+    encoded = values.dictionary_encode()
+    return pa.DictionaryArray.from_arrays(encoded.indices.cast(index), encoded.dictionary)
+
+
+OTHER_LAYOUTS = ["fixed_size_binary", "binary_view", "string_view", "dict8", "dict16", "dict32", "dict64"]
+
+
+@given(st.data(), st.sampled_from(OTHER_LAYOUTS))
+def test_hash_many_of_every_binary_like_arrow_layout(data: st.DataObject, layout: str) -> None:
+    """Fixed-size binary, binary/string views (inline and out-of-line) and dictionaries of any index
+    width hash like the same keys given as bytes, sliced and chunked too."""
+    if layout == "fixed_size_binary":
+        width = data.draw(st.integers(0, 20))
+        keys = data.draw(st.lists(st.binary(min_size=width, max_size=width), max_size=40))
+    else:
+        text = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", max_size=30)
+        keys = [t.encode() for t in data.draw(st.lists(text, max_size=40))]
+    arr = _as_layout(keys, layout)
+    expected = _expected(keys)
+    assert hash_many(arr).tolist() == expected
+    start = data.draw(st.integers(0, len(keys)))
+    stop = data.draw(st.integers(start, len(keys)))
+    assert hash_many(arr.slice(start, stop - start)).tolist() == expected[start:stop]
+    cut = data.draw(st.integers(0, len(keys)))
+    chunked = pa.chunked_array([arr.slice(0, cut), arr.slice(cut)], type=arr.type)
+    assert hash_many(chunked).tolist() == expected
+    assert hash_many(StreamOnly(chunked)).tolist() == expected
+
+
+def test_hash_many_of_layouts_is_pulsars_hash() -> None:
+    keys = list(VECTORS)
+    expected = [v[0] for v in VECTORS.values()]
+    assert hash_many(pa.array(keys, type=pa.string_view())).tolist() == expected
+    assert hash_many(pa.array(keys).dictionary_encode()).tolist() == expected
+    long_keys = [k * 5 for k in keys]  # beyond 12 bytes: views point into data buffers
+    assert hash_many(pa.array(long_keys, type=pa.binary_view())).tolist() == _expected(
+        [k.encode() for k in long_keys]
+    )
+
+
+def test_hash_many_of_layouts_refuses_nulls_and_bad_indices() -> None:
+    with pytest.raises(errors.InvalidArgument, match="key 1 is null"):
+        hash_many(pa.array(["a", None, "b"]).dictionary_encode())
+    with pytest.raises(errors.InvalidArgument, match="key 2 is null"):
+        hash_many(pa.array([b"ab", b"cd", None], type=pa.binary(2)))
+    with pytest.raises(errors.InvalidArgument, match="key 0 is null"):
+        hash_many(pa.array([None, "x"], type=pa.string_view()))
+    nulls_inside = pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int32()), pa.array(["a", None]))
+    with pytest.raises(errors.InvalidArgument, match="the dictionary of the keys: key 1 is null"):
+        hash_many(nulls_inside)
+    out_of_range = pa.DictionaryArray.from_arrays(
+        pa.array([0, 5], pa.int32()), pa.array(["a", "b"]), safe=False
+    )
+    with pytest.raises(errors.InvalidArgument, match="index 1 is outside the dictionary of 2 keys"):
+        hash_many(out_of_range)
+
+
 def test_hash_many_of_numpy_fixed_width_arrays() -> None:
     assert hash_many(np.array([b"0", b"key1"])).tolist() == [1383186559, 462881061]
     assert hash_many(np.array(["0", "key1"])).tolist() == [1383186559, 462881061]
@@ -345,7 +415,7 @@ def test_unencodable_str_is_invalid_argument() -> None:
         (5, "got int"),
         ({b"a": 1}, "got dict"),
         (pa.array([1, 2]), 'Arrow format "l"'),
-        (pa.array(["a", "b"]).dictionary_encode(), "dictionary-encoded"),
+        (pa.array([1, 2]).dictionary_encode(), "dictionary-encoded"),
         (pa.record_batch([pa.array(["a"])], names=["k"]), r'Arrow format "\+s"'),
         (pa.chunked_array([pa.array([1.5])]), 'Arrow format "g"'),
     ],

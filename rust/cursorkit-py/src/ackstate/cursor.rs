@@ -231,11 +231,19 @@ impl PyCursorState {
         self.ok(py, r)
     }
 
-    /// Acknowledges one entry; returns whether it was new (a no-op ack is counted).
-    fn ack(&self, position: &Bound<'_, PyAny>) -> PyResult<bool> {
+    /// Acknowledges one entry, given as a `Position` or as `(ledger_id, entry_id)` ints (the
+    /// per-call path that makes no `Position`); returns whether it was new (a no-op ack is counted).
+    #[pyo3(signature = (position, entry_id = None))]
+    fn ack(&self, position: &Bound<'_, PyAny>, entry_id: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         let py = position.py();
-        let p = position_arg(position, "position")?;
-        let r = self.run(py, "ack", |c| c.ack(p.ledger_id, p.entry_id));
+        let (l, e) = match entry_id {
+            None => {
+                let p = position_arg(position, "position")?;
+                (p.ledger_id, p.entry_id)
+            }
+            Some(entry) => (int_arg(position, "ledger_id")?, int_arg(entry, "entry_id")?),
+        };
+        let r = self.run(py, "ack", |c| c.ack(l, e));
         self.ok(py, r)
     }
 
@@ -300,9 +308,16 @@ impl PyCursorState {
     }
 
     /// Whether the entry is acknowledged (at or below mark-delete, or individually).
-    fn is_acked(&self, position: &Bound<'_, PyAny>) -> PyResult<bool> {
+    #[pyo3(signature = (position, entry_id = None))]
+    fn is_acked(&self, position: &Bound<'_, PyAny>, entry_id: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         let py = position.py();
-        let p = position_arg(position, "position")?;
+        let p = match entry_id {
+            None => position_arg(position, "position")?,
+            Some(entry) => Position {
+                ledger_id: int_arg(position, "ledger_id")?,
+                entry_id: int_arg(entry, "entry_id")?,
+            },
+        };
         let r = self.run(py, "is_acked", |c| c.is_acked(p.ledger_id, p.entry_id));
         self.ok(py, r)
     }

@@ -1,8 +1,9 @@
 //! Key_Shared hashing functions of `cursorkit._core`: Pulsar's sticky-key hash per key and in
 //! bulk, and the selectors' slot functions.
 //!
-//! `hash_many` reads Arrow `binary`/`large_binary`/`string`/`large_string` arrays and chunked
-//! arrays through the Arrow PyCapsule interface (`__arrow_c_array__`, `__arrow_c_stream__`) without
+//! `hash_many` reads every Arrow binary-like layout (`binary`, `large_binary`, `fixed_size_binary`,
+//! `string`, `large_string`, `binary_view`, `string_view`, and dictionaries of any of them) and
+//! chunked arrays through the Arrow PyCapsule interface (`__arrow_c_array__`, `__arrow_c_stream__`) without
 //! copying them, and lists, tuples and numpy arrays of `bytes`/`str` by gathering the keys into one
 //! buffer; the hashing loop runs with the GIL released. An Arrow null is `InvalidArgument` naming
 //! its index (and `None` in a list `InvalidInputType`): Pulsar never hashes a missing key, it
@@ -263,7 +264,7 @@ mod arrow {
     use std::ffi::{c_char, c_int, c_void, CStr};
     use std::ptr::{self, NonNull};
 
-    use cursorkit_core::{CoreError, Offset};
+    use cursorkit_core::{sticky_key_hash, CoreError, Offset};
     use pyo3::prelude::*;
     use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
@@ -365,37 +366,99 @@ mod arrow {
         }
     }
 
-    /// The key column types: Arrow format `z`/`u` (i32 offsets) and `Z`/`U` (i64 offsets).
-    #[derive(Clone, Copy)]
-    enum Layout {
+    /// How one key column stores its values.
+    #[derive(Clone, Copy, Debug)]
+    enum Values {
+        /// `z`/`u`: binary/string, i32 offsets.
         Small,
+        /// `Z`/`U`: large_binary/large_string, i64 offsets.
         Large,
+        /// `w:N`: fixed_size_binary of N bytes.
+        Fixed(usize),
+        /// `vz`/`vu`: binary_view/string_view (16-byte views, variadic data buffers).
+        View,
     }
 
-    fn layout(py: Python<'_>, schema: &FfiSchema) -> PyResult<Layout> {
-        let format = if schema.format.is_null() {
+    /// The integer type of dictionary indices.
+    #[derive(Clone, Copy, Debug)]
+    enum Index {
+        I8,
+        U8,
+        I16,
+        U16,
+        I32,
+        U32,
+        I64,
+        U64,
+    }
+
+    /// The key column types: plain values, or dictionary indices into such values.
+    #[derive(Clone, Copy, Debug)]
+    enum Layout {
+        Plain(Values),
+        Dict(Index, Values),
+    }
+
+    fn format_of(schema: &FfiSchema) -> String {
+        if schema.format.is_null() {
             String::new()
         } else {
             // SAFETY: a non-null format is a NUL-terminated string owned by the live schema.
             unsafe { CStr::from_ptr(schema.format) }
                 .to_string_lossy()
                 .into_owned()
+        }
+    }
+
+    fn values_of(format: &str) -> Option<Values> {
+        match format {
+            "z" | "u" => Some(Values::Small),
+            "Z" | "U" => Some(Values::Large),
+            "vz" | "vu" => Some(Values::View),
+            _ => format
+                .strip_prefix("w:")
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(Values::Fixed),
+        }
+    }
+
+    fn index_of(format: &str) -> Option<Index> {
+        Some(match format {
+            "c" => Index::I8,
+            "C" => Index::U8,
+            "s" => Index::I16,
+            "S" => Index::U16,
+            "i" => Index::I32,
+            "I" => Index::U32,
+            "l" => Index::I64,
+            "L" => Index::U64,
+            _ => return None,
+        })
+    }
+
+    fn layout(py: Python<'_>, schema: &FfiSchema) -> PyResult<Layout> {
+        let format = format_of(schema);
+        let found = if schema.dictionary.is_null() {
+            values_of(&format).map(Layout::Plain)
+        } else {
+            // SAFETY: a non-null dictionary is a live schema owned by the parent.
+            let values = format_of(unsafe { &*schema.dictionary });
+            index_of(&format)
+                .zip(values_of(&values))
+                .map(|(i, v)| Layout::Dict(i, v))
         };
-        match format.as_str() {
-            "z" | "u" if schema.dictionary.is_null() => Ok(Layout::Small),
-            "Z" | "U" if schema.dictionary.is_null() => Ok(Layout::Large),
-            _ => {
-                Err(error(
-                    py,
-                    "InvalidInputType",
-                    format!(
-                    "keys must be an Arrow binary, large_binary, string or large_string array, \
+        found.ok_or_else(|| {
+            error(
+                py,
+                "InvalidInputType",
+                format!(
+                    "keys must be an Arrow binary, large_binary, fixed_size_binary, string, \
+                     large_string, binary_view or string_view array (or a dictionary of one), \
                      got Arrow format {format:?}{}",
                     if schema.dictionary.is_null() { "" } else { " (dictionary-encoded)" }
                 ),
-                ))
-            }
-        }
+            )
+        })
     }
 
     /// What `keys` exported: one array (held by its capsules) or the arrays of a stream.
@@ -553,10 +616,41 @@ mod arrow {
         Large(&'a [i64]),
     }
 
-    /// One chunk's keys: the values buffer and the chunk's `len + 1` offsets into it.
-    pub struct KeyColumn<'a> {
-        values: &'a [u8],
-        offsets: Offsets<'a>,
+    /// Dictionary indices of any integer width.
+    enum Indices<'a> {
+        I8(&'a [i8]),
+        U8(&'a [u8]),
+        I16(&'a [i16]),
+        U16(&'a [u16]),
+        I32(&'a [i32]),
+        U32(&'a [u32]),
+        I64(&'a [i64]),
+        U64(&'a [u64]),
+    }
+
+    /// One chunk's keys, read in place from the producer's buffers.
+    pub enum KeyColumn<'a> {
+        /// Values and the chunk's `len + 1` offsets into them.
+        Offsets {
+            values: &'a [u8],
+            offsets: Offsets<'a>,
+        },
+        /// `len` keys of `width` bytes each.
+        Fixed {
+            values: &'a [u8],
+            width: usize,
+            len: usize,
+        },
+        /// 16-byte views into inline bytes or the data buffers.
+        View {
+            views: &'a [u8],
+            buffers: Vec<&'a [u8]>,
+        },
+        /// Indices into a dictionary of keys (hashed once each).
+        Dict {
+            indices: Indices<'a>,
+            dictionary: Box<KeyColumn<'a>>,
+        },
     }
 
     fn corrupt(py: Python<'_>, msg: String) -> PyErr {
@@ -585,6 +679,35 @@ mod arrow {
         None
     }
 
+    /// Buffer `i` of `array` (the caller checked `n_buffers`).
+    fn buffer(array: &FfiArray, i: usize) -> *const c_void {
+        // SAFETY: `i < n_buffers`, and `buffers` holds `n_buffers` pointers.
+        unsafe { *array.buffers.add(i) }
+    }
+
+    /// `count` elements of `T` starting at element `offset` of a buffer (checked for alignment).
+    fn typed<'a, T>(
+        py: Python<'_>,
+        ptr: *const c_void,
+        offset: usize,
+        count: usize,
+        what: &str,
+    ) -> PyResult<&'a [T]> {
+        if count == 0 {
+            return Ok(&[]);
+        }
+        if ptr.is_null() || !ptr.cast::<T>().is_aligned() {
+            return Err(corrupt(py, format!("a missing or misaligned {what} buffer")));
+        }
+        let Some(end) = offset.checked_add(count) else {
+            return Err(corrupt(py, format!("{what} offset {offset} + count {count}")));
+        };
+        // SAFETY: the producer's buffer holds `offset + count` elements (Arrow C data interface).
+        let all = unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), end) };
+        all.get(offset..)
+            .ok_or_else(|| corrupt(py, format!("a {what} buffer shorter than its offset")))
+    }
+
     impl<'a> KeyColumn<'a> {
         /// Views the buffers of `array` (a live ArrowArray of `layout`); `base` is the index of
         /// its first key in the whole input, for messages.
@@ -597,13 +720,16 @@ mod arrow {
                     format!("length {} and offset {}", array.length, array.offset),
                 ));
             };
-            if length == 0 {
-                return Ok(Self {
-                    values: &[],
-                    offsets: Offsets::Small(&[]),
-                });
-            }
-            if array.n_buffers != 3 || array.buffers.is_null() || array.n_children != 0 {
+            let Some(span) = offset.checked_add(length) else {
+                return Err(corrupt(py, format!("offset {offset} + length {length}")));
+            };
+            let n_buffers = usize::try_from(array.n_buffers).unwrap_or(0);
+            let expected = match layout {
+                Layout::Plain(Values::Small | Values::Large) => n_buffers == 3,
+                Layout::Plain(Values::Fixed(_)) | Layout::Dict(..) => n_buffers == 2,
+                Layout::Plain(Values::View) => n_buffers >= 3,
+            };
+            if length > 0 && (!expected || array.buffers.is_null() || array.n_children != 0) {
                 return Err(corrupt(
                     py,
                     format!(
@@ -612,63 +738,242 @@ mod arrow {
                     ),
                 ));
             }
-            // SAFETY: a binary/string ArrowArray has 3 buffers: validity, offsets, values.
-            let [validity, offsets, values] =
-                unsafe { [*array.buffers, *array.buffers.add(1), *array.buffers.add(2)] };
-            let Some(span) = offset.checked_add(length) else {
-                return Err(corrupt(py, format!("offset {offset} + length {length}")));
-            };
-            if array.null_count != 0 && !validity.is_null() {
-                // SAFETY: the validity bitmap covers bits [0, offset + length).
-                let bitmap =
-                    unsafe { std::slice::from_raw_parts(validity.cast::<u8>(), span.div_ceil(8)) };
-                if let Some(i) = first_null(bitmap, offset, length) {
-                    return Err(error(
-                        py,
-                        "InvalidArgument",
-                        format!(
-                            "key {} is null: a message without a key hashes its sticky key \
-                             (see sticky_key())",
-                            base + i
-                        ),
-                    ));
+            if length > 0 && array.null_count != 0 {
+                let validity = buffer(array, 0);
+                if !validity.is_null() {
+                    // SAFETY: the validity bitmap covers bits [0, offset + length).
+                    let bitmap = unsafe {
+                        std::slice::from_raw_parts(validity.cast::<u8>(), span.div_ceil(8))
+                    };
+                    if let Some(i) = first_null(bitmap, offset, length) {
+                        return Err(error(
+                            py,
+                            "InvalidArgument",
+                            format!(
+                                "key {} is null: a message without a key hashes its sticky key \
+                                 (see sticky_key())",
+                                base + i
+                            ),
+                        ));
+                    }
                 }
             }
-            let offsets = match layout {
-                Layout::Small => Offsets::Small(offsets_slice(py, offsets, offset, length)?),
-                Layout::Large => Offsets::Large(offsets_slice(py, offsets, offset, length)?),
-            };
-            let end = match offsets {
-                Offsets::Small(o) => o.get(length).and_then(|x| x.index()),
-                Offsets::Large(o) => o.get(length).and_then(|x| x.index()),
+            match layout {
+                Layout::Plain(values) => Self::plain(py, array, values, offset, length),
+                Layout::Dict(index, values) => {
+                    let indices = Self::indices(py, buffer_or_null(array, length, 1), index, offset, length)?;
+                    if array.dictionary.is_null() {
+                        return Err(corrupt(py, "a dictionary array without its dictionary".to_owned()));
+                    }
+                    // SAFETY: a non-null dictionary is a live ArrowArray owned by its parent.
+                    let dict = unsafe { &*array.dictionary };
+                    let dictionary = KeyColumn::new(py, dict, Layout::Plain(values), 0).map_err(|e| {
+                        error(
+                            py,
+                            "InvalidArgument",
+                            format!("the dictionary of the keys: {}", e.value(py)),
+                        )
+                    })?;
+                    Ok(Self::Dict {
+                        indices,
+                        dictionary: Box::new(dictionary),
+                    })
+                }
             }
-            .ok_or_else(|| corrupt(py, "a negative last offset".to_owned()))?;
-            let values = if end == 0 {
-                &[][..]
-            } else if values.is_null() {
-                return Err(corrupt(py, "no values buffer".to_owned()));
-            } else {
-                // SAFETY: the values buffer holds at least the last offset's bytes.
-                unsafe { std::slice::from_raw_parts(values.cast::<u8>(), end) }
-            };
-            Ok(Self { values, offsets })
+        }
+
+        fn plain(
+            py: Python<'_>,
+            array: &'a FfiArray,
+            values: Values,
+            offset: usize,
+            length: usize,
+        ) -> PyResult<Self> {
+            if length == 0 {
+                return Ok(Self::Offsets {
+                    values: &[],
+                    offsets: Offsets::Small(&[]),
+                });
+            }
+            match values {
+                Values::Small | Values::Large => {
+                    let offsets = match values {
+                        Values::Small => {
+                            Offsets::Small(offsets_slice(py, buffer(array, 1), offset, length)?)
+                        }
+                        _ => Offsets::Large(offsets_slice(py, buffer(array, 1), offset, length)?),
+                    };
+                    let end = match offsets {
+                        Offsets::Small(o) => o.get(length).and_then(|x| x.index()),
+                        Offsets::Large(o) => o.get(length).and_then(|x| x.index()),
+                    }
+                    .ok_or_else(|| corrupt(py, "a negative last offset".to_owned()))?;
+                    let data = buffer(array, 2);
+                    let values = if end == 0 {
+                        &[][..]
+                    } else if data.is_null() {
+                        return Err(corrupt(py, "no values buffer".to_owned()));
+                    } else {
+                        // SAFETY: the values buffer holds at least the last offset's bytes.
+                        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), end) }
+                    };
+                    Ok(Self::Offsets { values, offsets })
+                }
+                Values::Fixed(width) => {
+                    let (Some(start), Some(count)) =
+                        (offset.checked_mul(width), length.checked_mul(width))
+                    else {
+                        return Err(corrupt(py, format!("{length} keys of {width} bytes")));
+                    };
+                    let values = typed::<u8>(py, buffer(array, 1), start, count, "values")?;
+                    Ok(Self::Fixed {
+                        values,
+                        width,
+                        len: length,
+                    })
+                }
+                Values::View => {
+                    let n_data = usize::try_from(array.n_buffers).unwrap_or(0).saturating_sub(3);
+                    let sizes = typed::<i64>(py, buffer(array, 2 + n_data), 0, n_data, "variadic sizes")?;
+                    let mut buffers = Vec::with_capacity(n_data);
+                    for (k, &size) in sizes.iter().enumerate() {
+                        let size = usize::try_from(size)
+                            .map_err(|_| corrupt(py, format!("data buffer {k} of size {size}")))?;
+                        buffers.push(typed::<u8>(py, buffer(array, 2 + k), 0, size, "data")?);
+                    }
+                    let (Some(start), Some(count)) = (offset.checked_mul(16), length.checked_mul(16))
+                    else {
+                        return Err(corrupt(py, format!("{length} views")));
+                    };
+                    let views = typed::<u8>(py, buffer(array, 1), start, count, "views")?;
+                    Ok(Self::View { views, buffers })
+                }
+            }
+        }
+
+        fn indices(
+            py: Python<'_>,
+            ptr: *const c_void,
+            index: Index,
+            offset: usize,
+            length: usize,
+        ) -> PyResult<Indices<'a>> {
+            let what = "indices";
+            Ok(match index {
+                Index::I8 => Indices::I8(typed(py, ptr, offset, length, what)?),
+                Index::U8 => Indices::U8(typed(py, ptr, offset, length, what)?),
+                Index::I16 => Indices::I16(typed(py, ptr, offset, length, what)?),
+                Index::U16 => Indices::U16(typed(py, ptr, offset, length, what)?),
+                Index::I32 => Indices::I32(typed(py, ptr, offset, length, what)?),
+                Index::U32 => Indices::U32(typed(py, ptr, offset, length, what)?),
+                Index::I64 => Indices::I64(typed(py, ptr, offset, length, what)?),
+                Index::U64 => Indices::U64(typed(py, ptr, offset, length, what)?),
+            })
         }
 
         /// Number of keys.
         pub fn len(&self) -> usize {
-            match self.offsets {
-                Offsets::Small(o) => o.len().saturating_sub(1),
-                Offsets::Large(o) => o.len().saturating_sub(1),
+            match self {
+                Self::Offsets { offsets, .. } => match offsets {
+                    Offsets::Small(o) => o.len().saturating_sub(1),
+                    Offsets::Large(o) => o.len().saturating_sub(1),
+                },
+                Self::Fixed { len, .. } => *len,
+                Self::View { views, .. } => views.len() / 16,
+                Self::Dict { indices, .. } => match indices {
+                    Indices::I8(i) => i.len(),
+                    Indices::U8(i) => i.len(),
+                    Indices::I16(i) => i.len(),
+                    Indices::U16(i) => i.len(),
+                    Indices::I32(i) => i.len(),
+                    Indices::U32(i) => i.len(),
+                    Indices::I64(i) => i.len(),
+                    Indices::U64(i) => i.len(),
+                },
             }
         }
 
-        /// The sticky-key hash of each key (offsets checked against the values buffer).
+        /// The sticky-key hash of each key (offsets, views and indices checked against their buffers).
         pub fn hash(&self) -> Result<Vec<u32>, CoreError> {
-            match self.offsets {
-                Offsets::Small(o) => cursorkit_core::hash_many(self.values, o),
-                Offsets::Large(o) => cursorkit_core::hash_many(self.values, o),
+            match self {
+                Self::Offsets { values, offsets } => match offsets {
+                    Offsets::Small(o) => cursorkit_core::hash_many(values, o),
+                    Offsets::Large(o) => cursorkit_core::hash_many(values, o),
+                },
+                Self::Fixed { values, width, len } => Ok(if *width == 0 {
+                    vec![sticky_key_hash(&[]); *len]
+                } else {
+                    values.chunks_exact(*width).map(sticky_key_hash).collect()
+                }),
+                Self::View { views, buffers } => views
+                    .chunks_exact(16)
+                    .enumerate()
+                    .map(|(i, v)| view_key(v, buffers).map(sticky_key_hash).ok_or_else(|| bad_view(i)))
+                    .collect(),
+                Self::Dict { indices, dictionary } => {
+                    let hashes = dictionary.hash()?;
+                    match indices {
+                        Indices::I8(x) => gather(&hashes, x),
+                        Indices::U8(x) => gather(&hashes, x),
+                        Indices::I16(x) => gather(&hashes, x),
+                        Indices::U16(x) => gather(&hashes, x),
+                        Indices::I32(x) => gather(&hashes, x),
+                        Indices::U32(x) => gather(&hashes, x),
+                        Indices::I64(x) => gather(&hashes, x),
+                        Indices::U64(x) => gather(&hashes, x),
+                    }
+                }
             }
         }
+    }
+
+    /// Buffer `i`, or null for an empty array (which may export no buffers).
+    fn buffer_or_null(array: &FfiArray, length: usize, i: usize) -> *const c_void {
+        if length == 0 {
+            ptr::null()
+        } else {
+            buffer(array, i)
+        }
+    }
+
+    /// The bytes a 16-byte Arrow view names: inline (at most 12), or a slice of a data buffer.
+    fn view_key<'a>(view: &'a [u8], buffers: &[&'a [u8]]) -> Option<&'a [u8]> {
+        let word = |at: usize| -> Option<i32> {
+            Some(i32::from_le_bytes(view.get(at..at + 4)?.try_into().ok()?))
+        };
+        let len = usize::try_from(word(0)?).ok()?;
+        if len <= 12 {
+            return view.get(4..4 + len);
+        }
+        let buffer = buffers.get(usize::try_from(word(8)?).ok()?)?;
+        let start = usize::try_from(word(12)?).ok()?;
+        buffer.get(start..start.checked_add(len)?)
+    }
+
+    #[cold]
+    fn bad_view(i: usize) -> CoreError {
+        CoreError::InvalidArgument(format!(
+            "malformed Arrow array: view {i} points outside its data buffers"
+        ))
+    }
+
+    /// Each index's dictionary hash; an index outside the dictionary is refused.
+    fn gather<T: Copy + TryInto<usize>>(hashes: &[u32], indices: &[T]) -> Result<Vec<u32>, CoreError> {
+        indices
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                x.try_into()
+                    .ok()
+                    .and_then(|k: usize| hashes.get(k).copied())
+                    .ok_or_else(|| {
+                        CoreError::InvalidArgument(format!(
+                            "malformed Arrow array: index {i} is outside the dictionary of {} keys",
+                            hashes.len()
+                        ))
+                    })
+            })
+            .collect()
     }
 
     /// The `length + 1` offsets of a chunk starting at `offset`, checked for alignment.
