@@ -257,8 +257,11 @@ OTHER_LAYOUTS = ["fixed_size_binary", "binary_view", "string_view", "dict8", "di
 
 @given(st.data(), st.sampled_from(OTHER_LAYOUTS))
 def test_hash_many_of_every_binary_like_arrow_layout(data: st.DataObject, layout: str) -> None:
-    """Fixed-size binary, binary/string views (inline and out-of-line) and dictionaries of any index
-    width hash like the same keys given as bytes, sliced and chunked too."""
+    """Every other binary-like layout hashes like the same keys given as bytes.
+
+    Fixed-size binary, binary/string views (inline and out-of-line) and dictionaries of any index
+    width; sliced and chunked too.
+    """
     if layout == "fixed_size_binary":
         width = data.draw(st.integers(0, 20))
         keys = data.draw(st.lists(st.binary(min_size=width, max_size=width), max_size=40))

@@ -234,7 +234,11 @@ impl PyCursorState {
     /// Acknowledges one entry, given as a `Position` or as `(ledger_id, entry_id)` ints (the
     /// per-call path that makes no `Position`); returns whether it was new (a no-op ack is counted).
     #[pyo3(signature = (position, entry_id = None))]
-    fn ack(&self, position: &Bound<'_, PyAny>, entry_id: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn ack(
+        &self,
+        position: &Bound<'_, PyAny>,
+        entry_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let py = position.py();
         let (l, e) = match entry_id {
             None => {
@@ -309,7 +313,11 @@ impl PyCursorState {
 
     /// Whether the entry is acknowledged (at or below mark-delete, or individually).
     #[pyo3(signature = (position, entry_id = None))]
-    fn is_acked(&self, position: &Bound<'_, PyAny>, entry_id: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    fn is_acked(
+        &self,
+        position: &Bound<'_, PyAny>,
+        entry_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         let py = position.py();
         let p = match entry_id {
             None => position_arg(position, "position")?,

@@ -455,7 +455,11 @@ mod arrow {
                     "keys must be an Arrow binary, large_binary, fixed_size_binary, string, \
                      large_string, binary_view or string_view array (or a dictionary of one), \
                      got Arrow format {format:?}{}",
-                    if schema.dictionary.is_null() { "" } else { " (dictionary-encoded)" }
+                    if schema.dictionary.is_null() {
+                        ""
+                    } else {
+                        " (dictionary-encoded)"
+                    }
                 ),
             )
         })
@@ -611,13 +615,13 @@ mod arrow {
     }
 
     /// Arrow offsets of either width.
-    enum Offsets<'a> {
+    pub enum Offsets<'a> {
         Small(&'a [i32]),
         Large(&'a [i64]),
     }
 
     /// Dictionary indices of any integer width.
-    enum Indices<'a> {
+    pub enum Indices<'a> {
         I8(&'a [i8]),
         U8(&'a [u8]),
         I16(&'a [i16]),
@@ -697,10 +701,16 @@ mod arrow {
             return Ok(&[]);
         }
         if ptr.is_null() || !ptr.cast::<T>().is_aligned() {
-            return Err(corrupt(py, format!("a missing or misaligned {what} buffer")));
+            return Err(corrupt(
+                py,
+                format!("a missing or misaligned {what} buffer"),
+            ));
         }
         let Some(end) = offset.checked_add(count) else {
-            return Err(corrupt(py, format!("{what} offset {offset} + count {count}")));
+            return Err(corrupt(
+                py,
+                format!("{what} offset {offset} + count {count}"),
+            ));
         };
         // SAFETY: the producer's buffer holds `offset + count` elements (Arrow C data interface).
         let all = unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), end) };
@@ -761,19 +771,24 @@ mod arrow {
             match layout {
                 Layout::Plain(values) => Self::plain(py, array, values, offset, length),
                 Layout::Dict(index, values) => {
-                    let indices = Self::indices(py, buffer_or_null(array, length, 1), index, offset, length)?;
+                    let indices =
+                        Self::indices(py, buffer_or_null(array, length, 1), index, offset, length)?;
                     if array.dictionary.is_null() {
-                        return Err(corrupt(py, "a dictionary array without its dictionary".to_owned()));
+                        return Err(corrupt(
+                            py,
+                            "a dictionary array without its dictionary".to_owned(),
+                        ));
                     }
                     // SAFETY: a non-null dictionary is a live ArrowArray owned by its parent.
                     let dict = unsafe { &*array.dictionary };
-                    let dictionary = KeyColumn::new(py, dict, Layout::Plain(values), 0).map_err(|e| {
-                        error(
-                            py,
-                            "InvalidArgument",
-                            format!("the dictionary of the keys: {}", e.value(py)),
-                        )
-                    })?;
+                    let dictionary =
+                        KeyColumn::new(py, dict, Layout::Plain(values), 0).map_err(|e| {
+                            error(
+                                py,
+                                "InvalidArgument",
+                                format!("the dictionary of the keys: {}", e.value(py)),
+                            )
+                        })?;
                     Ok(Self::Dict {
                         indices,
                         dictionary: Box::new(dictionary),
@@ -833,15 +848,19 @@ mod arrow {
                     })
                 }
                 Values::View => {
-                    let n_data = usize::try_from(array.n_buffers).unwrap_or(0).saturating_sub(3);
-                    let sizes = typed::<i64>(py, buffer(array, 2 + n_data), 0, n_data, "variadic sizes")?;
+                    let n_data = usize::try_from(array.n_buffers)
+                        .unwrap_or(0)
+                        .saturating_sub(3);
+                    let sizes =
+                        typed::<i64>(py, buffer(array, 2 + n_data), 0, n_data, "variadic sizes")?;
                     let mut buffers = Vec::with_capacity(n_data);
                     for (k, &size) in sizes.iter().enumerate() {
                         let size = usize::try_from(size)
                             .map_err(|_| corrupt(py, format!("data buffer {k} of size {size}")))?;
                         buffers.push(typed::<u8>(py, buffer(array, 2 + k), 0, size, "data")?);
                     }
-                    let (Some(start), Some(count)) = (offset.checked_mul(16), length.checked_mul(16))
+                    let (Some(start), Some(count)) =
+                        (offset.checked_mul(16), length.checked_mul(16))
                     else {
                         return Err(corrupt(py, format!("{length} views")));
                     };
@@ -908,9 +927,16 @@ mod arrow {
                 Self::View { views, buffers } => views
                     .chunks_exact(16)
                     .enumerate()
-                    .map(|(i, v)| view_key(v, buffers).map(sticky_key_hash).ok_or_else(|| bad_view(i)))
+                    .map(|(i, v)| {
+                        view_key(v, buffers)
+                            .map(sticky_key_hash)
+                            .ok_or_else(|| bad_view(i))
+                    })
                     .collect(),
-                Self::Dict { indices, dictionary } => {
+                Self::Dict {
+                    indices,
+                    dictionary,
+                } => {
                     let hashes = dictionary.hash()?;
                     match indices {
                         Indices::I8(x) => gather(&hashes, x),
@@ -958,7 +984,10 @@ mod arrow {
     }
 
     /// Each index's dictionary hash; an index outside the dictionary is refused.
-    fn gather<T: Copy + TryInto<usize>>(hashes: &[u32], indices: &[T]) -> Result<Vec<u32>, CoreError> {
+    fn gather<T: Copy + TryInto<usize>>(
+        hashes: &[u32],
+        indices: &[T],
+    ) -> Result<Vec<u32>, CoreError> {
         indices
             .iter()
             .enumerate()
