@@ -143,6 +143,17 @@ impl LedgerBits {
             return 0;
         }
         let small = (entries.len() as u64) * 4 < self.bits.len();
+        // A batch opening with a contiguous stretch (in-order acks) goes in as ranges below.
+        let runny = entries.len() >= 64
+            && entries[63].wrapping_sub(entries[0]) == 63
+            && entries[..64]
+                .windows(2)
+                .all(|w| w[1] == w[0].wrapping_add(1));
+        if !small && !runny {
+            if let Some(added) = self.insert_dense(&entries) {
+                return added;
+            }
+        }
         let mut sorted = entries.windows(2).all(|w| w[0] <= w[1]);
         if !sorted && !small {
             // Sorting first beats random inserts into array containers (memmove) by far.
@@ -168,6 +179,52 @@ impl LedgerBits {
             self.touched(added);
         }
         added
+    }
+
+    /// Adds a dense batch (in any order) that lands where the set holds nothing: the entries
+    /// become bits of a word array (one pass), the run count comes from the words, and the words
+    /// become roaring containers at once (or, when they hold long runs, one range per run).
+    /// None when the batch is sparse or overlaps held entries; the caller then takes another path.
+    fn insert_dense(&mut self, entries: &[u32]) -> Option<u64> {
+        let (lo, hi) = entries
+            .iter()
+            .fold((u32::MAX, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        let base = lo & !0xFFFF; // container-aligned, so each container is built from whole words
+        let span = u64::from(hi - base) + 1;
+        if span > (entries.len() as u64) * 16 || self.bits.range(lo..=hi).next().is_some() {
+            return None;
+        }
+        let mut words = vec![0u64; span.div_ceil(64) as usize];
+        for &v in entries {
+            let off = (v - base) as usize;
+            words[off / 64] |= 1 << (off % 64);
+        }
+        let (mut distinct, mut runs, mut carry) = (0u64, 0u64, 0u64);
+        for &w in &words {
+            distinct += u64::from(w.count_ones());
+            runs += u64::from((w & !((w << 1) | carry)).count_ones());
+            carry = w >> 63;
+        }
+        let left = lo > 0 && self.bits.contains(lo - 1);
+        let right = hi < u32::MAX && self.bits.contains(hi + 1);
+        if distinct >= runs * 16 {
+            // Long runs (a permutation that fills its span): each goes in as one range.
+            for (start, end) in word_runs(&words) {
+                self.bits.insert_range(base + start..=base + end);
+            }
+        } else {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let batch = RoaringBitmap::from_lsb0_bytes(base, &bytes);
+            if self.bits.is_empty() {
+                self.bits = batch;
+            } else {
+                self.bits |= batch;
+            }
+        }
+        self.runs = (self.runs + runs).saturating_sub(u64::from(left) + u64::from(right));
+        self.max = self.max.max(i64::from(hi));
+        self.touched(distinct);
+        Some(distinct)
     }
 
     /// Adds a batch much smaller than the set, overlapping what is held: one merge per container
@@ -225,6 +282,8 @@ impl LedgerBits {
                 prev = e;
             }
             self.bits.insert_range(start..=prev);
+        } else if let Some(added) = self.insert_dense(entries) {
+            return added;
         } else {
             let mut last = None;
             let deduped = entries
@@ -463,6 +522,44 @@ impl LedgerBits {
             self.optimize();
         }
     }
+}
+
+/// The inclusive bit ranges `(start, end)` set in `words` (bit `i` of word `k` is `64k + i`).
+fn word_runs(words: &[u64]) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut open: Option<u32> = None;
+    for (k, &w) in words.iter().enumerate() {
+        let at = (k as u64 * 64).min(u64::from(u32::MAX)) as u32;
+        match w {
+            u64::MAX => {
+                open.get_or_insert(at);
+            }
+            0 => {
+                if let Some(s) = open.take() {
+                    out.push((s, at - 1));
+                }
+            }
+            _ => {
+                for b in 0..64u32 {
+                    let set = w >> b & 1 == 1;
+                    match (set, open) {
+                        (true, None) => open = Some(at + b),
+                        (false, Some(s)) => {
+                            out.push((s, at + b - 1));
+                            open = None;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    if let Some(s) = open {
+        // The last bit of the last word (spans are at most 2^32 bits, so this fits).
+        let last = (words.len() as u64 * 64).saturating_sub(1);
+        out.push((s, last.min(u64::from(u32::MAX)) as u32));
+    }
+    out
 }
 
 /// Sorts and deduplicates `values`: through a bit array when they are dense (one pass each way,

@@ -5,11 +5,12 @@
 //! has the lower bound `L:-1`. The number of ranges is maintained by every mutation, so `len()`
 //! is O(1) where Pulsar recounts.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::ackstate::ledger_bits::LedgerBits;
 use crate::ackstate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
+use crate::delayed::delay_queue::FastMap;
 use crate::error::{CoreError, Result};
 
 /// Pulsar's `Integer.MAX_VALUE` sentinel ("latest"), honoured only with `pulsar_quirks`.
@@ -660,7 +661,7 @@ fn count_stretches(ledger_ids: &[i64]) -> usize {
 
 /// Buckets interleaved columns by ledger (entries keep their input order within a ledger).
 fn group_by_ledger(ledger_ids: &[i64], entry_ids: &[i64]) -> Vec<(i64, Vec<u32>)> {
-    let mut index: HashMap<i64, usize> = HashMap::new();
+    let mut index: FastMap<i64, usize> = FastMap::default();
     let mut groups: Vec<(i64, Vec<u32>)> = Vec::new();
     let (mut last_ledger, mut last_slot) = (-1, 0);
     for (&ledger_id, &entry_id) in ledger_ids.iter().zip(entry_ids) {
