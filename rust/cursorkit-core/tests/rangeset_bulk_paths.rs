@@ -72,7 +72,24 @@ fn bulk_adds_match_a_set_model() {
                 1 => (rng.below(8) as u32) << 16,
                 _ => rng.below(1 << 22) as u32,
             };
-            let b = batch(&mut rng, at);
+            let mut b = batch(&mut rng, at);
+            if rng.below(4) == 0 {
+                // Ending right below the first held entry: a right-hand neighbour to join.
+                if let Some(&first) = model.iter().next() {
+                    let k = 1 + rng.below(u64::from(first.min(4000))) as u32;
+                    let step = 1 + rng.below(2) as usize;
+                    b = (first.saturating_sub(k)..first)
+                        .rev()
+                        .step_by(step)
+                        .collect();
+                    if rng.below(2) == 0 {
+                        for i in (1..b.len()).rev() {
+                            let j = rng.below(i as u64 + 1) as usize;
+                            b.swap(i, j);
+                        }
+                    }
+                }
+            }
             let ledgers = vec![7i64; b.len()];
             let entries: Vec<i64> = b.iter().map(|&e| i64::from(e)).collect();
             let before = model.len();
