@@ -886,11 +886,13 @@ fn run(mode: DispatchMode, kind: Kind, seed: u64, steps: usize) -> Stats {
 fn run_mode(mode: DispatchMode) {
     let _note = Note;
     let mut totals = Stats::default();
-    // DISPATCH_MODEL_SEEDS=n runs more seeds (a longer soak).
+    // DISPATCH_MODEL_SEEDS=n runs more seeds (a longer soak); `make fuzz` (CURSORKIT_FUZZ=long)
+    // runs 200.
+    let long = std::env::var("CURSORKIT_FUZZ").as_deref() == Ok("long");
     let seeds = std::env::var("DISPATCH_MODEL_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10u64);
+        .unwrap_or(if long { 200u64 } else { 10 });
     let steps = std::env::var("DISPATCH_MODEL_STEPS")
         .ok()
         .and_then(|s| s.parse().ok())
