@@ -325,6 +325,76 @@ def test_random_cursor_and_rangeset_calls() -> None:
     assert TALLIES["random API calls"].ok > 0
 
 
+def test_random_dispatch_core_calls() -> None:
+    """Random calls on the Rust dispatch core and the dispatcher around it, with edge values and
+    wrong types: every outcome is a result or a typed error, never a panic or a hang."""
+    from cursorkit.keyshared import ConsistentHashingSelector, KeySharedDispatcher
+
+    rng = random.Random(14)
+
+    def num() -> Any:
+        return rng.choice([*EDGES, 0, 1, 2, 3, 65535, 65536, "x", 1.5, None, True])
+
+    def col(n: int | None = None) -> Any:
+        k = rng.randint(0, 6) if n is None else n
+        kind = rng.random()
+        if kind < 0.6:
+            return np.array([rng.choice([0, 1, 2, 5, 65535, -1, 2**40]) for _ in range(k)], dtype=np.int64)
+        if kind < 0.8:
+            return [num() for _ in range(k)]
+        return rng.choice([np.zeros((2, 2)), np.array([1.5, float("nan")]), "abc", None, b"xy"])
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    modes = ["draining", "last-sent", "out-of-order"]
+    cursor = Cursor()
+    core = _core.DispatchCore(rng.choice(modes))
+    d = KeySharedDispatcher(selector=ConsistentHashingSelector(), cursor=cursor, mode=rng.choice(modes))
+    pool = [Named(f"c{i}") for i in range(4)]
+    calls: list[Callable[[], object]] = [
+        lambda: core.add_consumer(num(), num(), cursor),
+        lambda: core.remove_consumer(num(), cursor),
+        lambda: core.set_owners(col(rng.choice([0, 3, 65536, 70000]))),
+        lambda: core.assign([(num(), [(num(), num())])]),
+        lambda: core.register_moved([(num(), [(num(), num())])], num()),
+        lambda: core.add_permits(num(), num()),
+        lambda: core.add_read(*(col(3) for _ in range(3)), cursor),
+        lambda: core.add_replay(*(col() for _ in range(3)), cursor),
+        lambda: core.dispatch(cursor),
+        lambda: core.dispatch(rng.choice([None, RangeSet(), 5])),
+        lambda: core.ack(num(), col(3), col(3), cursor),
+        lambda: core.ack_one(num(), num(), num(), cursor),
+        lambda: core.nack(num(), col(2), col(2), cursor),
+        lambda: core.redeliver(num(), cursor),
+        lambda: core.unacked(num()),
+        lambda: core.consumer_figures(num()),
+        lambda: core.redelivery_counts(col(2), col(2)),
+        lambda: core.blocked(),
+        lambda: core.take_rewind(),
+        lambda: d.add_consumer(rng.choice(pool), rng.choice([0, 1, 10, -1, 2**70])),
+        lambda: d.remove_consumer(rng.choice(pool)),
+        lambda: d.add_permits(rng.choice(pool), rng.choice([0, 3, -1])),
+        lambda: d.add_read_columns(col(3), col(3), col(3)),
+        lambda: d.dispatch_columns(),
+        lambda: d.ack_columns(rng.choice(pool), col(2), col(2)),
+        lambda: d.ack(rng.choice(pool), rng.choice([Position(0, 1), Position(1, 2), "p"])),
+        lambda: d.nack(rng.choice(pool), [Position(0, rng.randint(0, 5))]),
+        lambda: d.redeliver(rng.choice(pool)),
+        lambda: d.stats(),
+        lambda: cursor.ack(num(), num()),
+    ]
+    for i in range(runs(20_000, 500_000)):
+        call = rng.choice(calls)
+        probe("random dispatch calls", lambda _d, call=call: call(), b"")
+        if i % 400 == 399:
+            cursor = Cursor()
+            core = _core.DispatchCore(rng.choice(modes))
+            d = KeySharedDispatcher(selector=ConsistentHashingSelector(), cursor=cursor, mode=rng.choice(modes))
+    assert TALLIES["random dispatch calls"].ok > 0
+
+
 def teardown_module() -> None:
     """The tallies: printed (visible with ``-s``) and written to ``$CURSORKIT_FUZZ_REPORT``."""
     rows = {name: t.row() for name, t in sorted(TALLIES.items())}

@@ -386,18 +386,13 @@ class KeySharedDispatcher:
 
     def add_read_columns(self, ledgers: Any, entries: Any, slots: Any, deliver_at: Any = None) -> None:
         """One read as int64 columns of ledger ids, entry ids and slots (and deliver-at times)."""
-        col = np.ascontiguousarray(slots, dtype=np.int64)
-        ls = np.ascontiguousarray(ledgers, dtype=np.int64)
-        es = np.ascontiguousarray(entries, dtype=np.int64)
+        col = _int64_column(slots, "slots")
+        ls = _int64_column(ledgers, "ledger_ids")
+        es = _int64_column(entries, "entry_ids")
         ats: list[int | None] | None = None
         if deliver_at is not None:
-            ats = [int(a) for a in np.asarray(deliver_at, dtype=np.int64)]
-        if (
-            col.ndim != 1
-            or len(col) != len(ls)
-            or len(es) != len(ls)
-            or (ats is not None and len(ats) != len(ls))
-        ):
+            ats = [int(a) for a in _int64_column(deliver_at, "deliver_at")]
+        if len(col) != len(ls) or len(es) != len(ls) or (ats is not None and len(ats) != len(ls)):
             raise InvalidArgument(
                 f"positions, slots and deliver_at differ in length: {len(ls)}, {col.size}, "
                 f"{'-' if ats is None else len(ats)}"
@@ -671,6 +666,19 @@ def _exact_impacts(selector: object) -> bool:
     if isinstance(selector, AutoSplitSelector | ExclusiveRangeSelector):
         return selector.range_size == 65536
     return False
+
+
+def _int64_column(values: Any, what: str) -> npt.NDArray[np.int64]:
+    """A one-dimensional int64 array of ``values`` (no copy when it is one); typed errors otherwise."""
+    try:
+        col = np.ascontiguousarray(values, dtype=np.int64)
+    except OverflowError as e:
+        raise InvalidArgument(f"{what}: a value is outside int64 ({e})") from None
+    except (TypeError, ValueError) as e:
+        raise InvalidInputType(f"{what} must be integers ({e})") from None
+    if col.ndim != 1:
+        raise InvalidInputType(f"{what} must be one-dimensional, got {col.ndim} dimensions")
+    return col
 
 
 def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
