@@ -326,8 +326,10 @@ def test_random_cursor_and_rangeset_calls() -> None:
 
 
 def test_random_dispatch_core_calls() -> None:
-    """Random calls on the Rust dispatch core and the dispatcher around it, with edge values and
-    wrong types: every outcome is a result or a typed error, never a panic or a hang."""
+    """Random calls on the Rust dispatch core and the dispatcher around it.
+
+    Edge values and wrong types: every outcome is a result or a typed error, never a panic or a hang.
+    """
     from cursorkit.keyshared import ConsistentHashingSelector, KeySharedDispatcher
 
     rng = random.Random(14)
@@ -391,7 +393,9 @@ def test_random_dispatch_core_calls() -> None:
         if i % 400 == 399:
             cursor = Cursor()
             core = _core.DispatchCore(rng.choice(modes))
-            d = KeySharedDispatcher(selector=ConsistentHashingSelector(), cursor=cursor, mode=rng.choice(modes))
+            d = KeySharedDispatcher(
+                selector=ConsistentHashingSelector(), cursor=cursor, mode=rng.choice(modes)
+            )
     assert TALLIES["random dispatch calls"].ok > 0
 
 
