@@ -277,7 +277,7 @@ class ConsistentHashingSelector(_Selector[C, _core.ConsistentHashingSelectorStat
     def add_consumer(self, consumer: C) -> Impact[C]:
         """Register ``consumer``; returns what moved (the arcs its new points cut from their owners)."""
         impact, index = self._add(consumer, None)
-        if self._native.owned_points(index) == 0:
+        if not self._native.owns_points(index):
             n = self.points_per_consumer
             _log.error(
                 "Failed to add consumer %r to the hash ring: all of its %d points collided. Consider "

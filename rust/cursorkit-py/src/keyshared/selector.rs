@@ -305,6 +305,17 @@ selector_class!(
             Ok(sel.owned_points(id))
         }
 
+        /// Whether the consumer owns any ring point (false when all of its points collided).
+        fn owns_points(&self, consumer_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+            let py = consumer_id.py();
+            let id = id_arg(consumer_id)?;
+            let sel = self.lock(py);
+            if !sel.contains(id) {
+                return Err(unknown(py, id));
+            }
+            Ok(sel.owns_points(id))
+        }
+
         /// Number of distinct points on the ring.
         fn ring_len(&self, py: Python<'_>) -> usize {
             self.lock(py).ring_len()

@@ -105,6 +105,11 @@ impl ConsistentHashingSelector {
         self.ring.values().filter(|p| p.selected == id).count()
     }
 
+    /// Whether consumer `id` owns at least one ring point (stops at the first).
+    pub fn owns_points(&self, id: u32) -> bool {
+        self.ring.values().any(|p| p.selected == id)
+    }
+
     /// Number of distinct points on the ring.
     pub fn ring_len(&self) -> usize {
         self.ring.len()

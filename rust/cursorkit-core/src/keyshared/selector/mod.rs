@@ -151,6 +151,34 @@ impl SlotTable {
         }
     }
 
+    /// Updates the table from `before` to `after` given their exact [`diff`]: only the slots that
+    /// changed owner are written (plus, for a wrapping table, the slots below the first range),
+    /// instead of every slot as [`rebuild`](Self::rebuild) does.
+    pub fn apply(&mut self, impact: &Impact, after: &[Assignment]) {
+        let len = self.owners.len();
+        let mut fill = |ranges: &[HashRange], owner: u32| {
+            for &(start, end) in ranges {
+                let start = start as usize;
+                if start < len {
+                    let end = (end as usize).min(len - 1);
+                    self.owners[start..=end].fill(owner);
+                }
+            }
+        };
+        for (_, ranges) in &impact.removed {
+            fill(ranges, NO_OWNER);
+        }
+        for (c, ranges) in &impact.added {
+            fill(ranges, *c);
+        }
+        if self.beyond == BeyondTable::Wrap {
+            let (below, owner) = after.first().map_or((len, NO_OWNER), |a| {
+                ((a.start as usize).min(len), a.consumer)
+            });
+            self.owners[..below].fill(owner);
+        }
+    }
+
     /// The table index of `slot`, or None when the table rejects it.
     #[inline(always)]
     fn index(&self, slot: u64) -> Option<usize> {
@@ -421,7 +449,23 @@ impl Snapshot {
     /// Installs new assignments, rebuilds the table and returns what moved.
     fn replace(&mut self, assignments: Vec<Assignment>) -> Impact {
         let impact = diff(&self.assignments, &assignments);
-        self.table.rebuild(&assignments);
+        self.table.apply(&impact, &assignments);
+        #[cfg(test)]
+        {
+            let mut full = self.table.clone();
+            full.rebuild(&assignments);
+            if full != self.table {
+                let bad: Vec<(usize, u32, u32)> = (0..full.owners.len())
+                    .filter(|&i| full.owners[i] != self.table.owners[i])
+                    .take(5)
+                    .map(|i| (i, full.owners[i], self.table.owners[i]))
+                    .collect();
+                panic!(
+                    "incremental table differs at {bad:?}; first {:?}; impact {impact:?}",
+                    assignments.first()
+                );
+            }
+        }
         self.assignments = assignments;
         impact
     }
