@@ -290,9 +290,16 @@ class KeySharedDispatcher:
 
     def add_permits(self, consumer: Hashable, n: int) -> None:
         """A consumer's flow request: ``n`` more messages may be sent to it."""
-        k = _count(n, "permits")
+        if type(n) is not int or n < 0:
+            _count(n, "permits")  # raises the typed error
         with self._lock:
-            self._core.add_permits(self._state(consumer).cid, k)
+            try:
+                state = self._consumers.get(consumer)
+            except TypeError:  # unhashable: never registered
+                state = None
+            if state is None:
+                state = self._state(consumer)
+            self._core.add_permits(state.cid, n)
 
     def _state(self, consumer: Hashable) -> _Consumer:
         try:
@@ -446,11 +453,17 @@ class KeySharedDispatcher:
     def ack_columns(self, consumer: Hashable, ledgers: Any, entries: Any) -> AckResult:
         """``ack_many`` with the positions as ledger and entry columns: one call into Rust."""
         with self._lock:
-            cid = self._state(consumer).cid
-            outcome = self._core.ack(cid, ledgers, entries, self.cursor)
+            try:
+                state = self._consumers.get(consumer)
+            except TypeError:  # unhashable: never registered
+                state = None
+            if state is None:
+                state = self._state(consumer)  # raises UnknownConsumer
+            outcome = self._core.ack(state.cid, ledgers, entries, self.cursor)
             if self.policy is not None:
                 self.policy.after_ack(self.cursor, "Key_Shared")
-            return _result(outcome)
+            found = _RESULTS.get(outcome)
+            return found if found is not None else AckResult._make(outcome)
 
     def nack(self, consumer: Hashable, positions: Sequence[Position]) -> int:
         """Negative acks: the messages leave the consumer and are redelivered (order may change).

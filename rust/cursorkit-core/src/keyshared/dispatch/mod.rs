@@ -228,6 +228,8 @@ pub struct DispatchCore {
     last_sent: LastSent,
     /// Per-dispatch scratch: seat → index in the output, or `usize::MAX`.
     out_index: Vec<usize>,
+    /// Per-dispatch: the capacity a consumer's output starts with.
+    share: usize,
 }
 
 /// Checks a slot: `1..SLOTS` (0 is Pulsar's "no hash").
@@ -293,6 +295,7 @@ impl DispatchCore {
             highest_read: None,
             last_sent: LastSent::default(),
             out_index: Vec::new(),
+            share: 4,
         }
     }
 
@@ -663,6 +666,13 @@ impl DispatchCore {
         }
         self.seen_mutations = Some(cursor.mutations());
         let mut out: Vec<Delivery> = Vec::new();
+        let waiting = self.replay.len()
+            + self
+                .incoming
+                .iter()
+                .map(|r| r.positions.len())
+                .sum::<usize>();
+        self.share = (waiting / self.seat_of.len().max(1)).clamp(4, 4096);
         if !self.replay.is_empty() {
             // Every queued entry is tried in order (each held one's reason is recorded); sent ones
             // leave the queue.
@@ -777,9 +787,12 @@ impl DispatchCore {
         if at == usize::MAX {
             at = out.len();
             self.out_index[seat] = at;
+            // Room for a fair share of this dispatch at once (the vectors then rarely grow).
+            let share = self.share;
             out.push(Delivery {
                 consumer: state.id,
-                ..Delivery::default()
+                ledgers: Vec::with_capacity(share),
+                entries: Vec::with_capacity(share),
             });
         }
         out[at].ledgers.push(pos.ledger_id);
@@ -830,10 +843,13 @@ impl DispatchCore {
         cursor: &mut Cursor,
     ) -> Result<AckOutcome> {
         let seat = self.seat(id)?;
-        let positions = positions_of(ledgers, entries)?;
+        same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
+        for (&l, &e) in ledgers.iter().zip(entries) {
+            check_entry(l, e)?;
+        }
         let mut out = AckOutcome::default();
         let in_sync = self.seen_mutations == Some(cursor.mutations());
-        let r = self.ack_positions(seat, &positions, cursor, &mut out);
+        let r = self.ack_positions(seat, ledgers, entries, cursor, &mut out);
         self.after_acks(cursor, in_sync);
         r.map(|()| out)
     }
@@ -849,10 +865,12 @@ impl DispatchCore {
         self.ack(id, &[ledger], &[entry], cursor)
     }
 
+    /// Acks of checked positions (columns of equal length).
     fn ack_positions(
         &mut self,
         seat: usize,
-        positions: &[Position],
+        ledgers: &[i64],
+        entries: &[i64],
         cursor: &mut Cursor,
         out: &mut AckOutcome,
     ) -> Result<()> {
@@ -860,39 +878,62 @@ impl DispatchCore {
         let draining = self.mode == DispatchMode::Draining;
         // The usual case first: positions pending on the acking consumer, acked on the cursor in one
         // bulk call (checked there before anything changes; on error they are pending again).
-        let mut mine: Vec<(Position, u32)> = Vec::with_capacity(positions.len());
+        let mut hashes: Vec<u32> = Vec::with_capacity(ledgers.len());
+        let mut mine: Vec<usize> = Vec::new(); // indexes, kept only once some position is not mine
         let mut rest: Vec<Position> = Vec::new();
         {
             let pending = &mut self.state(seat).pending;
-            for &p in positions {
-                match pending.remove(p.ledger_id, p.entry_id)? {
-                    Some((_, h)) => mine.push((p, h)),
-                    None => rest.push(p),
+            for (i, (&l, &e)) in ledgers.iter().zip(entries).enumerate() {
+                match pending.remove(l, e)? {
+                    Some((_, h)) => {
+                        if !rest.is_empty() {
+                            mine.push(i);
+                        }
+                        hashes.push(h);
+                    }
+                    None => {
+                        if rest.is_empty() {
+                            mine.extend(0..i); // every earlier one was mine
+                        }
+                        rest.push(Position {
+                            ledger_id: l,
+                            entry_id: e,
+                        });
+                    }
                 }
             }
         }
-        if !mine.is_empty() {
-            let ls: Vec<i64> = mine.iter().map(|(p, _)| p.ledger_id).collect();
-            let es: Vec<i64> = mine.iter().map(|(p, _)| p.entry_id).collect();
-            if let Err(e) = cursor.ack_many(&ls, &es) {
+        if !hashes.is_empty() {
+            let (ls, es): (Vec<i64>, Vec<i64>);
+            let (ls, es) = if rest.is_empty() {
+                (ledgers, entries)
+            } else {
+                ls = mine.iter().map(|&i| ledgers[i]).collect();
+                es = mine.iter().map(|&i| entries[i]).collect();
+                (&ls[..], &es[..])
+            };
+            if let Err(e) = cursor.ack_many(ls, es) {
                 let pending = &mut self.state(seat).pending;
-                for (p, h) in &mine {
-                    pending.add(p.ledger_id, p.entry_id, 1, *h)?;
+                for ((&l, &en), &h) in ls.iter().zip(es).zip(&hashes) {
+                    pending.add(l, en, 1, h)?;
                 }
                 return Err(e);
             }
-            out.acked += mine.len() as u64;
+            out.acked += hashes.len() as u64;
             if draining && !self.draining.is_empty() {
-                for (_, h) in &mine {
-                    if self.draining.reduce_ref(id, *h, false)? {
+                for &h in &hashes {
+                    if self.draining.reduce_ref(id, h, false)? {
                         self.unblocked += 1;
                         out.unblocked += 1;
                     }
                 }
             }
             if !self.redeliveries.is_empty() {
-                for (p, _) in &mine {
-                    self.redeliveries.remove(p);
+                for (&l, &e) in ls.iter().zip(es) {
+                    self.redeliveries.remove(&Position {
+                        ledger_id: l,
+                        entry_id: e,
+                    });
                 }
             }
         }
