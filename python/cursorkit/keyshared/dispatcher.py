@@ -682,16 +682,24 @@ def _exact_impacts(selector: object) -> bool:
 
 
 def _int64_column(values: Any, what: str) -> npt.NDArray[np.int64]:
-    """A one-dimensional int64 array of ``values`` (no copy when it is one); typed errors otherwise."""
+    """A one-dimensional int64 array of ``values`` (no copy when it is one); typed errors otherwise.
+
+    Only integers are taken: floats, bools and strings are refused, never truncated.
+    """
     try:
-        col = np.ascontiguousarray(values, dtype=np.int64)
-    except OverflowError as e:
-        raise InvalidArgument(f"{what}: a value is outside int64 ({e})") from None
-    except (TypeError, ValueError) as e:
+        arr = np.asarray(values)
+    except (TypeError, ValueError, OverflowError) as e:
         raise InvalidInputType(f"{what} must be integers ({e})") from None
-    if col.ndim != 1:
-        raise InvalidInputType(f"{what} must be one-dimensional, got {col.ndim} dimensions")
-    return col
+    if arr.ndim != 1:
+        raise InvalidInputType(f"{what} must be one-dimensional, got {arr.ndim} dimensions")
+    kind = arr.dtype.kind
+    if kind == "O" and all(type(v) is int for v in arr.tolist()):  # ints beyond int64
+        raise InvalidArgument(f"{what}: a value is outside int64")
+    if arr.size and kind not in "iu":
+        raise InvalidInputType(f"{what} must be integers, got {arr.dtype}")
+    if kind == "u" and arr.size and int(arr.max()) > 2**63 - 1:
+        raise InvalidArgument(f"{what}: a value is outside int64")
+    return np.ascontiguousarray(arr, dtype=np.int64)
 
 
 def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
