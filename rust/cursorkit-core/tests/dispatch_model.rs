@@ -632,7 +632,7 @@ impl Run {
         let impact = self.sel.add(id, &name);
         let permits = self.rng.below(10);
         self.core.add_consumer(id, permits, &self.cursor).unwrap();
-        self.core.set_owners_from(self.sel.table());
+        self.core.set_owners_from(self.sel.table()).unwrap();
         self.core.register_moved(&impact.removed, id).unwrap();
         self.seats.insert(
             id,
@@ -653,7 +653,7 @@ impl Run {
         let c = self.rng.pick(&ids);
         let impact = self.sel.remove(c);
         let returned = self.core.remove_consumer(c, &self.cursor).unwrap();
-        self.core.set_owners_from(self.sel.table());
+        self.core.set_owners_from(self.sel.table()).unwrap();
         self.core.register_moved(&impact.removed, c).unwrap();
         let seat = self.seats.remove(&c).unwrap();
         let expect: Vec<Position> = seat.pending.into_keys().collect();

@@ -27,7 +27,7 @@
 //! for (id, name) in [(1, "a"), (2, "b")] {
 //!     let impact = selector.add_consumer(id, name, &[]).unwrap();
 //!     core.add_consumer(id, 10, &cursor).unwrap();
-//!     core.set_owners_from(selector.table());
+//!     core.set_owners_from(selector.table()).unwrap();
 //!     core.register_moved(&impact.removed, id).unwrap();
 //! }
 //!
@@ -441,19 +441,19 @@ impl DispatchCore {
         Ok(())
     }
 
-    /// [`set_owners`](Self::set_owners) from a selector's table (its consumer ids are ours).
-    pub fn set_owners_from(&mut self, table: &SlotTable) {
+    /// [`set_owners`](Self::set_owners) from a selector's table (its consumer ids are ours; an
+    /// id the selector holds and this core does not owns nothing here).
+    pub fn set_owners_from(&mut self, table: &SlotTable) -> Result<()> {
         let mut col = Vec::with_capacity(SLOTS);
         for slot in 0..SLOTS as u64 {
             col.push(table.select(slot).map_or(-1, i64::from));
         }
-        // Ids the selector knows and we do not (a caller's mistake) own nothing here.
         for o in col.iter_mut() {
             if *o >= 0 && !self.seat_of.contains_key(&(*o as u32)) {
                 *o = -1;
             }
         }
-        let _ = self.set_owners(&col);
+        self.set_owners(&col)
     }
 
     /// Updates the owner table with the ranges a membership change gave each consumer (a
