@@ -3,6 +3,7 @@
 //! The run count is what Pulsar's `size()` recounts after every mutation; here it is kept exact
 //! by each mutation (±1 on a split or a merge), so the range count of a whole set is O(1).
 
+use std::borrow::Cow;
 use std::ops::RangeInclusive;
 
 use roaring::RoaringBitmap;
@@ -15,13 +16,186 @@ const MERGE_BATCH_MIN: usize = 8;
 const MIN_OPTIMIZE_INTERVAL: u64 = 4096;
 /// Per container, mutations between two run-optimisations (bounds the amortised cost per add).
 const OPTIMIZE_INTERVAL_PER_CONTAINER: u64 = 256;
+/// A container becomes a hot bitset only when it holds at least this many entries (the bitset's
+/// 8 KiB is then at most four times the array it replaces; one per ledger at most).
+const HOT_MIN_ENTRIES: u64 = 1024;
 /// Largest container roaring keeps as an array.
 const ARRAY_LIMIT: u64 = 4096;
+
+/// A ledger's live container (the 65,536 entries where scattered acks land) as a plain bitset:
+/// a bit test and set per ack, where roaring would search and shift an array container. Its
+/// entries are never in `LedgerBits::bits` at the same time.
+#[derive(Debug, Clone)]
+struct Hot {
+    key: u32,
+    words: Box<[u64; 1024]>,
+    card: u32,
+}
+
+impl Hot {
+    fn base(&self) -> u32 {
+        self.key << 16
+    }
+
+    fn last(&self) -> u32 {
+        (self.key << 16) | 0xFFFF
+    }
+
+    #[inline]
+    fn covers(&self, e: u32) -> bool {
+        e >> 16 == self.key
+    }
+
+    #[inline]
+    fn get(&self, e: u32) -> bool {
+        let i = (e & 0xFFFF) as usize;
+        self.words[i >> 6] >> (i & 63) & 1 == 1
+    }
+
+    /// Sets the bit of `e`; whether it was clear.
+    #[inline]
+    fn set(&mut self, e: u32) -> bool {
+        let i = (e & 0xFFFF) as usize;
+        let (w, m) = (&mut self.words[i >> 6], 1u64 << (i & 63));
+        let new = *w & m == 0;
+        *w |= m;
+        self.card += u32::from(new);
+        new
+    }
+
+    /// Clears the bit of `e`; whether it was set.
+    fn clear(&mut self, e: u32) -> bool {
+        let i = (e & 0xFFFF) as usize;
+        let (w, m) = (&mut self.words[i >> 6], 1u64 << (i & 63));
+        let held = *w & m != 0;
+        *w &= !m;
+        self.card -= u32::from(held);
+        held
+    }
+
+    /// Mask of the bits `lo..=hi` (offsets within a word).
+    fn mask(lo: u32, hi: u32) -> u64 {
+        let upper = if hi == 63 {
+            u64::MAX
+        } else {
+            (1u64 << (hi + 1)) - 1
+        };
+        upper & !((1u64 << lo) - 1)
+    }
+
+    /// Clears `a..=b` (clipped to this container); how many were set.
+    fn clear_range(&mut self, a: u32, b: u32) -> u64 {
+        let (a, b) = (a.max(self.base()), b.min(self.last()));
+        if a > b {
+            return 0;
+        }
+        let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
+        let mut removed = 0u64;
+        for k in lo >> 6..=hi >> 6 {
+            let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
+            let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
+            let m = Self::mask(from, to);
+            removed += u64::from((self.words[k] & m).count_ones());
+            self.words[k] &= !m;
+        }
+        self.card -= removed as u32;
+        removed
+    }
+
+    /// Entries set within `a..=b` (clipped to this container).
+    fn count_range(&self, a: u32, b: u32) -> u64 {
+        let (a, b) = (a.max(self.base()), b.min(self.last()));
+        if a > b {
+            return 0;
+        }
+        let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
+        (lo >> 6..=hi >> 6)
+            .map(|k| {
+                let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
+                let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
+                u64::from((self.words[k] & Self::mask(from, to)).count_ones())
+            })
+            .sum()
+    }
+
+    /// Runs of the bits within `a..=b` (clipped), each cut at the window's edges.
+    fn runs_in(&self, a: u32, b: u32) -> u64 {
+        let (a, b) = (a.max(self.base()), b.min(self.last()));
+        if a > b {
+            return 0;
+        }
+        let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
+        let mut runs = 0u64;
+        let mut carry = 0u64; // the previous bit inside the window
+        for k in lo >> 6..=hi >> 6 {
+            let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
+            let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
+            let w = self.words[k] & Self::mask(from, to);
+            runs += u64::from((w & !((w << 1) | carry)).count_ones());
+            carry = (w >> 63) & u64::from(to == 63);
+        }
+        runs
+    }
+
+    /// The first entry of the run holding `e` (set), within this container.
+    fn run_start(&self, e: u32) -> u32 {
+        let mut i = (e & 0xFFFF) as usize;
+        loop {
+            let (k, b) = (i >> 6, i & 63);
+            // Bits at or below b, inverted: the highest clear bit below i ends the run.
+            let below = !self.words[k] & Self::mask(0, b as u32);
+            if below != 0 {
+                let z = 63 - below.leading_zeros() as usize;
+                return self.base() + (k * 64 + z + 1) as u32;
+            }
+            if k == 0 {
+                return self.base();
+            }
+            i = k * 64 - 1;
+        }
+    }
+
+    /// The last entry of the run holding `e` (set), within this container.
+    fn run_end(&self, e: u32) -> u32 {
+        let mut i = (e & 0xFFFF) as usize;
+        loop {
+            let (k, b) = (i >> 6, i & 63);
+            let above = !self.words[k] & Self::mask(b as u32, 63);
+            if above != 0 {
+                let z = above.trailing_zeros() as usize;
+                return self.base() + (k * 64 + z - 1) as u32;
+            }
+            if k == 1023 {
+                return self.last();
+            }
+            i = (k + 1) * 64;
+        }
+    }
+
+    fn first(&self) -> Option<u32> {
+        let k = self.words.iter().position(|&w| w != 0)?;
+        Some(self.base() + (k * 64) as u32 + self.words[k].trailing_zeros())
+    }
+
+    fn max(&self) -> Option<u32> {
+        let k = self.words.iter().rposition(|&w| w != 0)?;
+        Some(self.base() + (k * 64) as u32 + 63 - self.words[k].leading_zeros())
+    }
+
+    fn to_bitmap(&self) -> RoaringBitmap {
+        let bytes: Vec<u8> = self.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        RoaringBitmap::from_lsb0_bytes(self.base(), &bytes)
+    }
+}
 
 /// One ledger's acknowledged entries.
 #[derive(Debug, Clone)]
 pub(crate) struct LedgerBits {
     bits: RoaringBitmap,
+    /// The live container as a bitset, when scattered acks have been landing there.
+    hot: Option<Box<Hot>>,
+    /// Entries added through `hot` since it was made (pays for switching it).
+    hot_gain: u64,
     runs: u64,
     /// Highest entry held, or -1 when empty.
     max: i64,
@@ -34,6 +208,8 @@ impl Default for LedgerBits {
     fn default() -> Self {
         Self {
             bits: RoaringBitmap::new(),
+            hot: None,
+            hot_gain: 0,
             runs: 0,
             max: -1,
             dirty: false,
@@ -45,7 +221,7 @@ impl Default for LedgerBits {
 
 impl PartialEq for LedgerBits {
     fn eq(&self, other: &Self) -> bool {
-        self.bits == other.bits
+        self.view() == other.view()
     }
 }
 
@@ -86,12 +262,134 @@ impl LedgerBits {
 
     #[inline]
     pub(crate) fn contains(&self, entry: u32) -> bool {
-        i64::from(entry) <= self.max && self.bits.contains(entry)
+        i64::from(entry) <= self.max && self.held(entry)
+    }
+
+    /// Whether `e` is held, wherever it lives.
+    #[inline]
+    fn held(&self, e: u32) -> bool {
+        match &self.hot {
+            Some(h) if h.covers(e) => h.get(e),
+            _ => self.bits.contains(e),
+        }
+    }
+
+    /// The highest entry held, recomputed (after a removal at the top).
+    fn recompute_max(&self) -> i64 {
+        let roaring = self.bits.max().map_or(-1, i64::from);
+        let hot = self
+            .hot
+            .as_ref()
+            .and_then(|h| h.max())
+            .map_or(-1, i64::from);
+        roaring.max(hot)
+    }
+
+    /// The whole set as one bitmap (the hot container merged in), for readers that walk it all.
+    fn view(&self) -> Cow<'_, RoaringBitmap> {
+        match &self.hot {
+            Some(h) if h.card > 0 => {
+                let mut all = self.bits.clone();
+                all |= h.to_bitmap();
+                Cow::Owned(all)
+            }
+            _ => Cow::Borrowed(&self.bits),
+        }
+    }
+
+    /// Moves the hot container's entries back into the roaring bitmap.
+    fn flush_hot(&mut self) {
+        if let Some(h) = self.hot.take() {
+            if h.card > 0 {
+                self.bits |= h.to_bitmap();
+            }
+        }
+        self.hot_gain = 0;
+    }
+
+    /// Flushes the hot container when `lo..=hi` or a neighbour reaches it, so that the roaring
+    /// paths that follow see every entry they look at.
+    fn settle(&mut self, lo: u32, hi: u32) {
+        if let Some(h) = &self.hot {
+            if lo.saturating_sub(1) <= h.last() && hi.saturating_add(1) >= h.base() {
+                self.flush_hot();
+            }
+        }
+    }
+
+    /// Makes container `key` the hot bitset for a small batch landing there, if that pays: the container holds enough entries that a bitset costs at most twice
+    /// its array, and switching away from another hot container is paid for by what that one
+    /// took in (so alternating batches cannot make every call copy a container).
+    fn use_hot(&mut self, key: u32) {
+        if self.hot.as_ref().is_some_and(|h| h.key == key) {
+            return;
+        }
+        let (base, last) = (key << 16, (key << 16) | 0xFFFF);
+        let held = self.bits.range_cardinality(base..=last);
+        if held < HOT_MIN_ENTRIES {
+            return;
+        }
+        if let Some(h) = &self.hot {
+            if self.hot_gain * 16 < u64::from(h.card) + held {
+                return;
+            }
+        }
+        self.flush_hot();
+        let mut hot = Hot {
+            key,
+            words: Box::new([0; 1024]),
+            card: 0,
+        };
+        for v in self.bits.range(base..=last) {
+            hot.set(v);
+        }
+        self.bits.remove_range(base..=last);
+        self.hot = Some(Box::new(hot));
+    }
+
+    /// Adds a batch lying in the hot container: a bit per entry, the run count kept exact by
+    /// looking at each new entry's neighbours as it goes in (in any order).
+    fn insert_hot(&mut self, entries: &[u32]) -> u64 {
+        let Some(hot) = self.hot.as_mut() else {
+            return 0;
+        };
+        let bits = &self.bits;
+        let (mut added, mut delta, mut top) = (0u64, 0i64, self.max);
+        for &e in entries {
+            if !hot.set(e) {
+                continue;
+            }
+            added += 1;
+            top = top.max(i64::from(e));
+            let left = e > 0
+                && if hot.covers(e - 1) {
+                    hot.get(e - 1)
+                } else {
+                    bits.contains(e - 1)
+                };
+            let right = e < u32::MAX
+                && if hot.covers(e + 1) {
+                    hot.get(e + 1)
+                } else {
+                    bits.contains(e + 1)
+                };
+            delta += 1 - i64::from(left) - i64::from(right);
+        }
+        self.max = top;
+        if added > 0 {
+            self.runs = self.runs.saturating_add_signed(delta);
+            self.hot_gain += added;
+            self.touched(added);
+        }
+        added
     }
 
     /// Adds one entry; returns whether it was new.
     #[inline]
     pub(crate) fn insert(&mut self, entry: u32) -> bool {
+        if self.hot.as_ref().is_some_and(|h| h.covers(entry)) {
+            return self.insert_hot(&[entry]) == 1;
+        }
         let e = i64::from(entry);
         if e > self.max {
             // Appending past the end, the in-order ack path: no neighbour look-ups needed.
@@ -105,8 +403,8 @@ impl LedgerBits {
             if !self.bits.insert(entry) {
                 return false;
             }
-            let left = entry > 0 && self.bits.contains(entry - 1);
-            let right = self.bits.contains(entry + 1); // entry < max, so no overflow
+            let left = entry > 0 && self.held(entry - 1);
+            let right = self.held(entry + 1); // entry < max, so no overflow
             self.runs = self.runs + 1 - u64::from(left) - u64::from(right);
         }
         self.touched(1);
@@ -118,16 +416,23 @@ impl LedgerBits {
         if !self.contains(entry) {
             return false;
         }
-        self.bits.remove(entry);
-        let left = entry > 0 && self.bits.contains(entry - 1);
-        let right = entry < u32::MAX && self.bits.contains(entry + 1);
+        match self.hot.as_mut() {
+            Some(h) if h.covers(entry) => {
+                h.clear(entry);
+            }
+            _ => {
+                self.bits.remove(entry);
+            }
+        }
+        let left = entry > 0 && self.held(entry - 1);
+        let right = entry < u32::MAX && self.held(entry + 1);
         match (left, right) {
             (true, true) => self.runs += 1,
             (false, false) => self.runs -= 1,
             _ => {}
         }
         if i64::from(entry) == self.max {
-            self.max = self.bits.max().map_or(-1, i64::from);
+            self.max = self.recompute_max();
         }
         self.touched(1);
         true
@@ -139,10 +444,34 @@ impl LedgerBits {
     /// count taken from the batch itself; a small batch goes entry by entry; a large unsorted
     /// one is inserted wholesale and the ledger's runs recounted once.
     pub(crate) fn insert_batch(&mut self, mut entries: Vec<u32>) -> u64 {
+        let (lo, hi) = entries
+            .iter()
+            .fold((u32::MAX, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)));
         if entries.is_empty() {
             return 0;
         }
-        let small = (entries.len() as u64) * 4 < self.bits.len();
+        let small = (entries.len() as u64) * 4 < self.cardinality();
+        if small && i64::from(lo) <= self.max {
+            // Small and among held entries (scattered acks): the part in the hot container goes
+            // in bit by bit, the rest by a merge; both see every entry wherever it lives.
+            let key = entries[entries.len() / 2] >> 16;
+            let mut rest = entries;
+            let mut added = 0;
+            self.use_hot(key);
+            if let Some(hot_key) = self.hot.as_ref().map(|h| h.key) {
+                // Whatever the hot container is now, its entries live only there.
+                let inside: Vec<u32>;
+                (inside, rest) = rest.into_iter().partition(|&e| e >> 16 == hot_key);
+                added += self.insert_hot(&inside);
+            }
+            added += if rest.len() < MERGE_BATCH_MIN {
+                rest.iter().map(|&e| u64::from(self.insert(e))).sum()
+            } else {
+                self.merge_small(rest)
+            };
+            return added;
+        }
+        self.settle(lo, hi);
         // A batch opening with a contiguous stretch (in-order acks) goes in as ranges below.
         let runny = entries.len() >= 64
             && entries[63].wrapping_sub(entries[0]) == 63
@@ -175,7 +504,7 @@ impl LedgerBits {
         let added = self.bits.len() - before;
         if added > 0 {
             self.runs = self.count_runs();
-            self.max = self.bits.max().map_or(-1, i64::from);
+            self.max = self.recompute_max();
             self.touched(added);
         }
         added
@@ -232,7 +561,7 @@ impl LedgerBits {
     /// The run count changes by `1 - left - right` for each maximal stretch of new entries.
     fn merge_small(&mut self, mut entries: Vec<u32>) -> u64 {
         sort_dedup(&mut entries);
-        entries.retain(|&e| !self.bits.contains(e));
+        entries.retain(|&e| !self.held(e));
         let Some(&last) = entries.last() else {
             return 0;
         };
@@ -244,8 +573,8 @@ impl LedgerBits {
                 end += 1;
             }
             let (a, b) = (entries[start], entries[end]);
-            let left = a > 0 && self.bits.contains(a - 1);
-            let right = b < u32::MAX && self.bits.contains(b + 1);
+            let left = a > 0 && self.held(a - 1);
+            let right = b < u32::MAX && self.held(b + 1);
             delta += 1 - i64::from(left) - i64::from(right);
             start = end + 1;
         }
@@ -310,6 +639,7 @@ impl LedgerBits {
         if a > b {
             return 0;
         }
+        self.settle(a, b);
         // Every existing run that overlaps or touches [a, b] merges into one.
         let touching = self.runs_within(a.saturating_sub(1)..=b.saturating_add(1));
         let added = self.bits.insert_range(a..=b);
@@ -331,22 +661,24 @@ impl LedgerBits {
         if hit == 0 {
             return 0;
         }
-        let left_rest = a > 0 && self.bits.contains(a - 1) && self.bits.contains(a);
-        let right_rest = b < u32::MAX && self.bits.contains(b + 1) && self.bits.contains(b);
-        let removed = if (b >> 16) - (a >> 16) > 2 {
-            // roaring's remove_range drops emptied containers one Vec::remove at a time
-            // (quadratic over many containers); a set difference is one linear merge.
-            let before = self.bits.len();
-            let mut mask = RoaringBitmap::new();
-            mask.insert_range(a..=b);
-            self.bits -= mask;
-            before - self.bits.len()
-        } else {
-            self.bits.remove_range(a..=b)
-        };
+        let left_rest = a > 0 && self.held(a - 1) && self.held(a);
+        let right_rest = b < u32::MAX && self.held(b + 1) && self.held(b);
+        let from_hot = self.hot.as_mut().map_or(0, |h| h.clear_range(a, b));
+        let removed = from_hot
+            + if (b >> 16) - (a >> 16) > 2 {
+                // roaring's remove_range drops emptied containers one Vec::remove at a time
+                // (quadratic over many containers); a set difference is one linear merge.
+                let before = self.bits.len();
+                let mut mask = RoaringBitmap::new();
+                mask.insert_range(a..=b);
+                self.bits -= mask;
+                before - self.bits.len()
+            } else {
+                self.bits.remove_range(a..=b)
+            };
         self.runs = self.runs - hit + u64::from(left_rest) + u64::from(right_rest);
         if i64::from(b) >= self.max {
-            self.max = self.bits.max().map_or(-1, i64::from);
+            self.max = self.recompute_max();
         }
         self.touched(removed);
         removed
@@ -354,12 +686,72 @@ impl LedgerBits {
 
     /// Number of maximal runs of the bitmap restricted to `window`.
     pub(crate) fn runs_within(&self, window: RangeInclusive<u32>) -> u64 {
-        let mut it = self.bits.range(window);
+        let (lo, hi) = (*window.start(), *window.end());
+        let Some(h) = self
+            .hot
+            .as_ref()
+            .filter(|h| lo <= h.last() && hi >= h.base())
+        else {
+            return self.roaring_runs(lo, hi);
+        };
+        // The hot container's runs, roaring's on either side, minus runs joined across an edge.
+        let mut n = h.runs_in(lo, hi);
+        if lo < h.base() {
+            n += self.roaring_runs(lo, h.base() - 1);
+            n -= u64::from(h.get(h.base()) && self.bits.contains(h.base() - 1));
+        }
+        if hi > h.last() {
+            n += self.roaring_runs(h.last() + 1, hi);
+            n -= u64::from(h.get(h.last()) && self.bits.contains(h.last() + 1));
+        }
+        n
+    }
+
+    /// Runs of the roaring part alone within `lo..=hi`.
+    fn roaring_runs(&self, lo: u32, hi: u32) -> u64 {
+        if lo > hi {
+            return 0;
+        }
+        let mut it = self.bits.range(lo..=hi);
         let mut n = 0;
         while it.next_range().is_some() {
             n += 1;
         }
         n
+    }
+
+    /// First entry of the run holding `e` (held), across the hot container's edges.
+    fn run_start_of(&self, mut e: u32) -> u32 {
+        loop {
+            let start = match &self.hot {
+                Some(h) if h.covers(e) => h.run_start(e),
+                _ => self
+                    .bits
+                    .range(..=e)
+                    .next_range_back()
+                    .map_or(e, |r| *r.start()),
+            };
+            if start > 0 && self.held(start - 1) {
+                e = start - 1;
+            } else {
+                return start;
+            }
+        }
+    }
+
+    /// Last entry of the run holding `e` (held), across the hot container's edges.
+    fn run_end_of(&self, mut e: u32) -> u32 {
+        loop {
+            let end = match &self.hot {
+                Some(h) if h.covers(e) => h.run_end(e),
+                _ => self.bits.range(e..).next_range().map_or(e, |r| *r.end()),
+            };
+            if end < u32::MAX && self.held(end + 1) {
+                e = end + 1;
+            } else {
+                return end;
+            }
+        }
     }
 
     fn count_runs(&self) -> u64 {
@@ -371,19 +763,28 @@ impl LedgerBits {
         if !self.contains(entry) {
             return None;
         }
-        let start = *self.bits.range(..=entry).next_range_back()?.start();
-        let end = *self.bits.range(entry..).next_range()?.end();
-        Some(start..=end)
+        Some(self.run_start_of(entry)..=self.run_end_of(entry))
     }
 
     /// First run, if any.
     pub(crate) fn first_run(&self) -> Option<RangeInclusive<u32>> {
-        self.bits.iter().next_range()
+        let Some(h) = &self.hot else {
+            return self.bits.iter().next_range();
+        };
+        let first = match (self.bits.min(), h.first()) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(first..=self.run_end_of(first))
     }
 
     /// Last run, if any.
     pub(crate) fn last_run(&self) -> Option<RangeInclusive<u32>> {
-        self.bits.iter().next_range_back()
+        if self.hot.is_none() {
+            return self.bits.iter().next_range_back();
+        }
+        let last = u32::try_from(self.max).ok()?;
+        Some(self.run_start_of(last)..=last)
     }
 
     /// Calls `f(first, last)` with every run in ascending order; stops when `f` returns false.
@@ -391,10 +792,11 @@ impl LedgerBits {
     /// Short runs are found from values fetched in blocks (about 1 ns a value), long ones with
     /// roaring's word-level `next_range`, whichever is fewer steps for this ledger's density.
     pub(crate) fn try_for_each_run(&self, mut f: impl FnMut(u32, u32) -> bool) -> bool {
-        let card = self.bits.len();
+        let view = self.view();
+        let card = view.len();
         if card < self.runs * 4 {
             let mut buf = [0u32; 1024];
-            let mut it = self.bits.iter();
+            let mut it = view.iter();
             let mut open: Option<(u32, u32)> = None;
             loop {
                 let got = it.next_many(&mut buf);
@@ -416,7 +818,7 @@ impl LedgerBits {
             }
             return open.is_none_or(|(a, b)| f(a, b));
         }
-        let mut it = self.bits.iter();
+        let mut it = view.iter();
         while let Some(r) = it.next_range() {
             if !f(*r.start(), *r.end()) {
                 return false;
@@ -433,8 +835,17 @@ impl LedgerBits {
         mut f: impl FnMut(u32, u32) -> bool,
     ) -> bool {
         let (lo, hi) = (u64::from(*window.start()), u64::from(*window.end()));
+        let reaches_hot = self
+            .hot
+            .as_ref()
+            .is_some_and(|h| *window.start() <= h.last() && *window.end() >= h.base());
+        let all = if reaches_hot {
+            self.view()
+        } else {
+            Cow::Borrowed(&self.bits)
+        };
         let mut next = lo;
-        let mut it = self.bits.range(window);
+        let mut it = all.range(window);
         while let Some(r) = it.next_range() {
             let (a, b) = (u64::from(*r.start()), u64::from(*r.end()));
             if a > next && !f(next as u32, (a - 1) as u32) {
@@ -455,11 +866,15 @@ impl LedgerBits {
 
     /// Entries held within `range`.
     pub(crate) fn range_cardinality(&self, range: RangeInclusive<u32>) -> u64 {
-        self.bits.range_cardinality(range)
+        let hot = self
+            .hot
+            .as_ref()
+            .map_or(0, |h| h.count_range(*range.start(), *range.end()));
+        self.bits.range_cardinality(range) + hot
     }
 
     pub(crate) fn cardinality(&self) -> u64 {
-        self.bits.len()
+        self.bits.len() + self.hot.as_ref().map_or(0, |h| u64::from(h.card))
     }
 
     /// Run-optimises every container (arrays and bitmaps that hold long runs become run containers).
@@ -474,18 +889,20 @@ impl LedgerBits {
     /// RoaringBitmap do it, so bytes match theirs: a container of at most 4096 entries starts as
     /// an array and becomes a run container only where that is strictly smaller.
     pub(crate) fn portable_bytes(&self) -> Vec<u8> {
-        let mut canonical = self.bits.clone();
+        let all = self.view();
+        let bits: &RoaringBitmap = &all;
+        let mut canonical = bits.clone();
         // Only containers of at most 4096 entries can tie between array and run encodings;
         // rebuild those from their values so they start as arrays, as the reference does.
-        let mut it = self.bits.iter();
+        let mut it = bits.iter();
         let mut next_key: u32 = 0;
         loop {
             it.advance_to(next_key << 16);
             let Some(v) = it.next() else { break };
             let key = v >> 16;
             let span = (key << 16)..=((key << 16) | 0xFFFF);
-            if self.bits.range_cardinality(span.clone()) <= ARRAY_LIMIT {
-                let values = RoaringBitmap::from_sorted_iter(self.bits.range(span.clone()))
+            if bits.range_cardinality(span.clone()) <= ARRAY_LIMIT {
+                let values = RoaringBitmap::from_sorted_iter(bits.range(span.clone()))
                     .expect("a bitmap iterates in ascending order");
                 canonical.remove_range(span);
                 canonical |= values;
@@ -511,7 +928,11 @@ impl LedgerBits {
             + s.n_bytes_run_containers
             + u64::from(s.n_bitset_containers) * 8192;
         // A container is a key plus a store enum holding a Vec/Box: ~32 bytes each.
-        payload as usize + s.n_containers as usize * 32 + std::mem::size_of::<Self>()
+        let hot = self
+            .hot
+            .as_ref()
+            .map_or(0, |_| std::mem::size_of::<Hot>() + 8192);
+        payload as usize + s.n_containers as usize * 32 + std::mem::size_of::<Self>() + hot
     }
 
     #[inline]
