@@ -30,6 +30,9 @@ struct Hot {
     key: u32,
     words: Box<[u64; 1024]>,
     card: u32,
+    /// Every word below this one is zero (mark-delete clears the container from its start, so
+    /// scans begin here instead of at word 0).
+    low: usize,
 }
 
 impl Hot {
@@ -60,6 +63,7 @@ impl Hot {
         let new = *w & m == 0;
         *w |= m;
         self.card += u32::from(new);
+        self.low = self.low.min(i >> 6);
         new
     }
 
@@ -91,7 +95,12 @@ impl Hot {
         }
         let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
         let mut removed = 0u64;
-        for k in lo >> 6..=hi >> 6 {
+        // Whether everything below `a` is clear (then, after this, every word below `b`'s is).
+        let from_start = lo >> 6 < self.low
+            || (lo >> 6 == self.low
+                && (lo & 63 == 0
+                    || self.words[lo >> 6] & Self::mask(0, (lo & 63) as u32 - 1) == 0));
+        for k in (lo >> 6).max(self.low.min(hi >> 6))..=hi >> 6 {
             let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
             let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
             let m = Self::mask(from, to);
@@ -99,6 +108,9 @@ impl Hot {
             self.words[k] &= !m;
         }
         self.card -= removed as u32;
+        if from_start {
+            self.low = self.low.max(hi >> 6);
+        }
         removed
     }
 
@@ -109,7 +121,7 @@ impl Hot {
             return 0;
         }
         let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
-        (lo >> 6..=hi >> 6)
+        ((lo >> 6).max(self.low.min(hi >> 6))..=hi >> 6)
             .map(|k| {
                 let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
                 let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
@@ -126,8 +138,8 @@ impl Hot {
         }
         let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
         let mut runs = 0u64;
-        let mut carry = 0u64; // the previous bit inside the window
-        for k in lo >> 6..=hi >> 6 {
+        let mut carry = 0u64; // the previous bit inside the window (words below `low` are zero)
+        for k in (lo >> 6).max(self.low.min(hi >> 6))..=hi >> 6 {
             let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
             let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
             let w = self.words[k] & Self::mask(from, to);
@@ -173,7 +185,7 @@ impl Hot {
     }
 
     fn first(&self) -> Option<u32> {
-        let k = self.words.iter().position(|&w| w != 0)?;
+        let k = self.low + self.words.get(self.low..)?.iter().position(|&w| w != 0)?;
         Some(self.base() + (k * 64) as u32 + self.words[k].trailing_zeros())
     }
 
@@ -339,6 +351,7 @@ impl LedgerBits {
             key,
             words: Box::new([0; 1024]),
             card: 0,
+            low: 1024,
         };
         for v in self.bits.range(base..=last) {
             hot.set(v);
@@ -451,9 +464,14 @@ impl LedgerBits {
             return 0;
         }
         let small = (entries.len() as u64) * 4 < self.cardinality();
-        if small && i64::from(lo) <= self.max {
-            // Small and among held entries (scattered acks): the part in the hot container goes
-            // in bit by bit, the rest by a merge; both see every entry wherever it lives.
+        let in_hot = self
+            .hot
+            .as_ref()
+            .is_some_and(|h| h.covers(lo) && h.covers(hi));
+        if in_hot || (small && i64::from(lo) <= self.max) {
+            // Inside the hot container, or small and among held entries (scattered acks): the part
+            // in the hot container goes in bit by bit, the rest by a merge; both see every entry
+            // wherever it lives.
             let key = entries[entries.len() / 2] >> 16;
             let mut rest = entries;
             let mut added = 0;
