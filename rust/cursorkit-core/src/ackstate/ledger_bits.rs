@@ -456,14 +456,17 @@ impl LedgerBits {
     /// A sorted batch past the current end (in-order acks) is appended run by run with its run
     /// count taken from the batch itself; a small batch goes entry by entry; a large unsorted
     /// one is inserted wholesale and the ledger's runs recounted once.
-    pub(crate) fn insert_batch(&mut self, mut entries: Vec<u32>) -> u64 {
-        let (lo, hi) = entries
-            .iter()
-            .fold((u32::MAX, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    pub(crate) fn insert_batch(&mut self, entries: Vec<u32>) -> u64 {
         if entries.is_empty() {
             return 0;
         }
         let small = (entries.len() as u64) * 4 < self.cardinality();
+        if !small && self.hot.is_none() {
+            return self.insert_roaring(entries, small);
+        }
+        let (lo, hi) = entries
+            .iter()
+            .fold((u32::MAX, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)));
         let in_hot = self
             .hot
             .as_ref()
@@ -490,6 +493,11 @@ impl LedgerBits {
             return added;
         }
         self.settle(lo, hi);
+        self.insert_roaring(entries, small)
+    }
+
+    /// The roaring paths of `insert_batch` (no hot container within reach of the batch).
+    fn insert_roaring(&mut self, mut entries: Vec<u32>, small: bool) -> u64 {
         // A batch opening with a contiguous stretch (in-order acks) goes in as ranges below.
         let runny = entries.len() >= 64
             && entries[63].wrapping_sub(entries[0]) == 63
