@@ -290,16 +290,9 @@ class KeySharedDispatcher:
 
     def add_permits(self, consumer: Hashable, n: int) -> None:
         """A consumer's flow request: ``n`` more messages may be sent to it."""
-        if type(n) is not int or n < 0:
-            _count(n, "permits")  # raises the typed error
+        k = _count(n, "permits")
         with self._lock:
-            try:
-                state = self._consumers.get(consumer)
-            except TypeError:  # unhashable: never registered
-                state = None
-            if state is None:
-                state = self._state(consumer)
-            self._core.add_permits(state.cid, n)
+            self._core.add_permits(self._state(consumer).cid, k)
 
     def _state(self, consumer: Hashable) -> _Consumer:
         try:
@@ -392,17 +385,22 @@ class KeySharedDispatcher:
         self.add_read_columns(ls, es, slots, deliver_at)
 
     def add_read_columns(self, ledgers: Any, entries: Any, slots: Any, deliver_at: Any = None) -> None:
-        """One read as int64 columns of ledger ids, entry ids and slots (and deliver-at times)."""
+        """One read as int64 columns of ledger ids, entry ids and slots (and deliver-at times).
+
+        Without ``deliver_at`` the columns go to the Rust core as given (it reads numpy, Arrow or
+        int sequences and checks them); with it they become arrays here for the delayed tracker.
+        """
+        if deliver_at is None:
+            with self._lock:
+                self._core.add_read(ledgers, entries, slots, self.cursor)
+            return
         col = _int64_column(slots, "slots")
         ls = _int64_column(ledgers, "ledger_ids")
         es = _int64_column(entries, "entry_ids")
-        ats: list[int | None] | None = None
-        if deliver_at is not None:
-            ats = [int(a) for a in _int64_column(deliver_at, "deliver_at")]
-        if len(col) != len(ls) or len(es) != len(ls) or (ats is not None and len(ats) != len(ls)):
+        ats: list[int | None] = [int(a) for a in _int64_column(deliver_at, "deliver_at")]
+        if len(col) != len(ls) or len(es) != len(ls) or len(ats) != len(ls):
             raise InvalidArgument(
-                f"positions, slots and deliver_at differ in length: {len(ls)}, {col.size}, "
-                f"{'-' if ats is None else len(ats)}"
+                f"positions, slots and deliver_at differ in length: {len(ls)}, {col.size}, {len(ats)}"
             )
         if len(ls):
             self._add(ls, es, col, ats)
@@ -453,17 +451,10 @@ class KeySharedDispatcher:
     def ack_columns(self, consumer: Hashable, ledgers: Any, entries: Any) -> AckResult:
         """``ack_many`` with the positions as ledger and entry columns: one call into Rust."""
         with self._lock:
-            try:
-                state = self._consumers.get(consumer)
-            except TypeError:  # unhashable: never registered
-                state = None
-            if state is None:
-                state = self._state(consumer)  # raises UnknownConsumer
-            outcome = self._core.ack(state.cid, ledgers, entries, self.cursor)
+            outcome = self._core.ack(self._state(consumer).cid, ledgers, entries, self.cursor)
             if self.policy is not None:
                 self.policy.after_ack(self.cursor, "Key_Shared")
-            found = _RESULTS.get(outcome)
-            return found if found is not None else AckResult._make(outcome)
+            return _result(outcome)
 
     def nack(self, consumer: Hashable, positions: Sequence[Position]) -> int:
         """Negative acks: the messages leave the consumer and are redelivered (order may change).

@@ -87,6 +87,20 @@ impl Hot {
         upper & !((1u64 << lo) - 1)
     }
 
+    /// The words of `a..=b` (clipped to this container) that can hold bits, each with the mask
+    /// of the window's bits in it; words below `low` are zero and skipped.
+    fn window(&self, a: u32, b: u32) -> impl Iterator<Item = (usize, u64)> {
+        let (a, b) = (a.max(self.base()), b.min(self.last()));
+        let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
+        let first = (lo >> 6).max(self.low.min(hi >> 6));
+        let count = if a > b { 0 } else { (hi >> 6) + 1 - first };
+        (first..).take(count).map(move |k| {
+            let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
+            let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
+            (k, Self::mask(from, to))
+        })
+    }
+
     /// Clears `a..=b` (clipped to this container); how many were set.
     fn clear_range(&mut self, a: u32, b: u32) -> u64 {
         let (a, b) = (a.max(self.base()), b.min(self.last()));
@@ -94,16 +108,13 @@ impl Hot {
             return 0;
         }
         let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
-        let mut removed = 0u64;
         // Whether everything below `a` is clear (then, after this, every word below `b`'s is).
         let from_start = lo >> 6 < self.low
             || (lo >> 6 == self.low
                 && (lo & 63 == 0
                     || self.words[lo >> 6] & Self::mask(0, (lo & 63) as u32 - 1) == 0));
-        for k in (lo >> 6).max(self.low.min(hi >> 6))..=hi >> 6 {
-            let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
-            let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
-            let m = Self::mask(from, to);
+        let mut removed = 0u64;
+        for (k, m) in self.window(a, b) {
             removed += u64::from((self.words[k] & m).count_ones());
             self.words[k] &= !m;
         }
@@ -116,35 +127,19 @@ impl Hot {
 
     /// Entries set within `a..=b` (clipped to this container).
     fn count_range(&self, a: u32, b: u32) -> u64 {
-        let (a, b) = (a.max(self.base()), b.min(self.last()));
-        if a > b {
-            return 0;
-        }
-        let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
-        ((lo >> 6).max(self.low.min(hi >> 6))..=hi >> 6)
-            .map(|k| {
-                let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
-                let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
-                u64::from((self.words[k] & Self::mask(from, to)).count_ones())
-            })
+        self.window(a, b)
+            .map(|(k, m)| u64::from((self.words[k] & m).count_ones()))
             .sum()
     }
 
     /// Runs of the bits within `a..=b` (clipped), each cut at the window's edges.
     fn runs_in(&self, a: u32, b: u32) -> u64 {
-        let (a, b) = (a.max(self.base()), b.min(self.last()));
-        if a > b {
-            return 0;
-        }
-        let (lo, hi) = ((a & 0xFFFF) as usize, (b & 0xFFFF) as usize);
         let mut runs = 0u64;
-        let mut carry = 0u64; // the previous bit inside the window (words below `low` are zero)
-        for k in (lo >> 6).max(self.low.min(hi >> 6))..=hi >> 6 {
-            let from = if k == lo >> 6 { (lo & 63) as u32 } else { 0 };
-            let to = if k == hi >> 6 { (hi & 63) as u32 } else { 63 };
-            let w = self.words[k] & Self::mask(from, to);
+        let mut carry = 0u64; // the window's bit just below the current word (0 before the first)
+        for (k, m) in self.window(a, b) {
+            let w = self.words[k] & m;
             runs += u64::from((w & !((w << 1) | carry)).count_ones());
-            carry = (w >> 63) & u64::from(to == 63);
+            carry = (w >> 63) & (m >> 63);
         }
         runs
     }

@@ -94,6 +94,29 @@ impl PyDispatchCore {
     }
 }
 
+/// A core call taking entries as ledger, entry and slot columns (and the cursor).
+type EntriesCall = fn(&mut DispatchCore, &[i64], &[i64], &[i64], &Cursor) -> Result<(), CoreError>;
+
+impl PyDispatchCore {
+    /// Reads three int64 columns and hands them to `call` (GIL released for large reads).
+    fn take_entries(
+        &self,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        slots: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+        method: &'static str,
+        call: EntriesCall,
+    ) -> PyResult<()> {
+        let (ls, es) = columns(ledgers, entries)?;
+        let ss = column(slots, "slots")?;
+        let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
+        self.with_cursor(cursor, method, ls.len() > SMALL, |d, c| {
+            call(d, ls, es, ss, c)
+        })
+    }
+}
+
 fn reason(r: BlockReason) -> &'static str {
     match r {
         BlockReason::NoConsumer => "no-consumer",
@@ -212,12 +235,14 @@ impl PyDispatchCore {
         slots: &Bound<'_, PyAny>,
         cursor: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (ls, es) = columns(ledgers, entries)?;
-        let ss = column(slots, "slots")?;
-        let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
-        self.with_cursor(cursor, "add_read", ls.len() > SMALL, |d, c| {
-            d.add_read(ls, es, ss, c)
-        })
+        self.take_entries(
+            ledgers,
+            entries,
+            slots,
+            cursor,
+            "add_read",
+            DispatchCore::add_read,
+        )
     }
 
     /// Entries to redeliver (re-read for replay, or delayed messages now due).
@@ -228,12 +253,14 @@ impl PyDispatchCore {
         slots: &Bound<'_, PyAny>,
         cursor: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (ls, es) = columns(ledgers, entries)?;
-        let ss = column(slots, "slots")?;
-        let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
-        self.with_cursor(cursor, "add_replay", ls.len() > SMALL, |d, c| {
-            d.add_replay(ls, es, ss, c)
-        })
+        self.take_entries(
+            ledgers,
+            entries,
+            slots,
+            cursor,
+            "add_replay",
+            DispatchCore::add_replay,
+        )
     }
 
     /// Sends what can be sent: `[(consumer id, ledgers, entries), ...]`, int64 arrays.

@@ -567,20 +567,9 @@ impl DispatchCore {
         slots: &[i64],
         cursor: &Cursor,
     ) -> Result<()> {
-        let positions = positions_of(ledgers, entries)?;
-        same_len(positions.len(), slots.len(), "positions and slots")?;
-        let slots: Vec<u16> = slots
-            .iter()
-            .map(|&s| check_slot(s))
-            .collect::<Result<_>>()?;
-        if positions.is_empty() {
+        let Some((positions, slots)) = self.accept(ledgers, entries, slots, cursor)? else {
             return Ok(());
-        }
-        if self.seat_of.is_empty() {
-            self.drop_everything_read(cursor.mark_delete());
-            return Ok(());
-        }
-        self.note_read(&positions);
+        };
         self.incoming.push(Read {
             positions,
             slots,
@@ -598,19 +587,9 @@ impl DispatchCore {
         slots: &[i64],
         cursor: &Cursor,
     ) -> Result<()> {
-        let positions = positions_of(ledgers, entries)?;
-        same_len(positions.len(), slots.len(), "positions and slots")?;
-        let slots: Vec<u16> = slots
-            .iter()
-            .map(|&s| check_slot(s))
-            .collect::<Result<_>>()?;
-        if positions.is_empty() {
+        let Some((positions, slots)) = self.accept(ledgers, entries, slots, cursor)? else {
             return Ok(());
-        }
-        if self.seat_of.is_empty() {
-            self.drop_everything_read(cursor.mark_delete());
-            return Ok(());
-        }
+        };
         let md = cursor.mark_delete();
         for (&p, &s) in positions.iter().zip(&slots) {
             if p > md && cursor.is_acked(p.ledger_id, p.entry_id)? {
@@ -619,8 +598,34 @@ impl DispatchCore {
             }
             self.queue_replay(p, s, md);
         }
-        self.note_read(&positions);
         Ok(())
+    }
+
+    /// Checks the columns of entries coming in (nothing changes on error) and notes the read.
+    /// None when there is nothing to keep: an empty read, or one made while nobody is connected
+    /// (released at once; the broker reads it again after [`take_rewind`](Self::take_rewind)).
+    fn accept(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        slots: &[i64],
+        cursor: &Cursor,
+    ) -> Result<Option<(Vec<Position>, Vec<u16>)>> {
+        let positions = positions_of(ledgers, entries)?;
+        same_len(positions.len(), slots.len(), "positions and slots")?;
+        let slots: Vec<u16> = slots
+            .iter()
+            .map(|&s| check_slot(s))
+            .collect::<Result<_>>()?;
+        if positions.is_empty() {
+            return Ok(None);
+        }
+        if self.seat_of.is_empty() {
+            self.drop_everything_read(cursor.mark_delete());
+            return Ok(None);
+        }
+        self.note_read(&positions);
+        Ok(Some((positions, slots)))
     }
 
     fn note_read(&mut self, positions: &[Position]) {
