@@ -364,6 +364,23 @@ def test_columnar_reads() -> None:
     assert sent_to(d.dispatch(), c) == [Position(1, 1)]
 
 
+@given(st.integers(1, 40), st.lists(st.integers(0, 90), max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_the_simulation_numbers_positions_densely_per_ledger(ledger_size: int, chunks: list[int]) -> None:
+    """Published message i sits at (i // ledger_size + 1, i % ledger_size), chunks crossing ledgers or not."""
+    d = KeySharedDispatcher(selector=ConsistentHashingSelector(points_per_consumer=5), cursor=Cursor())
+    sim = Simulation(d, seed=1, keys=7, ledger_size=ledger_size)
+    drawn = [sim.draw_keys(n) for n in chunks]
+    for keys in drawn:
+        sim.publish_keys(keys)
+    total = sum(chunks)
+    assert sim.ledgers.tolist() == [i // ledger_size + 1 for i in range(total)]
+    assert sim.entries.tolist() == [i % ledger_size for i in range(total)]
+    flat = [int(k) for keys in drawn for k in keys]
+    assert sim.keys.tolist() == flat
+    assert sim.slots.tolist() == [sim.key_slots[k] for k in flat]
+
+
 def test_the_simulation_is_deterministic_per_seed() -> None:
     def trace(seed: int) -> list[tuple[str, Position]]:
         d = KeySharedDispatcher(selector=ConsistentHashingSelector(points_per_consumer=10), cursor=Cursor())

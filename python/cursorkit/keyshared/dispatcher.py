@@ -144,7 +144,11 @@ _RESULTS: dict[tuple[int, int, int, int, int], AckResult] = {
     (1, 0, 0, 0, 0): _ACKED,
     (1, 0, 0, 0, 1): _ACKED_UNBLOCKING,
 }
-"""The usual outcomes, made once: the per-call ack path returns them without building a tuple."""
+"""Outcomes made once and shared (results are immutable): acks return them without building a
+result; it keeps the first ``_RESULTS_KEPT`` distinct outcomes seen."""
+
+_RESULTS_KEPT = 4096
+_new_tuple = tuple.__new__
 
 _ALL_SLOTS = np.arange(65536, dtype=np.int64)
 """Every slot: the owner table is one ``select_many`` of these after each membership change."""
@@ -152,7 +156,11 @@ _ALL_SLOTS = np.arange(65536, dtype=np.int64)
 
 def _result(outcome: tuple[int, int, int, int, int]) -> AckResult:
     found = _RESULTS.get(outcome)
-    return found if found is not None else AckResult._make(outcome)
+    if found is None:
+        found = _new_tuple(AckResult, outcome)  # the core returns exactly the five fields
+        if len(_RESULTS) < _RESULTS_KEPT:
+            _RESULTS[outcome] = found
+    return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -290,7 +298,7 @@ class KeySharedDispatcher:
 
     def add_permits(self, consumer: Hashable, n: int) -> None:
         """A consumer's flow request: ``n`` more messages may be sent to it."""
-        k = _count(n, "permits")
+        k = n if type(n) is int and n >= 0 else _count(n, "permits")
         with self._lock:
             self._core.add_permits(self._state(consumer).cid, k)
 
@@ -307,13 +315,7 @@ class KeySharedDispatcher:
         consumers = self._consumers
         added = getattr(impact, "added", None) if self._exact_impacts else None
         if added is not None:  # only what moved: the selector's impact is exact, slot by slot
-            self._core.assign(
-                [
-                    (consumers[c].cid, [(int(a), int(b)) for a, b in r])
-                    for c, r in added.items()
-                    if c in consumers
-                ]
-            )
+            self._core.assign([(consumers[c].cid, r) for c, r in added.items() if c in consumers])
         else:
             by_index = self.selector.consumers_by_index
             cid_of = np.fromiter(
@@ -323,8 +325,9 @@ class KeySharedDispatcher:
             )
             self._core.set_owners(cid_of[self._owner_indices()])
         if self.mode == "draining" and impact is not None:
+            exact = self._exact_impacts  # our selectors' ranges are int pairs already
             removed = [
-                (consumers[owner].cid, [(int(a), int(b)) for a, b in ranges])
+                (consumers[owner].cid, ranges if exact else [(int(a), int(b)) for a, b in ranges])
                 for owner, ranges in getattr(impact, "removed", {}).items()
                 if owner in consumers and ranges
             ]

@@ -212,12 +212,17 @@ class Simulation:
         """Publishes one message per key index of ``keys`` (drawn beforehand, e.g. by ``draw_keys``)."""
         first, n = self._published, len(keys)
         self.reserve(n)
-        seq = np.arange(first, first + n, dtype=np.int64)
         rows = self._topic[:, first : first + n]
-        np.floor_divide(seq, self.ledger_size, out=rows[0])
-        rows[0] += 1
-        np.remainder(seq, self.ledger_size, out=rows[1])
-        rows[2] = self.key_slot_array[keys]
+        ledger, entry = divmod(first, self.ledger_size)
+        if entry + n <= self.ledger_size:  # within one ledger: no per-message division
+            rows[0].fill(ledger + 1)
+            rows[1] = np.arange(entry, entry + n, dtype=np.int64)
+        else:
+            seq = np.arange(first, first + n, dtype=np.int64)
+            np.floor_divide(seq, self.ledger_size, out=rows[0])
+            rows[0] += 1
+            np.remainder(seq, self.ledger_size, out=rows[1])
+        np.take(self.key_slot_array, keys, out=rows[2])
         rows[3] = keys
         self._published = first + n
 

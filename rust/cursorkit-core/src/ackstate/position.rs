@@ -86,6 +86,20 @@ pub fn check_entry(ledger_id: i64, entry_id: i64) -> Result<u32> {
     Ok(entry_id as u32)
 }
 
+/// [`check_entry`] for every row of two columns of equal length: one branch-free pass over each
+/// column, then a second pass only to name the first bad row.
+pub fn check_entries(ledgers: &[i64], entries: &[i64]) -> Result<()> {
+    let signs = ledgers.iter().fold(0i64, |acc, &l| acc | l);
+    let high = entries.iter().fold(0u64, |acc, &e| acc | e as u64);
+    if signs >= 0 && high <= MAX_ENTRY_ID as u64 {
+        return Ok(());
+    }
+    for (&l, &e) in ledgers.iter().zip(entries) {
+        check_entry(l, e)?;
+    }
+    Ok(())
+}
+
 /// Checks an entry id used as a bound (`-1..=u32::MAX`).
 #[inline]
 pub fn check_bound(ledger_id: i64, entry_id: i64) -> Result<i64> {
@@ -101,6 +115,38 @@ pub fn check_bound(ledger_id: i64, entry_id: i64) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn column_checks_agree_with_row_checks() {
+        let max = MAX_ENTRY_ID;
+        let rows: [(i64, i64); 9] = [
+            (0, 0),
+            (i64::MAX, max),
+            (-1, 0),
+            (0, -1),
+            (0, max + 1),
+            (i64::MIN, 0),
+            (5, i64::MIN),
+            (5, i64::MAX),
+            (1, 2),
+        ];
+        for a in 0..rows.len() {
+            for b in 0..rows.len() {
+                let (ls, es): (Vec<i64>, Vec<i64>) = [rows[a], (3, 3), rows[b]].into_iter().unzip();
+                let want = ls
+                    .iter()
+                    .zip(&es)
+                    .map(|(&l, &e)| check_entry(l, e).map(|_| ()))
+                    .find(Result::is_err)
+                    .unwrap_or(Ok(()));
+                assert_eq!(
+                    check_entries(&ls, &es).map_err(|e| e.to_string()),
+                    want.map_err(|e| e.to_string())
+                );
+            }
+        }
+        assert!(check_entries(&[], &[]).is_ok());
+    }
 
     #[test]
     fn orders_by_ledger_then_entry() {

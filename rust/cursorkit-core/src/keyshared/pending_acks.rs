@@ -11,7 +11,7 @@
 
 use std::mem::size_of;
 
-use crate::ackstate::position::{check_bound, check_entry};
+use crate::ackstate::position::{check_bound, check_entries, check_entry};
 use crate::error::{CoreError, Result};
 
 /// Most items a run holds.
@@ -142,6 +142,46 @@ impl LedgerAcks {
         let item = run.remove(pos);
         self.settle(r);
         Some(item)
+    }
+
+    /// Marks the item of `entry` taken (batch size 0, which no live item has) without moving
+    /// anything: its run, index and item, or None when absent or taken already. `after` is where
+    /// the previous take of the batch was: the item just after it is tried first, since acks come
+    /// in the order messages were sent.
+    #[inline]
+    fn take(&mut self, entry: u32, after: Option<(usize, usize)>) -> Option<(usize, usize, Item)> {
+        let next = after.map(|(r, i)| {
+            if i + 1 < self.runs[r].len() {
+                (r, i + 1)
+            } else {
+                (r + 1, 0)
+            }
+        });
+        let (r, pos) = match next {
+            Some((r, i)) if self.runs.get(r).is_some_and(|run| run[i].entry == entry) => (r, i),
+            _ => {
+                let r = self.run_of(entry);
+                let pos = self
+                    .runs
+                    .get(r)?
+                    .binary_search_by_key(&entry, |it| it.entry)
+                    .ok()?;
+                (r, pos)
+            }
+        };
+        let item = &mut self.runs[r][pos];
+        if item.batch == 0 {
+            return None;
+        }
+        let taken = *item;
+        item.batch = 0;
+        Some((r, pos, taken))
+    }
+
+    /// Drops what [`take`](Self::take) marked in run `r`, in one pass, and settles the run.
+    fn sweep(&mut self, r: usize) {
+        self.runs[r].retain(|it| it.batch != 0);
+        self.settle(r);
     }
 
     /// After removals from run `r`: drops it when empty, else fixes its first entry, gives back
@@ -345,14 +385,79 @@ impl PendingAcks {
                 entries: entries.len(),
             });
         }
-        for (&l, &e) in ledgers.iter().zip(entries) {
-            check_entry(l, e)?;
+        let mut out = vec![None; ledgers.len()];
+        self.remove_each(ledgers, entries, |i, found| out[i] = found)?;
+        Ok(out)
+    }
+
+    /// [`remove`](Self::remove) for each position in order, reporting `found(i, (batch size, hash))`
+    /// for row `i` or `found(i, None)` when it was not pending (a repeat within the call included).
+    /// Every position is checked first: on error nothing changes.
+    ///
+    /// Acks arrive in the order messages were sent, so a batch mostly empties runs front to back:
+    /// items are marked first and each run they sat in is compacted once at the end, one pass over
+    /// it, instead of shifting the run's tail for every item.
+    pub fn remove_each(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        mut found: impl FnMut(usize, Option<(u32, u32)>),
+    ) -> Result<()> {
+        if ledgers.len() != entries.len() {
+            return Err(CoreError::LengthMismatch {
+                ledgers: ledgers.len(),
+                entries: entries.len(),
+            });
         }
-        Ok(ledgers
-            .iter()
-            .zip(entries)
-            .map(|(&l, &e)| self.remove_unchecked(l, e as u32))
-            .collect())
+        check_entries(ledgers, entries)?;
+        let mut touched: Vec<(usize, usize)> = Vec::new(); // (ledger index, run)
+        let mut at: Option<(i64, usize)> = None; // the last ledger looked up
+        let mut last: Option<(usize, usize, usize)> = None; // the last take: ledger index, run, item
+        for (i, (&l, &e)) in ledgers.iter().zip(entries).enumerate() {
+            let li = match at {
+                Some((ledger, li)) if ledger == l => li,
+                _ => match self.ledgers.binary_search_by_key(&l, |x| x.0) {
+                    Ok(li) => {
+                        at = Some((l, li));
+                        li
+                    }
+                    Err(_) => {
+                        found(i, None);
+                        continue;
+                    }
+                },
+            };
+            let after = last.filter(|t| t.0 == li).map(|t| (t.1, t.2));
+            match self.ledgers[li].1.take(e as u32, after) {
+                Some((r, pos, item)) => {
+                    last = Some((li, r, pos));
+                    if touched.last() != Some(&(li, r)) {
+                        touched.push((li, r));
+                    }
+                    self.len -= 1;
+                    self.messages -= u64::from(item.batch);
+                    found(i, Some((item.batch, item.hash)));
+                }
+                None => found(i, None),
+            }
+        }
+        if touched.is_empty() {
+            return Ok(());
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        // From the last run back: settling run r merges only with r + 1 (swept already) or r - 1
+        // (swept next, at the same index), so the indexes still to visit stay valid.
+        let mut emptied = false;
+        for &(li, r) in touched.iter().rev() {
+            let acks = &mut self.ledgers[li].1;
+            acks.sweep(r);
+            emptied |= acks.is_empty();
+        }
+        if emptied {
+            self.ledgers.retain(|(_, acks)| !acks.is_empty());
+        }
+        Ok(())
     }
 
     fn remove_unchecked(&mut self, ledger: i64, entry: u32) -> Option<(u32, u32)> {
@@ -697,15 +802,38 @@ mod tests {
                         assert_eq!(p.remove(l, e).unwrap(), m.remove(&(l, e)));
                     }
                     85..=89 => {
-                        let ls: Vec<i64> =
-                            (0..10).map(|_| ledgers[rng.below(4) as usize]).collect();
-                        let es: Vec<i64> = (0..10).map(|_| rng.below(span) as i64).collect();
+                        // A batch as a consumer acks: a stretch of its pending entries in order
+                        // (whole runs emptied front to back), mixed with misses and repeats.
+                        let mut ls: Vec<i64> = Vec::new();
+                        let mut es: Vec<i64> = Vec::new();
+                        if !m.is_empty() {
+                            let from = rng.below(m.len() as u64) as usize;
+                            let n = rng.below(300) as usize;
+                            for &(l, e) in m.keys().skip(from).take(n) {
+                                if rng.below(8) > 0 {
+                                    ls.push(l);
+                                    es.push(e);
+                                }
+                            }
+                        }
+                        for _ in 0..rng.below(12) {
+                            let at = rng.below(ls.len() as u64 + 1) as usize;
+                            let (l, e) = if rng.below(2) == 0 && !ls.is_empty() {
+                                let k = rng.below(ls.len() as u64) as usize;
+                                (ls[k], es[k])
+                            } else {
+                                (ledgers[rng.below(4) as usize], rng.below(span) as i64)
+                            };
+                            ls.insert(at, l);
+                            es.insert(at, e);
+                        }
                         let want: Vec<Option<(u32, u32)>> = ls
                             .iter()
                             .zip(&es)
                             .map(|(&l, &e)| m.remove(&(l, e)))
                             .collect();
                         assert_eq!(p.remove_many(&ls, &es).unwrap(), want);
+                        check(&p, &m);
                     }
                     90..=92 => {
                         let e = e.min(span as i64 / 8) - 1;

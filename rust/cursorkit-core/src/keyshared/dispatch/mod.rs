@@ -53,7 +53,7 @@ mod replay;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::ackstate::position::check_entry;
+use crate::ackstate::position::check_entries;
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
 use crate::keyshared::pending_acks::PendingAcks;
@@ -243,15 +243,6 @@ fn check_slot(slot: i64) -> Result<u16> {
     }
 }
 
-#[inline]
-fn position(ledger: i64, entry: i64) -> Result<Position> {
-    check_entry(ledger, entry)?;
-    Ok(Position {
-        ledger_id: ledger,
-        entry_id: entry,
-    })
-}
-
 fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
     if a == b {
         Ok(())
@@ -264,11 +255,23 @@ fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
 
 fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
     same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
-    ledgers
+    check_entries(ledgers, entries)?;
+    Ok(ledgers
         .iter()
         .zip(entries)
-        .map(|(&l, &e)| position(l, e))
-        .collect()
+        .map(|(&ledger_id, &entry_id)| Position {
+            ledger_id,
+            entry_id,
+        })
+        .collect())
+}
+
+/// The slots of a read as `u16`, every one checked to be in `1..=65535` first.
+fn slots_of(slots: &[i64]) -> Result<Vec<u16>> {
+    if slots.iter().all(|&s| (s.wrapping_sub(1) as u64) < 65535) {
+        return Ok(slots.iter().map(|&s| s as u16).collect());
+    }
+    slots.iter().map(|&s| check_slot(s)).collect()
 }
 
 fn unknown(id: u32) -> CoreError {
@@ -613,10 +616,7 @@ impl DispatchCore {
     ) -> Result<Option<(Vec<Position>, Vec<u16>)>> {
         let positions = positions_of(ledgers, entries)?;
         same_len(positions.len(), slots.len(), "positions and slots")?;
-        let slots: Vec<u16> = slots
-            .iter()
-            .map(|&s| check_slot(s))
-            .collect::<Result<_>>()?;
+        let slots = slots_of(slots)?;
         if positions.is_empty() {
             return Ok(None);
         }
@@ -849,9 +849,7 @@ impl DispatchCore {
     ) -> Result<AckOutcome> {
         let seat = self.seat(id)?;
         same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
-        for (&l, &e) in ledgers.iter().zip(entries) {
-            check_entry(l, e)?;
-        }
+        check_entries(ledgers, entries)?;
         let mut out = AckOutcome::default();
         let in_sync = self.seen_mutations == Some(cursor.mutations());
         let r = self.ack_positions(seat, ledgers, entries, cursor, &mut out);
@@ -886,28 +884,25 @@ impl DispatchCore {
         let mut hashes: Vec<u32> = Vec::with_capacity(ledgers.len());
         let mut mine: Vec<usize> = Vec::new(); // indexes, kept only once some position is not mine
         let mut rest: Vec<Position> = Vec::new();
-        {
-            let pending = &mut self.state(seat).pending;
-            for (i, (&l, &e)) in ledgers.iter().zip(entries).enumerate() {
-                match pending.remove(l, e)? {
-                    Some((_, h)) => {
-                        if !rest.is_empty() {
-                            mine.push(i);
-                        }
-                        hashes.push(h);
+        self.state(seat)
+            .pending
+            .remove_each(ledgers, entries, |i, found| match found {
+                Some((_, h)) => {
+                    if !rest.is_empty() {
+                        mine.push(i);
                     }
-                    None => {
-                        if rest.is_empty() {
-                            mine.extend(0..i); // every earlier one was mine
-                        }
-                        rest.push(Position {
-                            ledger_id: l,
-                            entry_id: e,
-                        });
-                    }
+                    hashes.push(h);
                 }
-            }
-        }
+                None => {
+                    if rest.is_empty() {
+                        mine.extend(0..i); // every earlier one was mine
+                    }
+                    rest.push(Position {
+                        ledger_id: ledgers[i],
+                        entry_id: entries[i],
+                    });
+                }
+            })?;
         if !hashes.is_empty() {
             let (ls, es): (Vec<i64>, Vec<i64>);
             let (ls, es) = if rest.is_empty() {

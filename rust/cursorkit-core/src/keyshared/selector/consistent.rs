@@ -6,12 +6,19 @@
 //! (freed on removal, so a quick rejoin gets the same points). A point already on the ring keeps
 //! its owner; the newcomer queues behind it (FIFO) and takes the point over when the owner leaves.
 //! A slot belongs to the first point at or after it, wrapping to the first point.
+//!
+//! A join or leave touches only the arcs of the consumer's own points: the slot table and the
+//! [`Impact`] are updated arc by arc, each point's neighbours found in a two-level bitset of the
+//! ring's slots, and the assignment list is rebuilt from the ring only when someone reads it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
+
+use crate::delayed::delay_queue::FastMap;
 
 use super::{
-    check_new_id, no_ranges, unknown, Assignment, BeyondTable, HashRange, Impact, SlotTable,
-    Snapshot, StickyKeySelector,
+    check_new_id, no_ranges, push_merged, unknown, Assignment, BeyondTable, HashRange, Impact,
+    SlotTable, StickyKeySelector, NO_OWNER,
 };
 use crate::error::{CoreError, Result};
 use crate::keyshared::hash::{slot_consistent, sticky_key_hash, DEFAULT_RANGE_SIZE};
@@ -30,6 +37,117 @@ pub const CONSISTENT_HASHING_KEY_RANGE: HashRange = (1, DEFAULT_RANGE_SIZE - 1);
 struct Point {
     selected: u32,
     colliding: Vec<u32>,
+}
+
+/// Words of the ring's occupancy bitset: one bit per slot `0..65536`.
+const WORDS: usize = (DEFAULT_RANGE_SIZE as usize) / 64;
+
+/// The ring's points by slot, with a bitset of the occupied slots (and a summary bit per word) so
+/// that a point's neighbours are a few word scans away, whatever the ring's size.
+#[derive(Clone, Debug)]
+struct Ring {
+    points: FastMap<u32, Point>,
+    occupied: Box<[u64]>,
+    /// Bit `w`: word `w` of `occupied` is not zero.
+    summary: Box<[u64]>,
+}
+
+impl Ring {
+    fn new() -> Self {
+        Self {
+            points: FastMap::default(),
+            occupied: vec![0; WORDS].into_boxed_slice(),
+            summary: vec![0; WORDS / 64].into_boxed_slice(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    fn get(&self, p: u32) -> Option<&Point> {
+        self.points.get(&p)
+    }
+
+    fn get_mut(&mut self, p: u32) -> Option<&mut Point> {
+        self.points.get_mut(&p)
+    }
+
+    /// Puts a new point at slot `p` (`p` < 65536, not on the ring).
+    fn insert(&mut self, p: u32, point: Point) {
+        let w = p as usize / 64;
+        self.occupied[w] |= 1 << (p % 64);
+        self.summary[w / 64] |= 1 << (w % 64);
+        self.points.insert(p, point);
+    }
+
+    fn remove(&mut self, p: u32) {
+        let w = p as usize / 64;
+        self.occupied[w] &= !(1 << (p % 64));
+        if self.occupied[w] == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+        self.points.remove(&p);
+    }
+
+    /// The last point before slot `p`.
+    fn before(&self, p: u32) -> Option<u32> {
+        let q = p.checked_sub(1)?.min(DEFAULT_RANGE_SIZE - 1) as usize; // the last slot to look at
+        let (w, b) = (q / 64, q % 64);
+        let bits = self.occupied[w] & (u64::MAX >> (63 - b));
+        if bits != 0 {
+            return Some((w * 64 + 63 - bits.leading_zeros() as usize) as u32);
+        }
+        let (sw, sb) = (w / 64, w % 64);
+        let below = self.summary[sw] & ((1u64 << sb) - 1);
+        let word = if below != 0 {
+            sw * 64 + 63 - below.leading_zeros() as usize
+        } else {
+            let i = (0..sw).rev().find(|&i| self.summary[i] != 0)?;
+            i * 64 + 63 - self.summary[i].leading_zeros() as usize
+        };
+        Some((word * 64 + 63 - self.occupied[word].leading_zeros() as usize) as u32)
+    }
+
+    /// The first point at or after slot `p`.
+    fn at_or_after(&self, p: u32) -> Option<u32> {
+        let q = p as usize;
+        if q >= WORDS * 64 {
+            return None;
+        }
+        let (w, b) = (q / 64, q % 64);
+        let bits = self.occupied[w] & (u64::MAX << b);
+        if bits != 0 {
+            return Some((w * 64 + bits.trailing_zeros() as usize) as u32);
+        }
+        let (sw, sb) = (w / 64, w % 64);
+        let above = if sb == 63 {
+            0
+        } else {
+            self.summary[sw] & (u64::MAX << (sb + 1))
+        };
+        let word = if above != 0 {
+            sw * 64 + above.trailing_zeros() as usize
+        } else {
+            let i = (sw + 1..WORDS / 64).find(|&i| self.summary[i] != 0)?;
+            i * 64 + self.summary[i].trailing_zeros() as usize
+        };
+        Some((word * 64 + self.occupied[word].trailing_zeros() as usize) as u32)
+    }
+
+    fn first(&self) -> Option<u32> {
+        self.at_or_after(0)
+    }
+
+    fn last(&self) -> Option<u32> {
+        self.before(DEFAULT_RANGE_SIZE)
+    }
+
+    /// The points in slot order.
+    fn iter(&self) -> impl Iterator<Item = (u32, &Point)> + '_ {
+        std::iter::successors(self.first(), |&p| self.at_or_after(p + 1))
+            .map(|p| (p, &self.points[&p]))
+    }
 }
 
 /// A registered consumer: its name, name index and the point of each index `i`.
@@ -54,11 +172,48 @@ struct Member {
 #[derive(Clone, Debug)]
 pub struct ConsistentHashingSelector {
     points_per_consumer: u32,
-    ring: BTreeMap<u32, Point>,
+    ring: Ring,
     members: HashMap<u32, Member>,
     /// Name -> the name indexes in use.
     name_indexes: HashMap<String, BTreeSet<u32>>,
-    snapshot: Snapshot,
+    /// The owner of every slot, kept in step with the ring.
+    table: SlotTable,
+    /// The assignment list, built from the ring on first read after a change.
+    assignments: OnceLock<Vec<Assignment>>,
+}
+
+/// Slot ranges that changed owner during one join or leave, by previous and by new owner.
+#[derive(Default)]
+struct Moves {
+    removed: BTreeMap<u32, Vec<HashRange>>,
+    added: BTreeMap<u32, Vec<HashRange>>,
+}
+
+impl Moves {
+    /// The exact impact: each owner's ranges sorted and merged where they touch.
+    fn into_impact(self) -> Impact {
+        let merged = |ranges: Vec<HashRange>| {
+            let mut ranges = ranges;
+            ranges.sort_unstable();
+            let mut out: Vec<HashRange> = Vec::with_capacity(ranges.len());
+            for (start, end) in ranges {
+                push_merged(&mut out, start, end);
+            }
+            out
+        };
+        Impact {
+            removed: self
+                .removed
+                .into_iter()
+                .map(|(c, r)| (c, merged(r)))
+                .collect(),
+            added: self
+                .added
+                .into_iter()
+                .map(|(c, r)| (c, merged(r)))
+                .collect(),
+        }
+    }
 }
 
 impl ConsistentHashingSelector {
@@ -72,10 +227,11 @@ impl ConsistentHashingSelector {
         }
         Ok(Self {
             points_per_consumer,
-            ring: BTreeMap::new(),
+            ring: Ring::new(),
             members: HashMap::new(),
             name_indexes: HashMap::new(),
-            snapshot: Snapshot::new(DEFAULT_RANGE_SIZE, BeyondTable::Wrap),
+            table: SlotTable::new(DEFAULT_RANGE_SIZE, BeyondTable::Wrap),
+            assignments: OnceLock::new(),
         })
     }
 
@@ -102,12 +258,20 @@ impl ConsistentHashingSelector {
 
     /// How many ring points consumer `id` currently owns (0 when all of its points collided).
     pub fn owned_points(&self, id: u32) -> usize {
-        self.ring.values().filter(|p| p.selected == id).count()
+        self.ring
+            .points
+            .values()
+            .filter(|p| p.selected == id)
+            .count()
     }
 
-    /// Whether consumer `id` owns at least one ring point (stops at the first).
+    /// Whether consumer `id` owns at least one ring point (looks at its own points only).
     pub fn owns_points(&self, id: u32) -> bool {
-        self.ring.values().any(|p| p.selected == id)
+        self.members.get(&id).is_some_and(|m| {
+            m.points
+                .iter()
+                .any(|&p| self.ring.get(p).is_some_and(|point| point.selected == id))
+        })
     }
 
     /// Number of distinct points on the ring.
@@ -125,7 +289,7 @@ impl ConsistentHashingSelector {
 
     /// Point `p` owns `[previous point + 1, p]` (the first from 1); the tail after the last point
     /// wraps to the first point's owner; touching ranges of one owner are joined.
-    fn rebuild(&mut self) -> Impact {
+    fn build_assignments(&self) -> Vec<Assignment> {
         let (lo, hi) = CONSISTENT_HASHING_KEY_RANGE;
         let mut list: Vec<Assignment> = Vec::new();
         let mut start = lo;
@@ -139,16 +303,91 @@ impl ConsistentHashingSelector {
                 consumer,
             }),
         };
-        for (&p, point) in &self.ring {
+        for (p, point) in self.ring.iter() {
             extend(&mut list, start, p, point.selected);
             start = p + 1;
         }
-        if let Some(first) = self.ring.values().next() {
+        if let Some(first) = self.ring.iter().next().map(|(_, point)| point) {
             if start <= hi {
                 extend(&mut list, start, hi, first.selected);
             }
         }
-        self.snapshot.replace(list)
+        list
+    }
+
+    /// The slots of point `p`'s arc on the current ring: `[previous point + 1, p]`, or for the first
+    /// point `[1, p]` plus the tail after the last point.
+    fn arc(&self, p: u32) -> [Option<HashRange>; 2] {
+        let (lo, hi) = CONSISTENT_HASHING_KEY_RANGE;
+        match self.ring.before(p) {
+            Some(q) => [Some((q + 1, p)), None],
+            None => {
+                let last = self.ring.last().map_or(p, |l| l.max(p));
+                [Some((lo, p)), (last < hi).then(|| (last + 1, hi))]
+            }
+        }
+    }
+
+    /// Gives the slots of `arc` to `owner` (`NO_OWNER`: nobody) in the table, noting what moved.
+    /// Every slot of an arc has one owner before the move (the ring's invariant).
+    fn move_arc(&mut self, arc: [Option<HashRange>; 2], owner: u32, moves: &mut Moves) {
+        for (start, end) in arc.into_iter().flatten() {
+            let was = self.table.owners[start as usize];
+            if was == owner {
+                continue;
+            }
+            if was != NO_OWNER {
+                moves.removed.entry(was).or_default().push((start, end));
+            }
+            if owner != NO_OWNER {
+                moves.added.entry(owner).or_default().push((start, end));
+            }
+            self.table.owners[start as usize..=end as usize].fill(owner);
+        }
+    }
+
+    /// Ends a join or leave: slot 0 (below the first point) wraps to the first point's owner, the
+    /// assignment list is rebuilt on its next read, and the impact is returned. Under `cfg(test)`
+    /// the table and impact are checked against a full rebuild and diff from `before`.
+    fn finish(&mut self, moves: Moves, #[allow(unused)] before: &[Assignment]) -> Impact {
+        self.table.owners[0] = self.owner_at_or_after(0);
+        self.assignments = OnceLock::new();
+        let impact = moves.into_impact();
+        #[cfg(test)]
+        {
+            let after = self.assignments().to_vec();
+            let mut full = self.table.clone();
+            full.rebuild(&after);
+            assert!(
+                full == self.table,
+                "incremental slot table differs from a rebuild"
+            );
+            assert_eq!(
+                impact,
+                super::diff(before, &after),
+                "incremental impact differs"
+            );
+        }
+        impact
+    }
+
+    /// The owner of the first point at or after slot `p`, wrapping to the first point; `NO_OWNER`
+    /// on an empty ring.
+    fn owner_at_or_after(&self, p: u32) -> u32 {
+        self.ring
+            .at_or_after(p)
+            .or_else(|| self.ring.first())
+            .and_then(|q| self.ring.get(q))
+            .map_or(NO_OWNER, |q| q.selected)
+    }
+
+    /// The assignment list before a change, kept for the checks of `finish` in tests only.
+    fn before(&self) -> Vec<Assignment> {
+        if cfg!(test) {
+            self.assignments().to_vec()
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -160,14 +399,22 @@ impl StickyKeySelector for ConsistentHashingSelector {
         let points: Vec<u32> = (0..self.points_per_consumer)
             .map(|i| Self::point(name, name_index, i))
             .collect();
+        let before = self.before();
+        let mut moves = Moves::default();
         for &p in &points {
-            self.ring
-                .entry(p)
-                .and_modify(|point| point.colliding.push(id))
-                .or_insert(Point {
+            if let Some(point) = self.ring.get_mut(p) {
+                point.colliding.push(id); // queued behind the owner: nothing moves
+                continue;
+            }
+            self.ring.insert(
+                p,
+                Point {
                     selected: id,
                     colliding: Vec::new(),
-                });
+                },
+            );
+            let arc = self.arc(p);
+            self.move_arc(arc, id, &mut moves);
         }
         self.name_indexes
             .entry(name.to_owned())
@@ -181,23 +428,31 @@ impl StickyKeySelector for ConsistentHashingSelector {
                 points,
             },
         );
-        Ok(self.rebuild())
+        Ok(self.finish(moves, &before))
     }
 
     fn remove_consumer(&mut self, id: u32) -> Result<Impact> {
         let member = self.members.remove(&id).ok_or_else(|| unknown(id))?;
-        for p in &member.points {
+        let before = self.before();
+        let mut moves = Moves::default();
+        for &p in &member.points {
             let Some(point) = self.ring.get_mut(p) else {
                 continue; // unreachable: every point of a member is on the ring
             };
-            if point.selected == id {
-                if point.colliding.is_empty() {
-                    self.ring.remove(p);
-                } else {
-                    point.selected = point.colliding.remove(0);
-                }
-            } else {
+            if point.selected != id {
                 point.colliding.retain(|&c| c != id);
+            } else if !point.colliding.is_empty() {
+                // The first consumer queued behind the point takes it over, arc and all.
+                let next = point.colliding.remove(0);
+                point.selected = next;
+                let arc = self.arc(p);
+                self.move_arc(arc, next, &mut moves);
+            } else {
+                // The point goes; its arc joins the next point's (wrapping to the first).
+                let arc = self.arc(p);
+                self.ring.remove(p);
+                let heir = self.owner_at_or_after(p);
+                self.move_arc(arc, heir, &mut moves);
             }
         }
         if let Some(used) = self.name_indexes.get_mut(&member.name) {
@@ -206,15 +461,15 @@ impl StickyKeySelector for ConsistentHashingSelector {
                 self.name_indexes.remove(&member.name);
             }
         }
-        Ok(self.rebuild())
+        Ok(self.finish(moves, &before))
     }
 
     fn assignments(&self) -> &[Assignment] {
-        &self.snapshot.assignments
+        self.assignments.get_or_init(|| self.build_assignments())
     }
 
     fn table(&self) -> &SlotTable {
-        &self.snapshot.table
+        &self.table
     }
 
     fn key_hash_range(&self) -> HashRange {
@@ -383,9 +638,9 @@ mod tests {
         let mut sel = ConsistentHashingSelector::new(3).unwrap();
         sel.add_consumer(1, "x", &[]).unwrap();
         sel.add_consumer(2, "y", &[]).unwrap();
-        let first = *sel.ring.keys().next().unwrap();
-        let last = *sel.ring.keys().next_back().unwrap();
-        let first_owner = sel.ring[&first].selected;
+        let first = sel.ring.first().unwrap();
+        let last = sel.ring.last().unwrap();
+        let first_owner = sel.ring.get(first).unwrap().selected;
         assert_eq!(sel.select(0), Some(first_owner));
         assert_eq!(sel.select(first), Some(first_owner));
         if last < 65535 {
@@ -424,6 +679,53 @@ mod tests {
         assert_eq!(impact.removed, vec![(1, vec![(1, 65535)])]);
         assert_eq!(sel.select(5), None);
         assert!(sel.name_indexes.is_empty());
+    }
+
+    /// The ring's neighbour queries against a sorted set, from empty through sparse to dense.
+    #[test]
+    fn ring_neighbours_match_a_sorted_set() {
+        let mut rng = Rng(77);
+        let mut ring = Ring::new();
+        let mut model: BTreeSet<u32> = BTreeSet::new();
+        let point = |id| Point {
+            selected: id,
+            colliding: Vec::new(),
+        };
+        for step in 0..6000u32 {
+            let p = match step % 3 {
+                0 => rng.below(65536) as u32,
+                1 => [0, 1, 63, 64, 4095, 4096, 65471, 65472, 65535][rng.below(9) as usize],
+                _ => (rng.below(40) * 64 + rng.below(3)) as u32,
+            };
+            let grow = (step / 1500) % 2 == 0;
+            if model.contains(&p) {
+                if !grow || rng.below(4) == 0 {
+                    ring.remove(p);
+                    model.remove(&p);
+                }
+            } else if grow || rng.below(4) == 0 {
+                ring.insert(p, point(step));
+                model.insert(p);
+            }
+            for q in [p, p + 1, rng.below(65537) as u32, 0, 65535, 65536] {
+                assert_eq!(
+                    ring.before(q),
+                    model.range(..q).next_back().copied(),
+                    "before {q}"
+                );
+                assert_eq!(
+                    ring.at_or_after(q),
+                    model.range(q..).next().copied(),
+                    "after {q}"
+                );
+            }
+            assert_eq!(ring.first(), model.first().copied());
+            assert_eq!(ring.last(), model.last().copied());
+            assert_eq!(ring.len(), model.len());
+            if step % 500 == 0 {
+                assert!(ring.iter().map(|(p, _)| p).eq(model.iter().copied()));
+            }
+        }
     }
 
     /// Pulsar's ring as a model: BTreeMap point -> [owner, queued...] in insertion order.
