@@ -6,9 +6,11 @@
 //! * [`ExclusiveRangeSelector`] (Pulsar's `STICKY` mode): consumers bring their own ranges.
 //!
 //! Consumers are `u32` ids (at most [`MAX_CONSUMER_ID`]) chosen by the caller. Every membership change
-//! rebuilds an [`Assignment`] list (Pulsar's `ConsumerHashAssignmentsSnapshot`) and a [`SlotTable`]
+//! updates an [`Assignment`] list (Pulsar's `ConsumerHashAssignmentsSnapshot`) and a [`SlotTable`]
 //! holding the owner of every slot, so [`StickyKeySelector::select`] is one array read, and returns
-//! the [`Impact`]: the hash ranges each consumer lost and gained.
+//! the [`Impact`]: the hash ranges each consumer lost and gained. Consistent hashing updates the
+//! table arc by arc and builds the list when it is read; the others rebuild the list and write the
+//! slots that changed.
 //!
 //! ```
 //! use cursorkit_core::{AutoSplitSelector, StickyKeySelector};
