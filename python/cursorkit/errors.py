@@ -111,10 +111,18 @@ class InvalidInput(CursorkitError, ValueError):
     """
 
     def __init__(
-        self, message: str, *, source: str = "", column: str = "", row: dict[str, object] | None = None
+        self,
+        message: str,
+        *,
+        source: str = "",
+        column: str = "",
+        row: dict[str, object] | None = None,
+        topic: str | None = None,
     ) -> None:
         self.source = source
         self.column = column
+        self.topic = topic
+        """The topic of a many-topic log the problem is in (None: a one-topic log)."""
         self.row = dict(row) if row is not None else None
         parts = [message]
         if row is not None:

@@ -14,7 +14,7 @@ from cursorkit.pipeline.schema import Column
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["log_format", "read_log"]
+__all__ = ["TOPIC", "log_format", "read_log"]
 
 _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 
@@ -36,10 +36,21 @@ def _is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
+TOPIC = Column("topic", pa.string(), required=False, nullable=False, doc="Pulsar's full topic name")
+"""The optional column of a many-topic log: each row's topic (a partition is a topic of its own)."""
+
+
 def read_log(
-    spark: SparkSession, path: str | os.PathLike[str], columns: tuple[Column, ...], what: str
+    spark: SparkSession,
+    path: str | os.PathLike[str],
+    columns: tuple[Column, ...],
+    what: str,
+    *,
+    topic: bool = False,
 ) -> DataFrame:
     """The log at ``path`` with exactly ``columns`` (cast to their types; absent optional ones null).
+
+    With ``topic``, a ``topic`` column the log has is kept too (checked to be a string column).
 
     Raises:
         InvalidInput: the path is missing, a required column is absent, or a column has a type that
@@ -64,7 +75,8 @@ def read_log(
     have = {f.name: f.dataType for f in df.schema.fields}
     ints = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     out = []
-    for col in columns:
+    wanted = (*columns, TOPIC) if topic and TOPIC.name in have else columns
+    for col in wanted:
         kind = have.get(col.name)
         if kind is None:
             if col.required:

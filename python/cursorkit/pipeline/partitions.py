@@ -309,16 +309,18 @@ WHOLE_ENTRY = 2**31
 
 
 def fold_acks(
-    batches: Iterable[pa.RecordBatch], *, now_ms: int, positions: bytes
+    batches: Iterable[pa.RecordBatch], *, now_ms: int, positions: bytes | None
 ) -> Iterator[pa.RecordBatch]:
     """Folds a partition of the ack log into per-subscription acked bitmaps, batches and maxima.
 
     ``positions`` is the pickled-bytes form (``RangeSet.to_bytes``) of every position of the message
-    log. Acks of positions absent from it, and acks after ``now_ms``, are counted and skipped (the
-    documented rules ``acks_unknown_position`` and ``acks_after_now``). Batch-index acks need the
-    column ``batch_size`` (joined from the message log by the driver; null = unknown position).
+    log; None means the batches carry a ``ledger_size`` column instead (joined from the dense
+    ledgers of the message log; null = a ledger the log does not have). Acks of positions absent
+    from the log, and acks after ``now_ms``, are counted and skipped (the documented rules
+    ``acks_unknown_position`` and ``acks_after_now``). Batch-index acks need the column
+    ``batch_size`` (joined from the message log by the driver; null = unknown position).
     """
-    known = RangeSet.from_bytes(positions)
+    known = RangeSet.from_bytes(positions) if positions is not None else None
     problems = Problems()
     subs: dict[str, _SubFold] = {}
     rows = 0
@@ -356,7 +358,10 @@ def fold_acks(
         bad |= late
         ok = ~bad
         unknown = np.zeros(n, dtype=np.bool_)
-        unknown[ok] = ~known.contains_many(ledgers[ok], entries[ok])
+        if known is not None:
+            unknown[ok] = ~known.contains_many(ledgers[ok], entries[ok])
+        else:  # the log's ledgers are dense: a position is known when its entry is below the size
+            unknown[ok] = (entries >= _ints(batch, "ledger_size", 0))[ok]
         problems.note("acks_unknown_position", unknown, batch)
         ok &= ~unknown
         has_index = (

@@ -20,7 +20,7 @@ import pickle
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -49,7 +49,7 @@ from cursorkit.proto.strict import parse
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RebuildConfig", "rebuild", "write_buckets"]
+__all__ = ["RebuildConfig", "dense_sizes", "merge_index_rows", "rebuild", "write_buckets"]
 
 SHARED_CURSOR = "shared-delayed-index"
 """Cursor name recorded in the bucket snapshots of the topic's one shared delayed index."""
@@ -65,6 +65,7 @@ _ERRORS = {
     "implausible_deliver_at": ("deliver_at", "is negative or after the year 3000 (µs or ns, not ms?)"),
     "bad_batch_size": ("batch_size", "is below 1 or above 1,048,576"),
     "duplicate_position": ("ledger_id, entry_id", "repeats a position already in the log"),
+    "null_topic": ("topic", "is null (a log with a topic column names every row's topic)"),
     "null_subscription": ("subscription", "is null"),
     "null_ack_type": ("ack_type", "is null"),
     "null_ack_time": ("ack_time", "is null"),
@@ -122,15 +123,17 @@ def _ddl(arrow_schema: pa.Schema) -> Any:
     return from_arrow_schema(arrow_schema)
 
 
-def _raise_problems(problems: partitions.Problems, what: str, source: str) -> None:
+def _raise_problems(problems: partitions.Problems, what: str, source: str, topic: str | None = None) -> None:
+    where = f"{what} log {source}" if topic is None else f"{what} log {source}, topic {topic!r}"
     for name, count in problems.counts.items():
         if name in _ERRORS:
             column, rule = _ERRORS[name]
             raise InvalidInput(
-                f"{what} log {source}: {count} row(s) where {column} {rule}",
+                f"{where}: {count} row(s) where {column} {rule}",
                 source=source,
                 column=column,
                 row=problems.samples.get(name),
+                topic=topic,
             )
 
 
@@ -293,33 +296,10 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
 
     fn = partial(partitions.index_messages, now_ms=now, max_delay_ms=cfg.max_delay_ms)
     table = msgs.mapInArrow(fn, _ddl(partitions.INDEX_SCHEMA)).toArrow()
-    positions = RangeSet()
-    nyd: dict[int, int] = {}
-    problems = partitions.Problems()
-    rows = delayed = due = beyond = batch_entries = 0
-    hours: dict[int, int] = {}
-    range_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
-    consistent_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
-    for r in table.to_pylist():
-        if r["ledger_id"] == -1:
-            st = json.loads(r["stats"])
-            problems.merge(st["problems"])
-            rows += st["rows"]
-            delayed += st["delayed"]
-            due += st["delayed_due"]
-            beyond += st["delayed_beyond_max_delay"]
-            batch_entries += st["batch_entries"]
-            for k, v in st["hours"].items():
-                hours[int(k)] = hours.get(int(k), 0) + v
-            range_slots += np.frombuffer(r["range_slots"], dtype=np.int64)
-            consistent_slots += np.frombuffer(r["consistent_slots"], dtype=np.int64)
-            continue
-        positions.union_ledger_bytes(r["ledger_id"], r["bitmap"])
-        if r["not_yet_due"]:
-            nyd[r["ledger_id"]] = nyd.get(r["ledger_id"], 0) + r["not_yet_due"]
+    index, problems = merge_index_rows(table.to_pylist())
     _raise_problems(problems, "message", source)
-    valid = positions.total_cardinality()
-    counted = rows - sum(problems.counts.values())
+    valid = index.positions.total_cardinality()
+    counted = index.rows - sum(problems.counts.values())
     if valid != counted:  # a position repeated across partitions
         dup = (
             msgs.groupBy("ledger_id", "entry_id")
@@ -344,22 +324,65 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
             column="ledger_id, entry_id",
             row=sample,
         )
+    sizes, gap = dense_sizes(index.positions)
+    if gap is not None:
+        ledger, n, missing = gap
+        raise InvalidInput(
+            f"message log {source}: ledger {ledger} has {n} entries but not 0..{n - 1} "
+            f"(entry {missing} is missing); a ledger's entries are dense",
+            source=source,
+            column="entry_id",
+            row={"ledger_id": ledger, "entry_id": missing},
+        )
+    index.sizes = sizes
+    return index
+
+
+def merge_index_rows(parts: Iterable[Mapping[str, Any]]) -> tuple[_Index, partitions.Problems]:
+    """Merges ``index_messages`` rows (any partitioning, any order) into one topic's index.
+
+    ``sizes`` is left empty (see :func:`dense_sizes`); rows whose slot histograms are None add none.
+    """
+    positions = RangeSet()
+    nyd: dict[int, int] = {}
+    problems = partitions.Problems()
+    rows = delayed = due = beyond = batch_entries = 0
+    hours: dict[int, int] = {}
+    range_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
+    consistent_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
+    for r in parts:
+        if r["ledger_id"] == -1:
+            st = json.loads(r["stats"])
+            problems.merge(st["problems"])
+            rows += st["rows"]
+            delayed += st["delayed"]
+            due += st["delayed_due"]
+            beyond += st["delayed_beyond_max_delay"]
+            batch_entries += st["batch_entries"]
+            for k, v in st["hours"].items():
+                hours[int(k)] = hours.get(int(k), 0) + v
+            if r["range_slots"] is not None:
+                range_slots += np.frombuffer(r["range_slots"], dtype=np.int64)
+                consistent_slots += np.frombuffer(r["consistent_slots"], dtype=np.int64)
+            continue
+        positions.union_ledger_bytes(r["ledger_id"], r["bitmap"])
+        if r["not_yet_due"]:
+            nyd[r["ledger_id"]] = nyd.get(r["ledger_id"], 0) + r["not_yet_due"]
+    index = _Index(
+        positions, {}, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots, batch_entries
+    )
+    return index, problems
+
+
+def dense_sizes(positions: RangeSet) -> tuple[dict[int, int], tuple[int, int, int] | None]:
+    """Entries per ledger, or the first ledger whose entries are not ``0..n-1``: (ledger, n, missing)."""
     sizes: dict[int, int] = {}
     for ledger in positions.ledgers():
         n = positions.cardinality(ledger, -1, ledger, 2**31)
         if positions.cardinality(ledger, -1, ledger, n - 1) != n:
-            missing = _first_missing(positions, ledger)
-            raise InvalidInput(
-                f"message log {source}: ledger {ledger} has {n} entries but not 0..{n - 1} "
-                f"(entry {missing} is missing); a ledger's entries are dense",
-                source=source,
-                column="entry_id",
-                row={"ledger_id": ledger, "entry_id": missing},
-            )
+            return sizes, (ledger, n, _first_missing(positions, ledger))
         sizes[ledger] = n
-    return _Index(
-        positions, sizes, nyd, rows, delayed, due, beyond, hours, range_slots, consistent_slots, batch_entries
-    )
+    return sizes, None
 
 
 def _first_missing(positions: RangeSet, ledger: int) -> int:

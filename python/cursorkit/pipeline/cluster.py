@@ -1,0 +1,460 @@
+"""``cursorkit rebuild`` over many topics in one Spark job, executors doing the work and the writing.
+
+Logs with a ``topic`` column hold many topics (a partition of a partitioned topic is a topic of its
+own). Every stage runs on executors, per partition and then per topic (or per topic and bucket):
+
+1. *index*: each partition folds its rows per topic; the folds of a topic merge in one task into
+   its dense ledgers, its bucket plan and its figures;
+2. *acks*: each partition folds its acks per topic (positions checked against the joined ledger
+   sizes); a topic's folds merge into its cursors;
+3. *buckets*: each planned bucket of each topic is built in its own task;
+4. *write*: one task per topic writes the topic's directory, the single-topic layout, into this
+   run's staging prefix under a directory named for the task attempt.
+
+The driver gathers per-topic stats (problems, small figures): O(topics), never O(messages). It
+writes the run's summary and report and then ``manifest.json`` at the output's root, listing every
+topic's directory and files with their SHA-256: that write is the commit. Readers follow the
+manifest only, so a retried or speculative attempt's directory is never read, and a killed run
+leaves the previous manifest and everything it names untouched; the next run removes what no
+manifest names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from cursorkit.errors import InvalidArgument, InvalidInput
+from cursorkit.fsio import atomic_write, fsync_dir
+from cursorkit.pipeline import partitions, schema, topic_stages
+from cursorkit.pipeline.cursors import cursor_dir_name
+from cursorkit.pipeline.inputs import read_log
+from cursorkit.pipeline.load import MANIFEST_FILE
+from cursorkit.pipeline.rebuild import (
+    BROADCAST_BATCH_ENTRIES,
+    RebuildConfig,
+    _ddl,
+    _locked,
+    _raise_problems,
+    _Stages,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["TOPICS_MANIFEST_FORMAT", "TopicsSummary", "rebuild_topics"]
+
+TOPICS_MANIFEST_FORMAT = "cursorkit-rebuild-topics"
+"""The ``format`` of a many-topic output's root manifest."""
+TOPICS_MANIFEST_VERSION = 1
+RUNS_DIR = "runs"
+"""Each run stages everything under ``runs/<run id>/``; the root manifest names the live run."""
+
+
+@dataclass(slots=True, kw_only=True)
+class TopicsSummary:
+    """What a many-topic rebuild measured: per-topic figures and the run's stage times."""
+
+    run: str
+    out_dir: str
+    master: str
+    stages: list[tuple[str, float]] = field(default_factory=list)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Topic -> its figures (``topic_stages.topic_figures``) and ``dir``."""
+
+    @property
+    def messages(self) -> int:
+        """Messages over all topics."""
+        return sum(int(t["messages"]) for t in self.topics.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """``summary.json`` of the run."""
+        return asdict(self) | {"messages": self.messages}
+
+
+@dataclass(frozen=True, slots=True)
+class LocalStaging:
+    """Where a task writes a topic: ``<out>/runs/<run>/topics/<topic dir>/a<task attempt id>``.
+
+    Each attempt writes its own directory, so a retried or speculative attempt never touches
+    another's files; the manifest names the one whose result the driver received.
+    """
+
+    out: str
+    run: str
+    fsync: bool
+
+    def __call__(self, topic: str) -> tuple[Path, str, Callable[[], list[dict[str, Any]]]]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        attempt = ctx.taskAttemptId() if ctx is not None else uuid.uuid4().int % 10**12
+        rel = f"{RUNS_DIR}/{self.run}/topics/{cursor_dir_name(topic)}/a{attempt}"
+        root = Path(self.out) / rel
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        return root, rel, partial(_finish_local, root, self.fsync)
+
+
+def _finish_local(root: Path, sync: bool) -> list[dict[str, Any]]:
+    """Every file under ``root`` with its size and SHA-256 (files and directories fsynced)."""
+    files: list[dict[str, Any]] = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        files.append(
+            {
+                "path": path.relative_to(root).as_posix(),
+                "bytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
+    if sync:
+        for d in sorted({p.parent for p in root.rglob("*")} | {root}, key=lambda p: -len(p.parts)):
+            fsync_dir(d)
+    return files
+
+
+def _per_group(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:
+    """``fn`` as a plain function for ``GroupedData.applyInArrow``.
+
+    PySpark 4.1+ inspects the function's type hints to choose between its table and batch-iterator
+    forms, and fails on a ``functools.partial``; a function without hints gets the table form.
+    """
+
+    def run(table: pa.Table) -> pa.Table:
+        return fn(table)
+
+    run.__annotations__ = {}
+    return run
+
+
+def rebuild_topics(
+    spark: SparkSession,
+    messages: str | os.PathLike[str],
+    acks: str | os.PathLike[str] | None,
+    out: str | os.PathLike[str],
+    config: RebuildConfig | None = None,
+    *,
+    on_stage: Callable[[str, str], None] | None = None,
+) -> TopicsSummary:
+    """Rebuilds every topic of logs with a ``topic`` column into ``out`` (see the module docstring).
+
+    Raises:
+        InvalidInput: an input log is unusable; the message names the topic, column and a sample row.
+        InvalidArgument: ``out`` is an existing directory that is not a rebuild's output.
+    """
+    cfg = config if config is not None else RebuildConfig()
+    out_path = Path(out)
+    _check_out(out_path)
+    stages = _Stages(on_stage)
+    with _locked(out_path):
+        _check_out(out_path)
+        out_path.mkdir(parents=True, exist_ok=True)
+        _remove_unreferenced(out_path, keep=None)  # a killed run's staging
+        run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        try:
+            summary = _run(
+                spark,
+                os.fspath(messages),
+                os.fspath(acks) if acks is not None else None,
+                out_path,
+                run,
+                cfg,
+                stages,
+            )
+            summary.stages = [(s.name, s.seconds) for s in stages.timings]
+            _commit(out_path, run, summary, cfg)
+        except BaseException:
+            shutil.rmtree(out_path / RUNS_DIR / run, ignore_errors=True)
+            raise
+        _remove_unreferenced(out_path, keep=summary)
+    return summary
+
+
+def _check_out(out: Path) -> None:
+    if out.exists():
+        if not out.is_dir():
+            raise InvalidArgument(f"--out {out} exists and is not a directory")
+        if any(p.name != RUNS_DIR for p in out.iterdir()) and not (out / MANIFEST_FILE).exists():
+            raise InvalidArgument(f"--out {out} is a non-empty directory that is not a rebuild's output")
+
+
+def _run(
+    spark: SparkSession,
+    messages_path: str,
+    acks_path: str | None,
+    out: Path,
+    run: str,
+    cfg: RebuildConfig,
+    stages: _Stages,
+) -> TopicsSummary:
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    with stages.stage("read"):
+        msgs = read_log(spark, messages_path, schema.MESSAGE_COLUMNS, "message", topic=True)
+        ack_df = read_log(spark, acks_path, schema.ACK_COLUMNS, "ack", topic=True) if acks_path else None
+        if "topic" not in msgs.columns:
+            raise InvalidInput(
+                f"message log {messages_path}: no topic column (a one-topic log: use rebuild)",
+                source=messages_path,
+                column="topic",
+            )
+        if ack_df is not None and "topic" not in ack_df.columns:
+            raise InvalidInput(
+                f"ack log {acks_path}: no topic column, but the message log has one",
+                source=acks_path or "",
+                column="topic",
+            )
+        latest = msgs.groupBy("topic").agg(F.max("publish_time").alias("t")).collect()
+        nows = {
+            r["topic"]: (cfg.now_ms if cfg.now_ms is not None else int(r["t"] or 0))
+            for r in latest
+            if r["topic"] is not None
+        }
+    now_df = spark.createDataFrame(list(nows.items()), "topic string, now_ms long")
+
+    with stages.stage("index messages"):
+        parts = msgs.mapInArrow(
+            partial(topic_stages.index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
+            _ddl(topic_stages.TOPIC_INDEX_SCHEMA),
+        )
+        state = (
+            parts.groupBy("topic")
+            .applyInArrow(
+                _per_group(
+                    partial(
+                        topic_stages.merge_topic_index,
+                        now_ms=nows,
+                        min_index_count_per_bucket=cfg.min_index_count_per_bucket,
+                        consumers=cfg.consumers,
+                    )
+                ),
+                _ddl(topic_stages.TOPIC_STATE_SCHEMA),
+            )
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        index_stats = {r["topic"]: json.loads(r["stats"]) for r in state.select("topic", "stats").collect()}
+        _check_index(index_stats, msgs, messages_path)
+    batch_entries = sum(int(s["batch_entries"]) for s in index_stats.values())
+    ledgers = state.select(
+        "topic", F.explode(F.arrays_zip("ledgers", "sizes", "bucket_of_ledger")).alias("z")
+    ).select(
+        "topic",
+        F.col("z.ledgers").alias("ledger_id"),
+        F.col("z.sizes").alias("ledger_size"),
+        F.col("z.bucket_of_ledger").alias("bucket"),
+    )
+
+    with stages.stage("fold acks"):
+        if ack_df is not None:
+            cursors = _cursors(msgs, ack_df, ledgers, state, nows, batch_entries).persist(
+                StorageLevel.MEMORY_AND_DISK
+            )
+            ack_stats = {
+                r["topic"]: json.loads(r["stats"]) for r in cursors.select("topic", "stats").collect()
+            }
+            for topic in sorted(ack_stats, key=lambda t: (t is not None, t or "")):
+                problems = partitions.Problems()
+                problems.merge(ack_stats[topic]["problems"])
+                _raise_problems(problems, "ack", acks_path or "", topic)
+        else:
+            cursors = spark.createDataFrame([], _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
+
+    with stages.stage("delayed index"):
+        nyd = (
+            msgs.join(F.broadcast(now_df), "topic")
+            .filter(
+                F.col("deliver_at").isNotNull()
+                & (F.col("deliver_at") > F.col("publish_time"))
+                & (F.col("deliver_at") > F.col("now_ms"))
+                & (F.col("deliver_at") <= F.col("now_ms") + F.lit(cfg.max_delay_ms))
+            )
+            .join(ledgers.filter(F.col("bucket") >= 0), ["topic", "ledger_id"])
+            .select(
+                "topic", F.col("bucket").cast("int").alias("bucket"), "ledger_id", "entry_id", "deliver_at"
+            )
+        )
+        planned = state.filter(F.size("plan") > 0).select(
+            "topic", F.explode(F.sequence(F.lit(0), (F.size("plan") / 3 - 1).cast("int"))).alias("bucket")
+        )
+        with_cursors = planned.join(cursors.select("topic", "names", "cursors"), "topic", "left").select(
+            "topic", F.col("bucket").cast("int").alias("bucket"), "names", "cursors"
+        )
+        built = (
+            nyd.groupBy("topic", "bucket")
+            .cogroup(with_cursors.groupBy("topic", "bucket"))
+            .applyInArrow(
+                partial(
+                    topic_stages.build_topic_buckets,
+                    max_time_step_ms=cfg.max_time_step_per_segment_ms,
+                    max_indexes_per_segment=cfg.max_indexes_per_segment,
+                ),
+                _ddl(topic_stages.TOPIC_BUCKETS_SCHEMA),
+            )
+        )
+
+    with stages.stage("write topics"):
+        topic_state = state.join(
+            cursors.select("topic", "names", "cursors", F.col("stats").alias("ack_stats")), "topic", "left"
+        )
+        config = {k: v for k, v in asdict(cfg).items() if k not in ("topic", "now_ms", "report")}
+        written = (
+            built.groupBy("topic")
+            .cogroup(topic_state.groupBy("topic"))
+            .applyInArrow(
+                partial(
+                    topic_stages.write_topic,
+                    config=config,
+                    destination=LocalStaging(str(out), run, cfg.fsync),
+                ),
+                _ddl(topic_stages.TOPIC_WRITTEN_SCHEMA),
+            )
+            .collect()
+        )
+    state.unpersist()
+    if ack_df is not None:
+        cursors.unpersist()
+    summary = TopicsSummary(run=run, out_dir=str(out), master=spark.sparkContext.master or "")
+    for r in written:
+        figures = json.loads(r["figures"])
+        summary.topics[r["topic"]] = figures | {"dir": r["dir"], "files": json.loads(r["files"])}
+    return summary
+
+
+def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: DataFrame, source: str) -> None:
+    """Raises the first problem of the message log, topic by topic in name order (null first)."""
+    from pyspark.sql import functions as F
+
+    for topic in sorted(stats, key=lambda t: (t is not None, t or "")):
+        st = stats[topic]
+        problems = partitions.Problems()
+        problems.merge(st["problems"])
+        _raise_problems(problems, "message", source, topic)
+        where = f"message log {source}, topic {topic!r}"
+        if st["duplicates_across_partitions"]:
+            mine = msgs.filter(F.col("topic") == F.lit(topic))
+            dup = mine.groupBy("ledger_id", "entry_id").count().filter(F.col("count") > 1).limit(1).collect()
+            sample = None
+            if dup:
+                first = (
+                    mine.filter((F.col("ledger_id") == dup[0][0]) & (F.col("entry_id") == dup[0][1]))
+                    .limit(1)
+                    .collect()
+                )
+                sample = first[0].asDict() if first else None
+            raise InvalidInput(
+                f"{where}: {st['duplicates_across_partitions']} row(s) where ledger_id, entry_id repeats a "
+                "position already in the log",
+                source=source,
+                column="ledger_id, entry_id",
+                row=sample,
+                topic=topic,
+            )
+        if st["gap"] is not None:
+            ledger, n, missing = st["gap"]
+            raise InvalidInput(
+                f"{where}: ledger {ledger} has {n} entries but not 0..{n - 1} (entry {missing} is missing); "
+                "a ledger's entries are dense",
+                source=source,
+                column="entry_id",
+                row={"ledger_id": ledger, "entry_id": missing},
+                topic=topic,
+            )
+
+
+def _cursors(
+    msgs: DataFrame,
+    acks: DataFrame,
+    ledgers: DataFrame,
+    state: DataFrame,
+    nows: Mapping[str, int],
+    batch_entries: int,
+) -> DataFrame:
+    """Per topic: its cursors, folded on executors (the single-topic job's join rule, per topic)."""
+    from pyspark.sql import functions as F
+
+    if batch_entries <= BROADCAST_BATCH_ENTRIES:
+        entries = msgs.filter(F.col("batch_size") > 1).select(
+            "topic", "ledger_id", "entry_id", F.col("batch_size").cast("long").alias("batch_size")
+        )
+        both = acks.join(F.broadcast(entries), ["topic", "ledger_id", "entry_id"], "left")
+    else:
+        plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
+        sizes = msgs.select(
+            "topic",
+            "ledger_id",
+            "entry_id",
+            F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size"),
+        )
+        batched = acks.filter(F.col("batch_index").isNotNull()).join(
+            sizes, ["topic", "ledger_id", "entry_id"], "left"
+        )
+        both = plain.unionByName(batched)
+    both = both.join(ledgers.select("topic", "ledger_id", "ledger_size"), ["topic", "ledger_id"], "left")
+    folded = both.mapInArrow(
+        partial(topic_stages.fold_topic_acks, now_ms=nows), _ddl(topic_stages.TOPIC_ACKS_SCHEMA)
+    )
+    return (
+        folded.groupBy("topic")
+        .cogroup(state.groupBy("topic"))
+        .applyInArrow(topic_stages.assemble_topic_cursors, _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
+    )
+
+
+def _commit(out: Path, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
+    """Writes the run's summary and report, then the root manifest: the commit point."""
+    run_dir = out / RUNS_DIR / run
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(run_dir / "summary.json", json.dumps(summary.to_json(), indent=1).encode(), sync=cfg.fsync)
+    manifest = {
+        "format": TOPICS_MANIFEST_FORMAT,
+        "version": TOPICS_MANIFEST_VERSION,
+        "run": run,
+        "summary": f"{RUNS_DIR}/{run}/summary.json",
+        "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
+    }
+    fsync_dir(run_dir)
+    atomic_write(out / MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
+    fsync_dir(out)
+
+
+def _remove_unreferenced(out: Path, keep: TopicsSummary | None) -> None:
+    """Removes staged directories no manifest names: other runs, and other attempts of this one."""
+    runs = out / RUNS_DIR
+    if not runs.is_dir():
+        return
+    live: set[str] = set()
+    if keep is not None:
+        live = {t["dir"] for t in keep.topics.values()}
+        run = keep.run
+    elif not (out / MANIFEST_FILE).exists():
+        run = ""  # nothing committed yet: every staged run is a killed one's
+    else:
+        try:
+            doc = json.loads((out / MANIFEST_FILE).read_text())
+            run = str(doc.get("run", ""))
+            live = {str(t["dir"]) for t in doc.get("topics", {}).values()}
+        except (OSError, ValueError, AttributeError, TypeError, KeyError):
+            return  # a manifest that cannot be read: remove nothing it might name
+    for other in runs.iterdir():
+        if other.name != run:
+            shutil.rmtree(other, ignore_errors=True)
+    topics = runs / run / "topics"
+    if topics.is_dir():
+        for topic_dir in topics.iterdir():
+            for attempt in topic_dir.iterdir():
+                if attempt.relative_to(out).as_posix() not in live:
+                    shutil.rmtree(attempt, ignore_errors=True)

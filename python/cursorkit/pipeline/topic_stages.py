@@ -1,0 +1,430 @@
+"""The executor side of a many-topic rebuild: each stage's function, run per partition or per topic.
+
+Every function here runs inside a Spark task (``mapInArrow`` on partitions, ``applyInArrow`` on a
+topic's group) and reuses the single-topic job's folds, so a topic's result is the one the
+single-topic rebuild gives on its logs alone. Partitions hold rows of many topics: they are split
+by the ``topic`` column and folded per topic; the folds are unions, merged per topic on executors.
+Nothing here raises on bad input: problems travel as counts and samples in ``stats`` JSON, and
+the driver raises ``InvalidInput`` naming the topic.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cursorkit.ackstate import Cursor
+from cursorkit.delayed.properties import FileCursorProperties
+from cursorkit.pipeline import partitions
+from cursorkit.pipeline.cursors import holes_per_ledger, merge_ack_folds, write_cursors
+from cursorkit.pipeline.keyload import key_load
+from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
+from cursorkit.pipeline.results import RebuildSummary
+
+Int64Array = npt.NDArray[np.int64]
+
+TOPIC_INDEX_SCHEMA = pa.schema([pa.field("topic", pa.string()), *partitions.INDEX_SCHEMA])
+"""``index_messages`` rows of one topic of a partition; slot histograms are sparse
+(``sparse_slots``) so a small topic's row stays small."""
+
+TOPIC_STATE_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("now_ms", pa.int64()),
+        ("ledgers", pa.list_(pa.int64())),
+        ("sizes", pa.list_(pa.int64())),
+        ("not_yet_due", pa.list_(pa.int64())),
+        ("bucket_of_ledger", pa.list_(pa.int32())),
+        ("plan", pa.list_(pa.int64())),
+        ("stats", pa.string()),
+    ]
+)
+"""One topic's merged index: its dense ledgers and sizes, not-yet-due counts, the bucket plan
+(start, end, messages per bucket, flattened) and each ledger's bucket (-1: none), and a JSON
+``stats`` of counts, problems, the hours histogram, key load and a structural error if any."""
+
+TOPIC_ACKS_SCHEMA = pa.schema([pa.field("topic", pa.string()), *partitions.ACKS_SCHEMA])
+"""``fold_acks`` rows of one topic of a partition."""
+
+TOPIC_CURSORS_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("names", pa.list_(pa.string())),
+        ("cursors", pa.list_(pa.binary())),
+        ("stats", pa.string()),
+    ]
+)
+"""One topic's cursors (pickled, by subscription) and its ack stats (rows, problems)."""
+
+TOPIC_BUCKETS_SCHEMA = pa.schema([pa.field("topic", pa.string()), *partitions.BUCKETS_SCHEMA])
+"""``build_buckets`` rows of one topic."""
+
+TOPIC_WRITTEN_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("dir", pa.string()),
+        ("files", pa.string()),
+        ("figures", pa.string()),
+    ]
+)
+"""What one task wrote for a topic: its directory (relative to the output), the files with sizes
+and SHA-256 (JSON), and the topic's figures for the cluster report (JSON)."""
+
+
+# --- splitting a partition by topic ----------------------------------------------------------------
+
+
+def split_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
+    """The batch's rows grouped by ``topic`` (None for rows whose topic is null), row order kept."""
+    col = batch.column("topic")
+    encoded = pc.dictionary_encode(col)
+    codes = encoded.indices
+    names = encoded.dictionary.to_pylist()
+    if len(names) == 1 and not codes.null_count:
+        yield names[0], batch
+        return
+    for code, name in enumerate(names):
+        yield name, batch.filter(pc.equal(codes, code))
+    if codes.null_count:
+        yield None, batch.filter(pc.is_null(codes))
+
+
+def _grouped(batches: Iterable[pa.RecordBatch]) -> dict[str | None, list[pa.RecordBatch]]:
+    groups: dict[str | None, list[pa.RecordBatch]] = {}
+    for batch in batches:
+        if batch.num_rows:
+            for topic, part in split_by_topic(batch):
+                groups.setdefault(topic, []).append(part)
+    return groups
+
+
+def _null_topic_stats(parts: list[pa.RecordBatch]) -> dict[str, Any]:
+    problems = partitions.Problems()
+    for part in parts:
+        problems.note("null_topic", np.ones(part.num_rows, dtype=np.bool_), part)
+    return {"rows": sum(p.num_rows for p in parts), "problems": problems.to_json()}
+
+
+def _with_topic(topic: str | None, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array([topic] * batch.num_rows, pa.string()), *batch.columns], schema=schema
+    )
+
+
+# --- stage 1: per-partition message index, per topic ------------------------------------------------
+
+
+def sparse_slots(dense: bytes) -> bytes:
+    """A 65,536-slot int64 histogram as (slot, count) int64 pairs of its non-zero slots."""
+    h = np.frombuffer(dense, dtype=np.int64)
+    nz = np.flatnonzero(h)
+    return np.stack([nz.astype(np.int64), h[nz]]).T.astype("<i8").tobytes()
+
+
+def dense_slots(pairs: Iterable[bytes]) -> Int64Array:
+    """The sum of sparse histograms (``sparse_slots``) as a dense 65,536-slot histogram."""
+    out = np.zeros(partitions.SLOTS, dtype=np.int64)
+    for raw in pairs:
+        p = np.frombuffer(raw, dtype="<i8").reshape(-1, 2)
+        np.add.at(out, p[:, 0], p[:, 1])
+    return out
+
+
+def index_topics(
+    batches: Iterable[pa.RecordBatch], *, now_ms: Mapping[str, int], max_delay_ms: int
+) -> Iterator[pa.RecordBatch]:
+    """``index_messages`` per topic of a partition (each topic at its own ``now_ms``)."""
+    for topic, parts in _grouped(batches).items():
+        if topic is None:
+            stats = _null_topic_stats(parts)
+            yield _index_stats_only(None, stats)
+            continue
+        for out in partitions.index_messages(parts, now_ms=now_ms[topic], max_delay_ms=max_delay_ms):
+            last = out.num_rows - 1
+            cols = out.to_pydict()
+            for name in ("range_slots", "consistent_slots"):
+                cols[name][last] = sparse_slots(cols[name][last])
+            yield _with_topic(
+                topic, pa.RecordBatch.from_pydict(cols, schema=partitions.INDEX_SCHEMA), TOPIC_INDEX_SCHEMA
+            )
+
+
+def _index_stats_only(topic: str | None, problems_stats: Mapping[str, Any]) -> pa.RecordBatch:
+    stats = {
+        "rows": problems_stats["rows"],
+        "delayed": 0,
+        "delayed_due": 0,
+        "delayed_beyond_max_delay": 0,
+        "batch_entries": 0,
+        "max_publish_time": -1,
+        "hours": {},
+        "problems": problems_stats["problems"],
+    }
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": [topic],
+            "ledger_id": [-1],
+            "bitmap": [b""],
+            "rows": [problems_stats["rows"]],
+            "not_yet_due": [0],
+            "stats": [json.dumps(stats)],
+            "range_slots": [b""],
+            "consistent_slots": [b""],
+        },
+        schema=TOPIC_INDEX_SCHEMA,
+    )
+
+
+# --- stage 2: one topic's index, merged --------------------------------------------------------------
+
+
+def merge_topic_index(
+    table: pa.Table, *, now_ms: Mapping[str, int], min_index_count_per_bucket: int, consumers: int
+) -> pa.Table:
+    """Merges one topic's partial index rows: dense ledger sizes, the bucket plan and the figures."""
+    from cursorkit.pipeline.rebuild import dense_sizes, merge_index_rows
+
+    rows = table.to_pylist()
+    topic = rows[0]["topic"]
+    range_raw = [r["range_slots"] for r in rows if r["ledger_id"] == -1]
+    consistent_raw = [r["consistent_slots"] for r in rows if r["ledger_id"] == -1]
+    for r in rows:
+        r["range_slots"] = r["consistent_slots"] = None
+    index, problems = merge_index_rows(rows)
+    valid = index.positions.total_cardinality()
+    counted = index.rows - sum(problems.counts.values())
+    sizes, gap = dense_sizes(index.positions)
+    plan = plan_buckets(index.not_yet_due, min_index_count_per_bucket) if gap is None else []
+    ledgers = sorted(sizes)
+    starts = np.asarray([b.start_ledger_id for b in plan], dtype=np.int64)
+    bucket = (np.searchsorted(starts, np.asarray(ledgers, dtype=np.int64), side="right") - 1).astype(np.int32)
+    loads = key_load(dense_slots(range_raw), dense_slots(consistent_raw), consumers) if topic else []
+    stats = {
+        "rows": index.rows,
+        "delayed": index.delayed,
+        "delayed_due": index.due,
+        "delayed_beyond_max_delay": index.beyond,
+        "batch_entries": index.batch_entries,
+        "hours": {str(k): v for k, v in index.hours.items()},
+        "problems": problems.to_json(),
+        "duplicates_across_partitions": counted - valid if not problems.counts else 0,
+        "gap": list(gap) if gap is not None else None,
+        "key_load": [asdict(k) for k in loads],
+    }
+    return pa.Table.from_pydict(
+        {
+            "topic": [topic],
+            "now_ms": [now_ms.get(topic, 0) if topic is not None else 0],
+            "ledgers": [ledgers],
+            "sizes": [[sizes[lg] for lg in ledgers]],
+            "not_yet_due": [[index.not_yet_due.get(lg, 0) for lg in ledgers]],
+            "bucket_of_ledger": [bucket.tolist()],
+            "plan": [[v for b in plan for v in (b.start_ledger_id, b.end_ledger_id, b.messages)]],
+            "stats": [json.dumps(stats)],
+        },
+        schema=TOPIC_STATE_SCHEMA,
+    )
+
+
+def plan_of(flat: list[int]) -> list[PlannedBucket]:
+    """The bucket plan from ``TOPIC_STATE_SCHEMA.plan``."""
+    return [PlannedBucket(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat), 3)]
+
+
+# --- stage 3: acks, per partition and per topic ------------------------------------------------------
+
+
+def fold_topic_acks(
+    batches: Iterable[pa.RecordBatch], *, now_ms: Mapping[str, int]
+) -> Iterator[pa.RecordBatch]:
+    """``fold_acks`` per topic of a partition; positions are checked against the joined ``ledger_size``.
+
+    Acks of a topic the message log does not have fold at ``now_ms`` = the latest of all topics, and
+    every one of them is an unknown position.
+    """
+    latest = max(now_ms.values(), default=0)
+    for topic, parts in _grouped(batches).items():
+        if topic is None:
+            stats = _null_topic_stats(parts)
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "topic": [None],
+                    "kind": ["stats"],
+                    "subscription": [None],
+                    "ledger_id": [-1],
+                    "entry_id": [-1],
+                    "batch_index": [-1],
+                    "batch_size": [0],
+                    "bitmap": [None],
+                    "stats": [json.dumps(stats)],
+                },
+                schema=TOPIC_ACKS_SCHEMA,
+            )
+            continue
+        for out in partitions.fold_acks(parts, now_ms=now_ms.get(topic, latest), positions=None):
+            yield _with_topic(topic, out, TOPIC_ACKS_SCHEMA)
+
+
+def assemble_topic_cursors(acks: pa.Table, state: pa.Table) -> pa.Table:
+    """One topic's cursors from its folded acks (and its ledger sizes), pickled by subscription."""
+    topic = (state if state.num_rows else acks).column("topic")[0].as_py()
+    sizes = _sizes(state)
+    cursors, rows, problems = merge_ack_folds(acks.to_pylist(), sizes) if acks.num_rows else ({}, 0, None)
+    stats = {"rows": rows, "problems": problems.to_json() if problems is not None else {}}
+    return pa.Table.from_pydict(
+        {
+            "topic": [topic],
+            "names": [list(cursors)],
+            "cursors": [[pickle.dumps(c) for c in cursors.values()]],
+            "stats": [json.dumps(stats)],
+        },
+        schema=TOPIC_CURSORS_SCHEMA,
+    )
+
+
+def _sizes(state: pa.Table) -> dict[int, int]:
+    if not state.num_rows:
+        return {}
+    ledgers = state.column("ledgers")[0].as_py()
+    sizes = state.column("sizes")[0].as_py()
+    return dict(zip(ledgers, sizes, strict=True))
+
+
+# --- stage 4: buckets, per (topic, bucket) -----------------------------------------------------------
+
+
+def build_topic_buckets(
+    tagged: pa.Table, cursors: pa.Table, *, max_time_step_ms: int, max_indexes_per_segment: int
+) -> pa.Table:
+    """Builds one planned bucket of one topic (``build_buckets`` on its rows, its topic's cursors)."""
+    if not tagged.num_rows:
+        return TOPIC_BUCKETS_SCHEMA.empty_table()
+    topic = tagged.column("topic")[0].as_py()
+    pickled: dict[str, bytes] = {}
+    if cursors.num_rows:
+        names = cursors.column("names")[0].as_py()
+        blobs = cursors.column("cursors")[0].as_py()
+        pickled = dict(zip(names, blobs, strict=True))
+    rows = tagged.select([f.name for f in partitions.BUCKET_ID_SCHEMA]).cast(partitions.BUCKET_ID_SCHEMA)
+    built = list(
+        partitions.build_buckets(
+            rows.to_batches(),
+            max_time_step_ms=max_time_step_ms,
+            max_indexes_per_segment=max_indexes_per_segment,
+            cursors=pickled,
+        )
+    )
+    return pa.Table.from_batches(
+        [_with_topic(topic, b, TOPIC_BUCKETS_SCHEMA) for b in built], TOPIC_BUCKETS_SCHEMA
+    )
+
+
+# --- stage 5: one topic's stores, written by the task ----------------------------------------------
+
+
+def write_topic(
+    built: pa.Table,
+    state: pa.Table,
+    *,
+    config: Mapping[str, Any],
+    destination: Callable[[str], tuple[Path, str, Callable[[], list[dict[str, Any]]]]],
+) -> pa.Table:
+    """Writes one topic's output directory (the single-topic layout) and returns what it wrote.
+
+    ``state`` is the topic's ``TOPIC_STATE_SCHEMA`` row joined with its ``TOPIC_CURSORS_SCHEMA``
+    columns. ``destination(topic)`` gives the local directory to write, its path relative to the
+    output, and a function that finishes it (upload, fsync) and lists the files.
+    """
+    from cursorkit.pipeline.rebuild import RebuildConfig, _manifest, _write_summary, write_buckets
+
+    row = state.to_pylist()[0]
+    topic = row["topic"]
+    now = row["now_ms"]
+    cfg = RebuildConfig(**{**config, "topic": topic, "now_ms": now, "report": False})
+    sizes = dict(zip(row["ledgers"], row["sizes"], strict=True))
+    names = row["names"] or []
+    cursors: dict[str, Cursor] = {
+        n: pickle.loads(c) for n, c in zip(names, row["cursors"] or [], strict=True)
+    }
+    stats = json.loads(row["stats"])
+    ack_stats: dict[str, Any] = (
+        json.loads(row["ack_stats"]) if row["ack_stats"] else {"rows": 0, "problems": {}}
+    )
+    root, rel, finish = destination(topic)
+    summary = RebuildSummary(topic=topic, now_ms=now, out_dir=rel, master="")
+    summary.config = {k: v for k, v in asdict(cfg).items() if k not in ("fsync", "report")} | {"now_ms": now}
+    summary.inputs.update(messages=stats["rows"], ledgers=len(sizes), delayed=stats["delayed"])
+    summary.ledger_sizes = sizes
+    summary.rules.update(
+        delayed_due=stats["delayed_due"], delayed_beyond_max_delay=stats["delayed_beyond_max_delay"]
+    )
+    counts: dict[str, int] = ack_stats.get("problems", {}).get("counts", {})
+    summary.inputs["acks"] = int(ack_stats["rows"])
+    summary.inputs["subscriptions"] = len(cursors)
+    for rule in ("acks_unknown_position", "acks_after_now"):
+        summary.rules[rule] = counts.get(rule, 0)
+    summary.cursors = write_cursors(root / "cursors", cursors, sizes)
+    summary.holes = {name: holes_per_ledger(c, sizes) for name, c in cursors.items()}
+    plan = plan_of(row["plan"])
+    delayed_root = root / "delayed"
+    delayed_root.mkdir()
+    if plan:
+        buckets, dropped = write_buckets(
+            delayed_root,
+            plan,
+            built.select([f.name for f in partitions.BUCKETS_SCHEMA]),
+            topic=topic,
+            fsync=cfg.fsync,
+        )
+    else:
+        FileCursorProperties(delayed_root / "cursor.properties").apply({})
+        buckets, dropped = [], 0
+    summary.buckets = buckets
+    summary.rules["delayed_acked"] = dropped
+    hours = {int(k): v for k, v in stats["hours"].items()}
+    summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in hours.items())
+    from cursorkit.pipeline.results import KeyLoad
+
+    summary.key_load = [KeyLoad(**k) for k in stats["key_load"]]
+    manifest = _manifest(cfg, now, cursors, bool(buckets))
+    _write_summary(root, summary, manifest, cfg)
+    files = finish()
+    figures = topic_figures(summary)
+    return pa.Table.from_pydict(
+        {"topic": [topic], "dir": [rel], "files": [json.dumps(files)], "figures": [json.dumps(figures)]},
+        schema=TOPIC_WRITTEN_SCHEMA,
+    )
+
+
+def topic_figures(summary: RebuildSummary) -> dict[str, Any]:
+    """The few figures of one topic that the cluster report and manifest carry.
+
+    The rest stay in the topic's ``summary.json``.
+    """
+    cursors = summary.cursors
+    return {
+        "messages": summary.inputs.get("messages", 0),
+        "acks": summary.inputs.get("acks", 0),
+        "subscriptions": len(cursors),
+        "backlog": sum(c.backlog for c in cursors),
+        "ranges": sum(c.ranges for c in cursors),
+        "max_ranges": max((c.ranges for c in cursors), default=0),
+        "redeliver_pulsar": sum(c.redeliver_pulsar for c in cursors),
+        "redeliver_ours": sum(c.redeliver_ours for c in cursors),
+        "not_persistable_pulsar": sum(1 for c in cursors if not c.persistable_pulsar),
+        "delayed": summary.inputs.get("delayed", 0),
+        "delayed_pending": sum(b.messages for b in summary.buckets),
+        "buckets": len(summary.buckets),
+        "ledgers": len(summary.ledger_sizes),
+        "rules": dict(summary.rules),
+        "now_ms": summary.now_ms,
+    }
