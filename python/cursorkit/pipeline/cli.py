@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from cursorkit.errors import CursorkitError
+from cursorkit.errors import CursorkitError, InvalidArgument
 from cursorkit.pipeline.display import print_summary, stage_progress
 
 __all__ = ["main"]
@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         "inspect", help="summarise a bucket snapshot store, a cursor store or a rebuild output"
     )
     i.add_argument("path", type=Path)
+    i.add_argument("--topic", default=None, help="a topic of a many-topic rebuild output")
     return p
 
 
@@ -119,6 +120,13 @@ def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
     assert isinstance(cfg, RebuildConfig)
     conf = parse_conf(args.conf)
     spark = spark_session(args.master, conf)
+    from cursorkit.pipeline.cluster import has_topic_column, print_topics, rebuild_topics
+
+    if has_topic_column(spark, args.messages):  # a many-topic log: every topic in one job
+        with stage_progress(console) as on_stage:
+            topics = rebuild_topics(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
+        print_topics(console, topics.topics)
+        return 0
     with stage_progress(console) as on_stage:
         summary = rebuild(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
     print_summary(console, summary)
@@ -140,9 +148,19 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.pipeline.cluster import print_topics, read_topic_figures
     from cursorkit.pipeline.inspector import inspect_path, render
+    from cursorkit.pipeline.load import list_topics, topic_root
 
-    summary = inspect_path(args.path)
+    path = args.path
+    if (path / "manifest.json").is_file() and list_topics(path):
+        if args.topic is None:  # the whole output: its topics, riskiest first
+            print_topics(console, read_topic_figures(path))
+            return 0
+        path = topic_root(path, args.topic)
+    elif args.topic is not None:
+        raise InvalidArgument(f"{path} is not a many-topic rebuild output; --topic does not apply")
+    summary = inspect_path(path)
     render(summary, console=console)
     return 1 if summary.damaged else 0
 

@@ -40,7 +40,7 @@ from cursorkit.fsio import atomic_write, fsync_dir
 from cursorkit.pipeline import partitions, schema, topic_stages
 from cursorkit.pipeline.cursors import cursor_dir_name
 from cursorkit.pipeline.inputs import read_log
-from cursorkit.pipeline.load import MANIFEST_FILE
+from cursorkit.pipeline.load import MANIFEST_FILE, TOPICS_FORMAT
 from cursorkit.pipeline.rebuild import (
     BROADCAST_BATCH_ENTRIES,
     RebuildConfig,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TOPICS_MANIFEST_FORMAT", "TopicsSummary", "rebuild_topics"]
 
-TOPICS_MANIFEST_FORMAT = "cursorkit-rebuild-topics"
+TOPICS_MANIFEST_FORMAT = TOPICS_FORMAT
 """The ``format`` of a many-topic output's root manifest."""
 TOPICS_MANIFEST_VERSION = 1
 RUNS_DIR = "runs"
@@ -458,3 +458,67 @@ def _remove_unreferenced(out: Path, keep: TopicsSummary | None) -> None:
             for attempt in topic_dir.iterdir():
                 if attempt.relative_to(out).as_posix() not in live:
                     shutil.rmtree(attempt, ignore_errors=True)
+
+
+def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> bool:
+    """Whether the message log has a ``topic`` column (a many-topic log); reads the schema only."""
+    df = read_log(spark, messages, schema.MESSAGE_COLUMNS, "message", topic=True)
+    return "topic" in df.columns
+
+
+def risk_order(topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Topics riskiest first: what a crash would make Pulsar redeliver, then ack-hole ranges, backlog."""
+    return sorted(
+        topics,
+        key=lambda t: (
+            -int(topics[t].get("redeliver_pulsar", 0)),
+            -int(topics[t].get("max_ranges", 0)),
+            -int(topics[t].get("backlog", 0)),
+            t,
+        ),
+    )
+
+
+def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The per-topic figures of a committed many-topic output (from its run's ``summary.json``)."""
+    from cursorkit.pipeline.load import inside
+
+    root = Path(out)
+    doc = json.loads((root / MANIFEST_FILE).read_text())
+    summary = json.loads(inside(root, str(doc["summary"]), "summary").read_text())
+    topics: dict[str, dict[str, Any]] = summary["topics"]
+    return topics
+
+
+def print_topics(console: Any, topics: Mapping[str, Mapping[str, Any]], limit: int = 30) -> None:
+    """The topics table, riskiest first (at most ``limit`` rows, then a count of the rest)."""
+    from rich.table import Table
+
+    table = Table(title=f"{len(topics)} topics, riskiest first")
+    for name in (
+        "topic",
+        "messages",
+        "subs",
+        "backlog",
+        "ranges",
+        "redeliver (Pulsar)",
+        "delayed",
+        "buckets",
+    ):
+        table.add_column(name, justify="left" if name == "topic" else "right")
+    order = risk_order(topics)
+    for t in order[:limit]:
+        f = topics[t]
+        table.add_row(
+            t,
+            f"{f['messages']:,}",
+            str(f["subscriptions"]),
+            f"{f['backlog']:,}",
+            f"{f['ranges']:,}",
+            f"{f['redeliver_pulsar']:,}",
+            f"{f['delayed_pending']:,}",
+            str(f["buckets"]),
+        )
+    console.print(table)
+    if len(order) > limit:
+        console.print(f"… and {len(order) - limit} more topics")

@@ -21,10 +21,12 @@ __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_VERSION",
     "Manifest",
+    "list_topics",
     "open_delayed_index",
     "parse_manifest",
     "read_cursors",
     "read_manifest",
+    "topic_root",
 ]
 
 MANIFEST_FILE = "manifest.json"
@@ -54,9 +56,62 @@ class Manifest:
         return {int(k): int(v) for k, v in data["ledger_sizes"].items()}
 
 
-def read_manifest(path: str | os.PathLike[str]) -> Manifest:
-    """The manifest of the rebuild output at ``path`` (``InvalidArgument`` if it is not one)."""
+TOPICS_FORMAT = "cursorkit-rebuild-topics"
+"""The ``format`` of a many-topic output's root manifest (``cluster.TOPICS_MANIFEST_FORMAT``)."""
+
+
+def list_topics(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Topic -> its directory (relative to ``path``) of a many-topic output; ``{}`` for a one-topic one."""
     root = Path(path)
+    doc = _root_doc(root)
+    if doc is None:
+        return {}
+    topics = _expect(root / MANIFEST_FILE, doc, "topics", dict)
+    out: dict[str, str] = {}
+    for name, entry in topics.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("dir"), str):
+            raise CorruptSnapshot(f"{root / MANIFEST_FILE}: topics[{name!r}] has no dir string")
+        out[name] = entry["dir"]
+    return out
+
+
+def _root_doc(root: Path) -> dict[str, Any] | None:
+    """The root manifest of a many-topic output, or None when ``root`` holds a one-topic output."""
+    path = root / MANIFEST_FILE
+    if not path.is_file():
+        raise InvalidArgument(f"{root} is not a rebuild's output (no {MANIFEST_FILE})")
+    try:
+        doc = json.loads(read_regular(path, MAX_MANIFEST_BYTES))
+    except (OSError, RecursionError, json.JSONDecodeError, UnicodeDecodeError):
+        return None  # parse_manifest reports it
+    if not isinstance(doc, dict) or doc.get("format") != TOPICS_FORMAT:
+        return None
+    version = doc.get("version")
+    if isinstance(version, bool) or version != MANIFEST_VERSION:
+        raise UnsupportedVersion(f"{path}: manifest version {version!r}; this build reads {MANIFEST_VERSION}")
+    return doc
+
+
+def topic_root(path: str | os.PathLike[str], topic: str | None) -> Path:
+    """The directory holding ``topic``'s output: ``path`` itself for a one-topic output."""
+    root = Path(path)
+    topics = list_topics(root)
+    if not topics:
+        return root
+    if topic is None:
+        shown = ", ".join(sorted(topics)[:5]) + (", …" if len(topics) > 5 else "")
+        raise InvalidArgument(f"{root} holds {len(topics)} topics ({shown}); name one with topic=")
+    if topic not in topics:
+        raise InvalidArgument(f"{root} has no topic {topic!r}")
+    return inside(root, topics[topic], f"topics[{topic!r}]")
+
+
+def read_manifest(path: str | os.PathLike[str], topic: str | None = None) -> Manifest:
+    """The manifest of the rebuild output at ``path`` (``InvalidArgument`` if it is not one).
+
+    For a many-topic output, ``topic`` names the topic (its directory has the one-topic layout).
+    """
+    root = topic_root(path, topic)
     if not (root / MANIFEST_FILE).is_file():
         raise InvalidArgument(f"{root} is not a rebuild's output (no {MANIFEST_FILE})")
     raw = parse_manifest(root / MANIFEST_FILE)
@@ -134,10 +189,10 @@ def _expect(path: Path, doc: Mapping[str, Any], key: str, kind: type, *, where: 
 
 
 def read_cursors(
-    path: str | os.PathLike[str], ledger_sizes: Mapping[int, int] | None = None
+    path: str | os.PathLike[str], ledger_sizes: Mapping[int, int] | None = None, topic: str | None = None
 ) -> dict[str, Cursor]:
-    """Every subscription's cursor, recovered from its ``CursorStore``."""
-    m = read_manifest(path)
+    """Every subscription's cursor, recovered from its ``CursorStore`` (``topic``: see ``read_manifest``)."""
+    m = read_manifest(path, topic)
     sizes = dict(ledger_sizes) if ledger_sizes is not None else m.ledger_sizes()
     out: dict[str, Cursor] = {}
     for name, rel in m.subscriptions.items():
@@ -149,13 +204,15 @@ def read_cursors(
     return out
 
 
-def open_delayed_index(path: str | os.PathLike[str], **settings: Any) -> BucketDelayedDeliveryTracker | None:
+def open_delayed_index(
+    path: str | os.PathLike[str], topic: str | None = None, **settings: Any
+) -> BucketDelayedDeliveryTracker | None:
     """The topic's delayed index recovered from the output (``settings`` go to the tracker), or None.
 
     The storage and properties are opened in place: the tracker's later seals, merges and deletions
-    write there, as a broker's would.
+    write there, as a broker's would. ``topic``: see ``read_manifest``.
     """
-    m = read_manifest(path)
+    m = read_manifest(path, topic)
     if m.delayed is None:
         return None
     storage = FileBucketSnapshotStorage(inside(m.root, m.delayed["storage"], "delayed.storage"))

@@ -1,0 +1,209 @@
+"""Many-topic rebuild on local Spark: each topic's stores equal its one-topic rebuild, byte for byte.
+
+Problems name their topic, and the root manifest is the commit point across killed and repeated runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from cursorkit.errors import InvalidArgument, InvalidInput
+from cursorkit.pipeline import cluster, topic_stages
+from cursorkit.pipeline.cli import main
+from cursorkit.pipeline.generate import generate
+from cursorkit.pipeline.load import list_topics, open_delayed_index, read_cursors, read_manifest
+from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TOPICS = [
+    "persistent://tenant/ns/orders",
+    "persistent://tenant/ns/clicks-partition-0",
+    "persistent://tenant/ns/clicks-partition-1",
+    "persistent://other/ns/Ünïcode topic",
+]
+CFG = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60)
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four topics' logs generated apart (different sizes, seeds, subscriptions), then interleaved."""
+    root = tmp_path_factory.mktemp("topics")
+    for i, _ in enumerate(TOPICS):
+        generate(
+            root / f"t{i}",
+            messages=800 + 900 * i,
+            ledgers=2 + i,
+            keys=40,
+            delayed_fraction=0.3,
+            subscriptions=1 + i % 3,
+            seed=11 + i,
+            rows_per_file=700,
+        )
+    for kind in ("messages", "acks"):
+        tables = []
+        for i, topic in enumerate(TOPICS):
+            t = pq.read_table(root / f"t{i}" / kind)
+            tables.append(t.append_column("topic", pa.array([topic] * t.num_rows, pa.string())))
+        both = pa.concat_tables(tables)
+        order = sorted(range(both.num_rows), key=lambda r: (r * 7919) % both.num_rows)  # interleave topics
+        (root / "all" / kind).mkdir(parents=True)
+        pq.write_table(both.take(order), root / "all" / kind / "part-0.parquet", row_group_size=500)
+    return root
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_each_topic_equals_its_one_topic_rebuild(spark: Any, logs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    summary = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
+    assert sorted(summary.topics) == sorted(TOPICS)
+    assert list_topics(out).keys() == set(TOPICS)
+    # The manifest lists every file of every topic with its size and SHA-256.
+    doc = json.loads((out / "manifest.json").read_text())
+    assert doc["format"] == cluster.TOPICS_MANIFEST_FORMAT
+    for topic, entry in doc["topics"].items():
+        for f in entry["files"]:
+            data = (out / entry["dir"] / f["path"]).read_bytes()
+            assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"]), (topic, f)
+    for i, topic in enumerate(TOPICS):
+        single = tmp_path / f"single{i}"
+        alone = rebuild(
+            spark,
+            logs / f"t{i}" / "messages",
+            logs / f"t{i}" / "acks",
+            single,
+            dataclasses.replace(CFG, topic=topic),
+        )
+        mine = out / summary.topics[topic]["dir"]
+        for part in ("cursors", "delayed"):
+            assert _files(mine / part) == _files(single / part), (topic, part)
+        assert summary.topics[topic]["messages"] == alone.inputs["messages"]
+        assert summary.topics[topic]["buckets"] == len(alone.buckets)
+        assert summary.topics[topic]["backlog"] == sum(c.backlog for c in alone.cursors)
+        # The library reads a topic of the output as it reads a one-topic output.
+        assert read_manifest(out, topic).topic == topic
+        cursors = read_cursors(out, topic=topic)
+        assert {n: str(c.mark_delete_position) for n, c in cursors.items()} == {
+            c.subscription: c.mark_delete for c in alone.cursors
+        }
+        now = read_manifest(out, topic).now_ms
+        tracker = open_delayed_index(out, topic, clock=lambda now=now: now, strict=True, background=False)
+        assert (tracker.number_of_delayed_messages if tracker else 0) == sum(
+            b.messages for b in alone.buckets
+        )
+    with pytest.raises(InvalidArgument, match="holds 4 topics"):
+        read_manifest(out)
+
+
+def test_a_bad_row_names_its_topic(spark: Any, logs: Path, tmp_path: Path) -> None:
+    t = pq.read_table(logs / "all" / "messages")
+    ledgers = t.column("ledger_id").to_pylist()
+    topics = t.column("topic").to_pylist()
+    victim = next(i for i, tp in enumerate(topics) if tp == TOPICS[2])
+    ledgers[victim] = -5
+    bad = t.set_column(t.schema.get_field_index("ledger_id"), "ledger_id", pa.array(ledgers, pa.int64()))
+    (tmp_path / "m").mkdir()
+    pq.write_table(bad, tmp_path / "m" / "part-0.parquet")
+    with pytest.raises(InvalidInput, match="topic 'persistent://tenant/ns/clicks-partition-1'") as e:
+        cluster.rebuild_topics(spark, tmp_path / "m", None, tmp_path / "out", CFG)
+    assert e.value.topic == TOPICS[2] and e.value.column == "ledger_id"
+    nulls = t.set_column(
+        t.schema.get_field_index("topic"), "topic", pa.array([None] + topics[1:], pa.string())
+    )
+    (tmp_path / "n").mkdir()
+    pq.write_table(nulls, tmp_path / "n" / "part-0.parquet")
+    with pytest.raises(InvalidInput, match="topic is null"):
+        cluster.rebuild_topics(spark, tmp_path / "n", None, tmp_path / "out", CFG)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_the_manifest_is_the_commit_point(spark: Any, logs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
+    before = _files(out)
+    # A run killed after its tasks wrote: its staging is on disk, the manifest still names the first run.
+    killed = out / cluster.RUNS_DIR / "20260101T000000-deadbeef" / "topics" / "x" / "a7"
+    killed.mkdir(parents=True)
+    (killed / "manifest.json").write_text("{}")
+    stray = out / first.topics[TOPICS[0]]["dir"] / ".." / "a999999"  # a speculative attempt's copy
+    stray.mkdir()
+    (stray / "summary.json").write_text("{}")
+    assert read_manifest(out, TOPICS[0]).root == out / first.topics[TOPICS[0]]["dir"]
+    assert sorted(read_cursors(out, topic=TOPICS[1])) == sorted(
+        read_cursors(out / first.topics[TOPICS[1]]["dir"])
+    )
+    # The next run cleans what no manifest names and commits its own.
+    second = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
+    assert second.run != first.run
+    assert sorted(p.name for p in (out / cluster.RUNS_DIR).iterdir()) == [second.run]
+    for topic in TOPICS:
+        a, b = out / second.topics[topic]["dir"], Path(first.topics[topic]["dir"])
+        assert _files(a / "cursors") == {
+            k.removeprefix(f"{b.as_posix()}/cursors/"): v
+            for k, v in before.items()
+            if k.startswith(f"{b.as_posix()}/cursors/")
+        }
+    # An output that is not a rebuild's is never replaced.
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(InvalidArgument, match="not a rebuild's output"):
+        cluster.rebuild_topics(spark, logs / "all" / "messages", None, foreign, CFG)
+
+
+def test_cli_rebuilds_and_inspects_many_topics(
+    spark: Any, logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = ["--min-index-count-per-bucket", "150", "--max-indexes-per-segment", "60", "--no-report"]
+    assert (
+        main(
+            [
+                "rebuild",
+                "--messages",
+                str(logs / "all" / "messages"),
+                "--acks",
+                str(logs / "all" / "acks"),
+                "--out",
+                str(out),
+                *args,
+            ]
+        )
+        == 0
+    )
+    assert "4 topics, riskiest first" in capsys.readouterr().out
+    assert main(["inspect", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert all(t[:20] in shown for t in TOPICS)
+    assert main(["inspect", str(out), "--topic", TOPICS[3]]) == 0
+    assert TOPICS[3] in capsys.readouterr().out
+    assert main(["inspect", str(out), "--topic", "persistent://no/such/topic"]) == 2
+
+
+def test_sparse_slot_histograms_round_trip() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    hists = [np.zeros(65536, dtype=np.int64) for _ in range(3)]
+    for h in hists:
+        h[rng.integers(0, 65536, 500)] += rng.integers(1, 9, 500)
+    total = topic_stages.dense_slots(topic_stages.sparse_slots(h.tobytes()) for h in hists)
+    assert (total == sum(hists)).all()
+    assert topic_stages.sparse_slots(np.zeros(65536, dtype=np.int64).tobytes()) == b""
+
+
+def test_split_by_topic_keeps_rows_and_order() -> None:
+    batch = pa.RecordBatch.from_pydict({"topic": ["b", "a", None, "b", "a"], "x": [1, 2, 3, 4, 5]})
+    parts = {t: p.column("x").to_pylist() for t, p in topic_stages.split_by_topic(batch)}
+    assert parts == {"a": [2, 5], "b": [1, 4], None: [3]}
