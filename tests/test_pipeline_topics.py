@@ -207,3 +207,33 @@ def test_split_by_topic_keeps_rows_and_order() -> None:
     batch = pa.RecordBatch.from_pydict({"topic": ["b", "a", None, "b", "a"], "x": [1, 2, 3, 4, 5]})
     parts = {t: p.column("x").to_pylist() for t, p in topic_stages.split_by_topic(batch)}
     assert parts == {"a": [2, 5], "b": [1, 4], None: [3]}
+
+
+def test_generate_topics_writes_a_cluster(spark: Any, tmp_path: Path) -> None:
+    import numpy as np
+
+    from cursorkit.pipeline.generate_topics import generate_topics, topic_sizes
+
+    sizes = topic_sizes(100_000, 50, np.random.default_rng(1))
+    assert sum(sizes) == 100_000 and min(sizes) >= 10 and max(sizes) > 10 * (100_000 // 50)
+    g = generate_topics(
+        tmp_path / "logs",
+        topics=6,
+        messages=6_000,
+        keys=30,
+        delayed_fraction=0.2,
+        subscriptions=3,
+        seed=4,
+        partitioned_fraction=0.34,
+        partitions=3,
+    )
+    partitioned = [t for t in g.topics if "-partition-" in t]
+    assert len(partitioned) == 6 and len(g.topics) == 10 and sum(g.topics.values()) == 6_000
+    with pytest.raises(InvalidArgument, match="already exists"):
+        generate_topics(
+            tmp_path / "logs", topics=2, messages=100, keys=3, delayed_fraction=0, subscriptions=1, seed=1
+        )
+    out = tmp_path / "out"
+    summary = cluster.rebuild_topics(spark, g.messages_path, g.acks_path, out, CFG)
+    assert {t: f["messages"] for t, f in summary.topics.items()} == g.topics
+    assert {f["subscriptions"] for f in summary.topics.values()} == {1, 2, 3}

@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--delayed-fraction", type=float, default=0.3)
     g.add_argument("--subscriptions", type=int, default=3)
     g.add_argument("--seed", type=int, default=1)
+    g.add_argument("--topics", type=int, default=0, help="many topics (a topic column); 0 = one topic")
+    g.add_argument(
+        "--partitioned-fraction", type=float, default=0.02, help="with --topics: share partitioned"
+    )
+    g.add_argument(
+        "--partitions", type=int, default=16, help="with --topics: partitions of a partitioned topic"
+    )
 
     r = sub.add_parser("rebuild", help="rebuild the delayed index and cursors from logs on Spark")
     r.add_argument("--messages", required=True, help="message log (Parquet/CSV/JSON file or directory)")
@@ -78,6 +85,27 @@ def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.generate import generate
 
     t0 = time.perf_counter()
+    if args.topics:
+        from cursorkit.pipeline.generate_topics import generate_topics
+
+        many = generate_topics(
+            args.out,
+            topics=args.topics,
+            messages=args.messages,
+            keys=args.keys,
+            delayed_fraction=args.delayed_fraction,
+            subscriptions=max(args.subscriptions, 1),
+            seed=args.seed,
+            partitioned_fraction=args.partitioned_fraction,
+            partitions=args.partitions,
+        )
+        console.print(
+            f"wrote {sum(many.topics.values()):,} messages over {len(many.topics):,} topics "
+            f"(partitions counted apart) and {many.acks:,} acks to {args.out} "
+            f"in {time.perf_counter() - t0:.1f} s",
+            highlight=False,
+        )
+        return 0
     s = generate(
         args.out,
         messages=args.messages,
