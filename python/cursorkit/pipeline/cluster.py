@@ -318,7 +318,7 @@ def _run(
                 partial(
                     topic_stages.write_topic,
                     config=config,
-                    destination=LocalStaging(str(out), run, cfg.fsync),
+                    destination=LocalStaging(str(out.resolve()), run, cfg.fsync),
                 ),
                 _ddl(topic_stages.TOPIC_WRITTEN_SCHEMA),
             )
