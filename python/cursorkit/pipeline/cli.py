@@ -85,19 +85,22 @@ def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.generate import generate
 
     t0 = time.perf_counter()
+    common = {
+        "messages": args.messages,
+        "keys": args.keys,
+        "delayed_fraction": args.delayed_fraction,
+        "subscriptions": args.subscriptions,
+        "seed": args.seed,
+    }
     if args.topics:
         from cursorkit.pipeline.generate_topics import generate_topics
 
         many = generate_topics(
             args.out,
             topics=args.topics,
-            messages=args.messages,
-            keys=args.keys,
-            delayed_fraction=args.delayed_fraction,
-            subscriptions=max(args.subscriptions, 1),
-            seed=args.seed,
             partitioned_fraction=args.partitioned_fraction,
             partitions=args.partitions,
+            **common,
         )
         console.print(
             f"wrote {sum(many.topics.values()):,} messages over {len(many.topics):,} topics "
@@ -106,15 +109,7 @@ def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
             highlight=False,
         )
         return 0
-    s = generate(
-        args.out,
-        messages=args.messages,
-        ledgers=args.ledgers,
-        keys=args.keys,
-        delayed_fraction=args.delayed_fraction,
-        subscriptions=args.subscriptions,
-        seed=args.seed,
-    )
+    s = generate(args.out, ledgers=args.ledgers, **common)
     console.print(
         f"wrote {s.messages:,} messages ({s.delayed:,} delayed) in {s.ledgers} ledgers and "
         f"{s.acks:,} acks of {len(s.subscriptions)} subscriptions to {args.out} "

@@ -42,12 +42,14 @@ from cursorkit.pipeline.cursors import cursor_dir_name
 from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.load import MANIFEST_FILE, TOPICS_FORMAT
 from cursorkit.pipeline.rebuild import (
-    BROADCAST_BATCH_ENTRIES,
     RebuildConfig,
     _ddl,
     _locked,
     _raise_problems,
     _Stages,
+    acks_with_batch_sizes,
+    duplicate_error,
+    gap_error,
 )
 
 if TYPE_CHECKING:
@@ -101,24 +103,22 @@ class LocalStaging:
         ctx = TaskContext.get()
         attempt = ctx.taskAttemptId() if ctx is not None else uuid.uuid4().int % 10**12
         rel = f"{RUNS_DIR}/{self.run}/topics/{cursor_dir_name(topic)}/a{attempt}"
-        root = Path(self.out) / rel
-        if root.exists():
-            shutil.rmtree(root)
+        root = Path(self.out) / rel  # attempt ids are unique in the application: a new directory
         root.mkdir(parents=True)
         return root, rel, partial(_finish_local, root, self.fsync)
 
 
 def _finish_local(root: Path, sync: bool) -> list[dict[str, Any]]:
-    """Every file under ``root`` with its size and SHA-256 (files and directories fsynced)."""
+    """Every file under ``root`` with its size and SHA-256, hashed as a stream.
+
+    The stores fsync the files they write; with ``sync`` the directories are fsynced here.
+    """
     files: list[dict[str, Any]] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
         files.append(
-            {
-                "path": path.relative_to(root).as_posix(),
-                "bytes": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(),
-            }
+            {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size, "sha256": digest}
         )
     if sync:
         for d in sorted({p.parent for p in root.rglob("*")} | {root}, key=lambda p: -len(p.parts)):
@@ -336,43 +336,16 @@ def _run(
 
 def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: DataFrame, source: str) -> None:
     """Raises the first problem of the message log, topic by topic in name order (null first)."""
-    from pyspark.sql import functions as F
-
     for topic in sorted(stats, key=lambda t: (t is not None, t or "")):
         st = stats[topic]
         problems = partitions.Problems()
         problems.merge(st["problems"])
         _raise_problems(problems, "message", source, topic)
-        where = f"message log {source}, topic {topic!r}"
         if st["duplicates_across_partitions"]:
-            mine = msgs.filter(F.col("topic") == F.lit(topic))
-            dup = mine.groupBy("ledger_id", "entry_id").count().filter(F.col("count") > 1).limit(1).collect()
-            sample = None
-            if dup:
-                first = (
-                    mine.filter((F.col("ledger_id") == dup[0][0]) & (F.col("entry_id") == dup[0][1]))
-                    .limit(1)
-                    .collect()
-                )
-                sample = first[0].asDict() if first else None
-            raise InvalidInput(
-                f"{where}: {st['duplicates_across_partitions']} row(s) where ledger_id, entry_id repeats a "
-                "position already in the log",
-                source=source,
-                column="ledger_id, entry_id",
-                row=sample,
-                topic=topic,
-            )
+            raise duplicate_error(msgs, source, st["duplicates_across_partitions"], topic)
         if st["gap"] is not None:
             ledger, n, missing = st["gap"]
-            raise InvalidInput(
-                f"{where}: ledger {ledger} has {n} entries but not 0..{n - 1} (entry {missing} is missing); "
-                "a ledger's entries are dense",
-                source=source,
-                column="entry_id",
-                row={"ledger_id": ledger, "entry_id": missing},
-                topic=topic,
-            )
+            raise gap_error(source, (ledger, n, missing), topic)
 
 
 def _cursors(
@@ -384,25 +357,7 @@ def _cursors(
     batch_entries: int,
 ) -> DataFrame:
     """Per topic: its cursors, folded on executors (the single-topic job's join rule, per topic)."""
-    from pyspark.sql import functions as F
-
-    if batch_entries <= BROADCAST_BATCH_ENTRIES:
-        entries = msgs.filter(F.col("batch_size") > 1).select(
-            "topic", "ledger_id", "entry_id", F.col("batch_size").cast("long").alias("batch_size")
-        )
-        both = acks.join(F.broadcast(entries), ["topic", "ledger_id", "entry_id"], "left")
-    else:
-        plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
-        sizes = msgs.select(
-            "topic",
-            "ledger_id",
-            "entry_id",
-            F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size"),
-        )
-        batched = acks.filter(F.col("batch_index").isNotNull()).join(
-            sizes, ["topic", "ledger_id", "entry_id"], "left"
-        )
-        both = plain.unionByName(batched)
+    both = acks_with_batch_sizes(msgs, acks, batch_entries, ["topic"])
     both = both.join(ledgers.select("topic", "ledger_id", "ledger_size"), ["topic", "ledger_id"], "left")
     folded = both.mapInArrow(
         partial(topic_stages.fold_topic_acks, now_ms=nows), _ddl(topic_stages.TOPIC_ACKS_SCHEMA)

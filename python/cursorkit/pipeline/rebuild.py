@@ -49,7 +49,16 @@ from cursorkit.proto.strict import parse
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RebuildConfig", "dense_sizes", "merge_index_rows", "rebuild", "write_buckets"]
+__all__ = [
+    "RebuildConfig",
+    "acks_with_batch_sizes",
+    "dense_sizes",
+    "duplicate_error",
+    "gap_error",
+    "merge_index_rows",
+    "rebuild",
+    "write_buckets",
+]
 
 SHARED_CURSOR = "shared-delayed-index"
 """Cursor name recorded in the bucket snapshots of the topic's one shared delayed index."""
@@ -123,8 +132,13 @@ def _ddl(arrow_schema: pa.Schema) -> Any:
     return from_arrow_schema(arrow_schema)
 
 
+def _where(what: str, source: str, topic: str | None) -> str:
+    """``message log X`` (one topic) or ``message log X, topic 'T'`` (many) for error messages."""
+    return f"{what} log {source}" if topic is None else f"{what} log {source}, topic {topic!r}"
+
+
 def _raise_problems(problems: partitions.Problems, what: str, source: str, topic: str | None = None) -> None:
-    where = f"{what} log {source}" if topic is None else f"{what} log {source}, topic {topic!r}"
+    where = _where(what, source, topic)
     for name, count in problems.counts.items():
         if name in _ERRORS:
             column, rule = _ERRORS[name]
@@ -292,7 +306,6 @@ class _Index:
 
 
 def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index:
-    from pyspark.sql import functions as F
 
     fn = partial(partitions.index_messages, now_ms=now, max_delay_ms=cfg.max_delay_ms)
     table = msgs.mapInArrow(fn, _ddl(partitions.INDEX_SCHEMA)).toArrow()
@@ -301,41 +314,59 @@ def _index(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> _Index
     valid = index.positions.total_cardinality()
     counted = index.rows - sum(problems.counts.values())
     if valid != counted:  # a position repeated across partitions
-        dup = (
-            msgs.groupBy("ledger_id", "entry_id")
-            .count()
-            .filter(F.col("count") > 1)
-            .select("ledger_id", "entry_id")
+        raise duplicate_error(msgs, source, counted - valid)
+    sizes, gap = dense_sizes(index.positions)
+    if gap is not None:
+        raise gap_error(source, gap)
+    index.sizes = sizes
+    return index
+
+
+def duplicate_error(msgs: DataFrame, source: str, count: int, topic: str | None = None) -> InvalidInput:
+    """The error for ``count`` positions repeated across partitions, with a sample row found by Spark.
+
+    For a many-topic log the sample is looked for in ``topic`` only.
+    """
+    from pyspark.sql import functions as F
+
+    mine = msgs if topic is None else msgs.filter(F.col("topic") == F.lit(topic))
+    dup = (
+        mine.groupBy("ledger_id", "entry_id")
+        .count()
+        .filter(F.col("count") > 1)
+        .select("ledger_id", "entry_id")
+        .limit(1)
+        .collect()
+    )
+    sample = None
+    if dup:
+        first = (
+            mine.filter((F.col("ledger_id") == dup[0][0]) & (F.col("entry_id") == dup[0][1]))
             .limit(1)
             .collect()
         )
-        sample = None
-        if dup:
-            first = (
-                msgs.filter((F.col("ledger_id") == dup[0][0]) & (F.col("entry_id") == dup[0][1]))
-                .limit(1)
-                .collect()
-            )
-            sample = first[0].asDict() if first else None
-        raise InvalidInput(
-            f"message log {source}: {counted - valid} row(s) where ledger_id, entry_id repeats a position "
-            "already in the log",
-            source=source,
-            column="ledger_id, entry_id",
-            row=sample,
-        )
-    sizes, gap = dense_sizes(index.positions)
-    if gap is not None:
-        ledger, n, missing = gap
-        raise InvalidInput(
-            f"message log {source}: ledger {ledger} has {n} entries but not 0..{n - 1} "
-            f"(entry {missing} is missing); a ledger's entries are dense",
-            source=source,
-            column="entry_id",
-            row={"ledger_id": ledger, "entry_id": missing},
-        )
-    index.sizes = sizes
-    return index
+        sample = first[0].asDict() if first else None
+    return InvalidInput(
+        f"{_where('message', source, topic)}: {count} row(s) where ledger_id, entry_id repeats a position "
+        "already in the log",
+        source=source,
+        column="ledger_id, entry_id",
+        row=sample,
+        topic=topic,
+    )
+
+
+def gap_error(source: str, gap: tuple[int, int, int], topic: str | None = None) -> InvalidInput:
+    """The error for a ledger whose entries are not dense (``dense_sizes``' gap)."""
+    ledger, n, missing = gap
+    return InvalidInput(
+        f"{_where('message', source, topic)}: ledger {ledger} has {n} entries but not 0..{n - 1} "
+        f"(entry {missing} is missing); a ledger's entries are dense",
+        source=source,
+        column="entry_id",
+        row={"ledger_id": ledger, "entry_id": missing},
+        topic=topic,
+    )
 
 
 def merge_index_rows(parts: Iterable[Mapping[str, Any]]) -> tuple[_Index, partitions.Problems]:
@@ -406,32 +437,37 @@ def _cursors(
     index: _Index,
     source: str,
 ) -> tuple[dict[str, Cursor], int, partitions.Problems]:
-    from pyspark.sql import functions as F
 
     problems = partitions.Problems()
     if acks is None:
         return {}, 0, problems
-    # Batch-index acks need their entry's batch size. Few batch entries: one scan of the acks with
-    # the batch entries broadcast (measured 3 s faster at 16M); many: join only the batch-index acks.
-    if index.batch_entries <= BROADCAST_BATCH_ENTRIES:
-        entries = msgs.filter(F.col("batch_size") > 1).select(
-            "ledger_id", "entry_id", F.col("batch_size").cast("long").alias("batch_size")
-        )
-        both = acks.join(F.broadcast(entries), ["ledger_id", "entry_id"], "left")
-    else:
-        plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
-        sizes = msgs.select(
-            "ledger_id",
-            "entry_id",
-            F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size"),
-        )
-        batched = acks.filter(F.col("batch_index").isNotNull()).join(sizes, ["ledger_id", "entry_id"], "left")
-        both = plain.unionByName(batched)
+    both = acks_with_batch_sizes(msgs, acks, index.batch_entries, [])
     fn = partial(partitions.fold_acks, now_ms=now, positions=index.positions.to_bytes())
     table = both.mapInArrow(fn, _ddl(partitions.ACKS_SCHEMA)).toArrow()
     cursors, rows, problems = merge_ack_folds(table.to_pylist(), index.sizes)
     _raise_problems(problems, "ack", source)
     return cursors, rows, problems
+
+
+def acks_with_batch_sizes(msgs: DataFrame, acks: DataFrame, batch_entries: int, keys: list[str]) -> DataFrame:
+    """The acks with their entry's ``batch_size`` (null: not a batch entry, or not in the log).
+
+    Batch-index acks need it. Few batch entries: one scan of the acks with the batch entries
+    broadcast (measured 3 s faster at 16M); many: join only the batch-index acks. ``keys`` are
+    join columns before the position (``["topic"]`` for a many-topic log).
+    """
+    from pyspark.sql import functions as F
+
+    on = [*keys, "ledger_id", "entry_id"]
+    if batch_entries <= BROADCAST_BATCH_ENTRIES:
+        entries = msgs.filter(F.col("batch_size") > 1).select(
+            *on, F.col("batch_size").cast("long").alias("batch_size")
+        )
+        return acks.join(F.broadcast(entries), on, "left")
+    plain = acks.filter(F.col("batch_index").isNull()).withColumn("batch_size", F.lit(None).cast("long"))
+    sizes = msgs.select(*on, F.coalesce(F.col("batch_size"), F.lit(1)).cast("long").alias("batch_size"))
+    batched = acks.filter(F.col("batch_index").isNotNull()).join(sizes, on, "left")
+    return plain.unionByName(batched)
 
 
 # --- delayed index ---------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from cursorkit.pipeline import partitions
 from cursorkit.pipeline.cursors import holes_per_ledger, merge_ack_folds, write_cursors
 from cursorkit.pipeline.keyload import key_load
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
-from cursorkit.pipeline.results import RebuildSummary
+from cursorkit.pipeline.results import KeyLoad, RebuildSummary
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -149,13 +149,12 @@ def index_topics(
             yield _index_stats_only(None, stats)
             continue
         for out in partitions.index_messages(parts, now_ms=now_ms[topic], max_delay_ms=max_delay_ms):
-            last = out.num_rows - 1
-            cols = out.to_pydict()
-            for name in ("range_slots", "consistent_slots"):
-                cols[name][last] = sparse_slots(cols[name][last])
-            yield _with_topic(
-                topic, pa.RecordBatch.from_pydict(cols, schema=partitions.INDEX_SCHEMA), TOPIC_INDEX_SCHEMA
-            )
+            for name in ("range_slots", "consistent_slots"):  # only the last (stats) row holds one
+                i = out.schema.get_field_index(name)
+                slots = out.column(i).to_pylist()
+                slots[-1] = sparse_slots(slots[-1])
+                out = out.set_column(i, name, pa.array(slots, pa.binary()))
+            yield _with_topic(topic, out, TOPIC_INDEX_SCHEMA)
 
 
 def _index_stats_only(topic: str | None, problems_stats: Mapping[str, Any]) -> pa.RecordBatch:
@@ -392,8 +391,6 @@ def write_topic(
     summary.rules["delayed_acked"] = dropped
     hours = {int(k): v for k, v in stats["hours"].items()}
     summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in hours.items())
-    from cursorkit.pipeline.results import KeyLoad
-
     summary.key_load = [KeyLoad(**k) for k in stats["key_load"]]
     manifest = _manifest(cfg, now, cursors, bool(buckets))
     _write_summary(root, summary, manifest, cfg)
