@@ -4,27 +4,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cursorkit_core::RangeSet;
 
-/// SplitMix64: a tiny deterministic generator, so failures replay from the seed.
-struct Rng(u64);
+mod common;
+use common::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn entry(&mut self) -> i64 {
-        match self.below(10) {
-            0 => 65_500 + self.below(60) as i64, // around a container boundary
-            _ => self.below(90) as i64,
-        }
+/// An entry id, one in ten around a container boundary.
+fn entry(rng: &mut Rng) -> i64 {
+    match rng.below(10) {
+        0 => 65_500 + rng.below(60) as i64,
+        _ => rng.below(90) as i64,
     }
 }
 
@@ -110,13 +97,13 @@ fn check(rs: &RangeSet, model: &Model, rng: &mut Rng) {
     assert_eq!(rs.ranges_rows(None), runs, "ranges");
     assert_eq!(rs.total_cardinality() as usize, model.set.len());
     for _ in 0..20 {
-        let (l, e) = (rng.below(4) as i64, rng.entry());
+        let (l, e) = (rng.below(4) as i64, entry(rng));
         assert_eq!(
             rs.contains(l, e).unwrap(),
             model.set.contains(&(l, e)),
             "contains {l}:{e}"
         );
-        let (l2, e2) = (rng.below(4) as i64, rng.entry() - 1);
+        let (l2, e2) = (rng.below(4) as i64, entry(rng) - 1);
         let want = model
             .set
             .range((l, e)..)
@@ -137,7 +124,7 @@ fn run(seed: u64, quirks: bool) {
     let mut rs = RangeSet::new(quirks);
     let mut model = Model::default();
     for step in 0..400 {
-        let (l, e) = (rng.below(4) as i64, rng.entry());
+        let (l, e) = (rng.below(4) as i64, entry(&mut rng));
         match rng.below(9) {
             0 | 1 => {
                 assert_eq!(
@@ -164,7 +151,7 @@ fn run(seed: u64, quirks: bool) {
                     next = if sorted {
                         next + rng.below(3) as i64
                     } else {
-                        rng.entry()
+                        entry(&mut rng)
                     };
                     es.push(next.min(u32::MAX as i64));
                 }
@@ -199,7 +186,7 @@ fn run(seed: u64, quirks: bool) {
                 model.set.retain(|&p| p > (l, e - 1));
             }
             6 | 7 => {
-                let (uk, uv) = (l + rng.below(3) as i64, rng.entry());
+                let (uk, uv) = (l + rng.below(3) as i64, entry(&mut rng));
                 rs.remove_open_closed(l, e - 1, uk, uv).unwrap();
                 model.remove_open_closed(l, e - 1, uk, uv, quirks);
             }

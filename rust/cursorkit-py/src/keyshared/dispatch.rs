@@ -115,7 +115,30 @@ impl PyDispatchCore {
             call(d, ls, es, ss, c)
         })
     }
+
+    /// Reads a consumer id and two position columns and hands them to `call` (GIL released for
+    /// large batches): the shape of acks and nacks.
+    fn consumer_positions<R: Send>(
+        &self,
+        consumer_id: &Bound<'_, PyAny>,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+        method: &'static str,
+        call: PositionsCall<R>,
+    ) -> PyResult<R> {
+        let id = u32_arg(consumer_id, "consumer id")?;
+        let (ls, es) = columns(ledgers, entries)?;
+        let (ls, es) = (ls.as_slice(), es.as_slice());
+        self.with_cursor(cursor, method, ls.len() > SMALL, |d, c| {
+            call(d, id, ls, es, c)
+        })
+    }
 }
+
+/// A core call taking a consumer id and positions as ledger and entry columns (and the cursor).
+type PositionsCall<R> =
+    fn(&mut DispatchCore, u32, &[i64], &[i64], &mut Cursor) -> Result<R, CoreError>;
 
 fn reason(r: BlockReason) -> &'static str {
     match r {
@@ -291,11 +314,15 @@ impl PyDispatchCore {
         entries: &Bound<'_, PyAny>,
         cursor: &Bound<'_, PyAny>,
     ) -> PyResult<Outcome> {
-        let id = u32_arg(consumer_id, "consumer id")?;
-        let (ls, es) = columns(ledgers, entries)?;
-        let (ls, es) = (ls.as_slice(), es.as_slice());
-        self.with_cursor(cursor, "ack", ls.len() > SMALL, |d, c| d.ack(id, ls, es, c))
-            .map(outcome)
+        self.consumer_positions(
+            consumer_id,
+            ledgers,
+            entries,
+            cursor,
+            "ack",
+            DispatchCore::ack,
+        )
+        .map(outcome)
     }
 
     /// One ack from ints (the per-call path).
@@ -321,12 +348,14 @@ impl PyDispatchCore {
         entries: &Bound<'_, PyAny>,
         cursor: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
-        let id = u32_arg(consumer_id, "consumer id")?;
-        let (ls, es) = columns(ledgers, entries)?;
-        let (ls, es) = (ls.as_slice(), es.as_slice());
-        self.with_cursor(cursor, "nack", ls.len() > SMALL, |d, c| {
-            d.nack(id, ls, es, c)
-        })
+        self.consumer_positions(
+            consumer_id,
+            ledgers,
+            entries,
+            cursor,
+            "nack",
+            |d, id, ls, es, c| d.nack(id, ls, es, c),
+        )
     }
 
     /// Every unacked message of the consumer to replay; returns them in order.
