@@ -23,6 +23,7 @@ TABLE_MODULES = (
     "test_bench_draining",
     "test_bench_dispatcher",
     "test_bench_pipeline",
+    "test_bench_topics",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

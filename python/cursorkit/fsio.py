@@ -125,6 +125,51 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def sync_tree(root: str | os.PathLike[str]) -> None:
+    """Makes every file and directory under ``root`` (and ``root``'s own entry) durable.
+
+    Linux: one ``syncfs`` of ``root``'s file system, which writes back its dirty data and metadata
+    in one pass (thousands of small files cost one call, not one fsync each); elsewhere, or if that
+    call fails, an fsync of every file and then every directory, deepest first.
+    """
+    top = Path(root)
+    if _syncfs(top):
+        return
+    dirs = [top]
+    for path in sorted(top.rglob("*")):
+        if path.is_dir():
+            dirs.append(path)
+        elif path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for d in sorted(dirs, key=lambda p: -len(p.parts)):
+        fsync_dir(d)
+    fsync_dir(top.parent)
+
+
+def _syncfs(path: Path) -> bool:
+    """``syncfs(2)`` on the file system holding ``path``; False where it is not available or fails."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        call = libc.syncfs
+    except (OSError, AttributeError):
+        return False
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        return bool(call(fd) == 0)
+    finally:
+        os.close(fd)
+
+
 def write_all(f: StoreFile, data: bytes | bytearray | memoryview) -> None:
     """Writes everything, retrying short writes; a write that makes no progress is an EIO."""
     view = memoryview(data)

@@ -91,6 +91,9 @@ class StoreOptions:
     """Dead bytes (superseded records and markers) below which the log is never compacted."""
     compact_dead_ratio: float = 1.0
     """Compact once dead bytes exceed both this multiple of the live bytes and the minimum above."""
+    sync: bool = True
+    """fsync what a flush writes before it returns. False only for a store its writer makes durable
+    as a whole afterwards (a rebuild's staged output, synced once before its commit)."""
 
     def __post_init__(self) -> None:
         dead: object = self.compact_min_dead_bytes
@@ -328,7 +331,7 @@ class CursorStore:
                 tmp.unlink()
                 removed.append(tmp.name)
             if removed:
-                os.fsync(self._dir_fd)
+                self._sync(self._dir_fd)
         else:
             self._needs_roll = True
         self._install(found)
@@ -590,6 +593,11 @@ class CursorStore:
             f"cursor store {self._path}: {what} failed ({cause}); the previous flush is still recoverable",
         )
 
+    def _sync(self, fd: int, *, data_only: bool = False) -> None:
+        """fsyncs ``fd`` (``fdatasync`` with ``data_only``) unless the options turn syncing off."""
+        if self._options.sync:
+            (_datasync if data_only else os.fsync)(fd)
+
     def _writer(self) -> StoreFile:
         """The append handle of the current log, after cutting off any unused tail found at recovery."""
         if self._file is None:
@@ -599,7 +607,7 @@ class CursorStore:
                 if self._truncate_to is not None:
                     f.truncate(self._truncate_to)
                     f.seek(self._truncate_to)
-                    os.fsync(f.fileno())
+                    self._sync(f.fileno())
                     self._log_size = self._truncate_to
                     self._truncate_to = None
             except OSError:
@@ -618,7 +626,7 @@ class CursorStore:
         try:
             write_all(f, blob_out)
             stage = "sync"
-            _datasync(f.fileno())
+            self._sync(f.fileno(), data_only=True)
         except OSError:
             self._undo_append(f, start, synced_failed=stage == "sync")
             raise
@@ -636,7 +644,7 @@ class CursorStore:
         try:
             f.truncate(start)
             f.seek(start)
-            os.fsync(f.fileno())
+            self._sync(f.fileno())
         except OSError:
             self._needs_roll = True
 
@@ -655,8 +663,8 @@ class CursorStore:
         try:
             f = self._opener(str(path), "xb")
             write_all(f, data)
-            os.fsync(f.fileno())
-            os.fsync(self._dir_fd)
+            self._sync(f.fileno())
+            self._sync(self._dir_fd)
             self._write_meta(gen)
         except OSError:
             if f is not None:
@@ -709,7 +717,7 @@ class CursorStore:
         f = self._opener(str(tmp), "wb")
         try:
             write_all(f, head + U32.pack(zlib.crc32(head)))
-            os.fsync(f.fileno())
+            self._sync(f.fileno())
         except OSError:
             with contextlib.suppress(OSError):
                 f.close()
@@ -718,7 +726,7 @@ class CursorStore:
         f.close()
         os.replace(tmp, self._path / META_FILE)
         try:
-            os.fsync(self._dir_fd)
+            self._sync(self._dir_fd)
         except OSError as e:
             raise _Switched(e) from e
 

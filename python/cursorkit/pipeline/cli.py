@@ -44,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--partitions", type=int, default=16, help="with --topics: partitions of a partitioned topic"
     )
+    g.add_argument(
+        "--min-subscriptions",
+        type=int,
+        default=1,
+        help="with --topics: topics get min-subscriptions to --subscriptions subscriptions",
+    )
 
     r = sub.add_parser("rebuild", help="rebuild the delayed index and cursors from logs on Spark")
     r.add_argument("--messages", required=True, help="message log (Parquet/CSV/JSON file or directory)")
@@ -100,6 +106,7 @@ def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
             topics=args.topics,
             partitioned_fraction=args.partitioned_fraction,
             partitions=args.partitions,
+            min_subscriptions=args.min_subscriptions,
             **common,
         )
         console.print(

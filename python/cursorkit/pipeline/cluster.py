@@ -33,10 +33,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from cursorkit.errors import InvalidArgument, InvalidInput
-from cursorkit.fsio import atomic_write, fsync_dir
+from cursorkit.fsio import atomic_write, fsync_dir, sync_tree
 from cursorkit.pipeline import partitions, schema, topic_stages
 from cursorkit.pipeline.cursors import cursor_dir_name
 from cursorkit.pipeline.inputs import read_log
@@ -47,10 +48,10 @@ from cursorkit.pipeline.rebuild import (
     _locked,
     _raise_problems,
     _Stages,
-    acks_with_batch_sizes,
     duplicate_error,
     gap_error,
 )
+from cursorkit.pipeline.scan import Log, open_log
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,7 +112,8 @@ class LocalStaging:
 def _finish_local(root: Path, sync: bool) -> list[dict[str, Any]]:
     """Every file under ``root`` with its size and SHA-256, hashed as a stream.
 
-    The stores fsync the files they write; with ``sync`` the directories are fsynced here.
+    The stores write without syncing; with ``sync`` the whole directory is made durable here in
+    one pass (``fsio.sync_tree``), before the driver can commit a manifest naming it.
     """
     files: list[dict[str, Any]] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
@@ -121,8 +123,7 @@ def _finish_local(root: Path, sync: bool) -> list[dict[str, Any]]:
             {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size, "sha256": digest}
         )
     if sync:
-        for d in sorted({p.parent for p in root.rglob("*")} | {root}, key=lambda p: -len(p.parts)):
-            fsync_dir(d)
+        sync_tree(root)
     return files
 
 
@@ -204,30 +205,30 @@ def _run(
     from pyspark.sql import functions as F
 
     with stages.stage("read"):
-        msgs = read_log(spark, messages_path, schema.MESSAGE_COLUMNS, "message", topic=True)
-        ack_df = read_log(spark, acks_path, schema.ACK_COLUMNS, "ack", topic=True) if acks_path else None
-        if "topic" not in msgs.columns:
+        msgs = open_log(spark, messages_path, schema.MESSAGE_COLUMNS, "message")
+        acks = open_log(spark, acks_path, schema.ACK_COLUMNS, "ack") if acks_path else None
+        if not msgs.has_topic:
             raise InvalidInput(
                 f"message log {messages_path}: no topic column (a one-topic log: use rebuild)",
                 source=messages_path,
                 column="topic",
             )
-        if ack_df is not None and "topic" not in ack_df.columns:
+        if acks is not None and not acks.has_topic:
             raise InvalidInput(
                 f"ack log {acks_path}: no topic column, but the message log has one",
                 source=acks_path or "",
                 column="topic",
             )
-        latest = msgs.groupBy("topic").agg(F.max("publish_time").alias("t")).collect()
-        nows = {
-            r["topic"]: (cfg.now_ms if cfg.now_ms is not None else int(r["t"] or 0))
-            for r in latest
-            if r["topic"] is not None
-        }
-    now_df = spark.createDataFrame(list(nows.items()), "topic string, now_ms long")
+        latest = (
+            msgs.map(topic_stages.latest_publish, _ddl(topic_stages.LATEST_SCHEMA))
+            .groupBy("topic")
+            .agg(F.max("latest").alias("t"))
+            .collect()
+        )
+        nows = {r["topic"]: (cfg.now_ms if cfg.now_ms is not None else int(r["t"])) for r in latest}
 
     with stages.stage("index messages"):
-        parts = msgs.mapInArrow(
+        parts = msgs.map(
             partial(topic_stages.index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
             _ddl(topic_stages.TOPIC_INDEX_SCHEMA),
         )
@@ -248,7 +249,12 @@ def _run(
         )
         index_stats = {r["topic"]: json.loads(r["stats"]) for r in state.select("topic", "stats").collect()}
         _check_index(index_stats, msgs, messages_path)
-    batch_entries = sum(int(s["batch_entries"]) for s in index_stats.values())
+    # The ledgers of every topic (a few per million messages) travel to the tasks with their code.
+    sizes = {
+        r["topic"]: (np.asarray(r["ledgers"], dtype=np.int64), np.asarray(r["sizes"], dtype=np.int64))
+        for r in state.select("topic", "ledgers", "sizes").collect()
+        if r["topic"] is not None
+    }
     ledgers = state.select(
         "topic", F.explode(F.arrays_zip("ledgers", "sizes", "bucket_of_ledger")).alias("z")
     ).select(
@@ -259,10 +265,8 @@ def _run(
     )
 
     with stages.stage("fold acks"):
-        if ack_df is not None:
-            cursors = _cursors(msgs, ack_df, ledgers, state, nows, batch_entries).persist(
-                StorageLevel.MEMORY_AND_DISK
-            )
+        if acks is not None:
+            cursors = _cursors(msgs, acks, state, nows, sizes).persist(StorageLevel.MEMORY_AND_DISK)
             ack_stats = {
                 r["topic"]: json.loads(r["stats"]) for r in cursors.select("topic", "stats").collect()
             }
@@ -275,14 +279,11 @@ def _run(
 
     with stages.stage("delayed index"):
         nyd = (
-            msgs.join(F.broadcast(now_df), "topic")
-            .filter(
-                F.col("deliver_at").isNotNull()
-                & (F.col("deliver_at") > F.col("publish_time"))
-                & (F.col("deliver_at") > F.col("now_ms"))
-                & (F.col("deliver_at") <= F.col("now_ms") + F.lit(cfg.max_delay_ms))
+            msgs.map(
+                partial(topic_stages.not_yet_due, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
+                _ddl(topic_stages.NOT_YET_DUE_SCHEMA),
             )
-            .join(ledgers.filter(F.col("bucket") >= 0), ["topic", "ledger_id"])
+            .join(F.broadcast(ledgers.filter(F.col("bucket") >= 0)), ["topic", "ledger_id"])
             .select(
                 "topic", F.col("bucket").cast("int").alias("bucket"), "ledger_id", "entry_id", "deliver_at"
             )
@@ -325,7 +326,7 @@ def _run(
             .collect()
         )
     state.unpersist()
-    if ack_df is not None:
+    if acks is not None:
         cursors.unpersist()
     summary = TopicsSummary(run=run, out_dir=str(out), master=spark.sparkContext.master or "")
     for r in written:
@@ -334,7 +335,7 @@ def _run(
     return summary
 
 
-def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: DataFrame, source: str) -> None:
+def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: Log, source: str) -> None:
     """Raises the first problem of the message log, topic by topic in name order (null first)."""
     for topic in sorted(stats, key=lambda t: (t is not None, t or "")):
         st = stats[topic]
@@ -342,28 +343,42 @@ def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: DataFrame,
         problems.merge(st["problems"])
         _raise_problems(problems, "message", source, topic)
         if st["duplicates_across_partitions"]:
-            raise duplicate_error(msgs, source, st["duplicates_across_partitions"], topic)
+            raise duplicate_error(msgs.rows(), source, st["duplicates_across_partitions"], topic)
         if st["gap"] is not None:
             ledger, n, missing = st["gap"]
             raise gap_error(source, (ledger, n, missing), topic)
 
 
 def _cursors(
-    msgs: DataFrame,
-    acks: DataFrame,
-    ledgers: DataFrame,
+    msgs: Log,
+    acks: Log,
     state: DataFrame,
     nows: Mapping[str, int],
-    batch_entries: int,
+    sizes: topic_stages.LedgerSizes,
 ) -> DataFrame:
-    """Per topic: its cursors, folded on executors (the single-topic job's join rule, per topic)."""
-    both = acks_with_batch_sizes(msgs, acks, batch_entries, ["topic"])
-    both = both.join(ledgers.select("topic", "ledger_id", "ledger_size"), ["topic", "ledger_id"], "left")
-    folded = both.mapInArrow(
-        partial(topic_stages.fold_topic_acks, now_ms=nows), _ddl(topic_stages.TOPIC_ACKS_SCHEMA)
+    """Per topic: its cursors, folded on executors (the single-topic job's rules, per topic).
+
+    Acks without a batch index (nearly all) fold where they are read. Only batch-index acks need
+    their entry's batch size: they are joined with the message log's batch entries first.
+    """
+    from pyspark.sql import functions as F
+
+    ack_ddl = _ddl(pa.schema([pa.field(c.name, c.type) for c in acks.columns]))
+    fold = partial(topic_stages.fold_topic_acks, now_ms=nows, ledgers=sizes)
+    plain = acks.map(
+        lambda it: fold(topic_stages.acks_by_batch_index(it, indexed=False)),
+        _ddl(topic_stages.TOPIC_ACKS_SCHEMA),
+    )
+    entries = msgs.map(topic_stages.batch_entries, _ddl(topic_stages.BATCH_ENTRY_SCHEMA))
+    indexed = (
+        acks.map(partial(topic_stages.acks_by_batch_index, indexed=True), ack_ddl)
+        .join(entries, ["topic", "ledger_id", "entry_id"], "left")
+        .withColumn("batch_size", F.col("batch_size").cast("long"))
+        .mapInArrow(fold, _ddl(topic_stages.TOPIC_ACKS_SCHEMA))
     )
     return (
-        folded.groupBy("topic")
+        plain.unionByName(indexed)
+        .groupBy("topic")
         .cogroup(state.groupBy("topic"))
         .applyInArrow(topic_stages.assemble_topic_cursors, _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
     )

@@ -17,7 +17,7 @@ import numpy as np
 
 from cursorkit._core import Position, RangeSet
 from cursorkit.ackstate import Cursor
-from cursorkit.ackstate.store import CursorStore
+from cursorkit.ackstate.store import CursorStore, StoreOptions
 from cursorkit.errors import InvalidInput
 from cursorkit.pipeline import partitions
 from cursorkit.pipeline.results import CursorRow
@@ -187,18 +187,24 @@ def holes_per_ledger(cursor: Cursor, sizes: Mapping[int, int]) -> dict[int, int]
     return out
 
 
-def write_cursors(root: Path, cursors: Mapping[str, Cursor], sizes: Mapping[int, int]) -> list[CursorRow]:
-    """Writes each cursor as a ``CursorStore`` under ``root`` and measures it (one ``CursorRow`` each)."""
+def write_cursors(
+    root: Path, cursors: Mapping[str, Cursor], sizes: Mapping[int, int], *, sync: bool = True
+) -> list[CursorRow]:
+    """Writes each cursor as a ``CursorStore`` under ``root`` and measures it (one ``CursorRow`` each).
+
+    ``sync=False`` leaves the stores unsynced, for a caller that syncs the whole tree afterwards.
+    """
     root.mkdir()
+    options = StoreOptions(sync=sync)
     rows: list[CursorRow] = []
     for name, cursor in cursors.items():
         path = root / cursor_dir_name(name)
-        store = CursorStore.create(path, name=name)
+        store = CursorStore.create(path, name=name, options=options)
         try:
             store.flush(cursor, full=True, force=True)
         finally:
             store.close()
-        reopened = CursorStore.open(path)
+        reopened = CursorStore.open(path, options=options)
         try:
             back = reopened.recover(ledger_sizes=dict(sizes))
         finally:

@@ -5,9 +5,10 @@ Topic sizes follow a Zipf law (exponent 1.1 over the topics' ranks, every topic 
 ``partitioned_fraction`` of the named topics are partitioned into ``partitions`` partitions
 (``persistent://tenant-T/ns-N/topic-I-partition-P``, each a topic of its own, sharing their topic's
 messages evenly). Each topic is one :func:`generate` log (its own seed; one ledger per ~50,000
-messages; 1 to ``subscriptions`` subscriptions, so topics differ in their Failover-style cumulative
-and Shared-style individual acks), written with a ``topic`` column into ``out/messages`` and
-``out/acks``.
+messages; ``min_subscriptions`` to ``subscriptions`` subscriptions, so topics differ in their
+Failover-style cumulative and Shared-style individual acks), written with a ``topic`` column into
+``out/messages`` and ``out/acks``: topics one after another, a new file every ``rows_per_file`` rows
+or so (a topic never spans two files), so a cluster of small topics is not thousands of tiny files.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def generate_topics(
     seed: int,
     partitioned_fraction: float = 0.02,
     partitions: int = 16,
+    min_subscriptions: int = 1,
+    rows_per_file: int = 2_000_000,
 ) -> TopicsGenerated:
     """Writes the logs of ``topics`` topics (see the module docstring) under ``out``."""
     root = Path(out)
@@ -76,8 +79,12 @@ def generate_topics(
     for target in (messages_path, acks_path):
         if target.exists():
             raise InvalidArgument(f"{target} already exists; generate writes a new log")
-    if subscriptions < 1 or partitions < 1 or not 0 <= partitioned_fraction <= 1:
-        raise InvalidArgument("subscriptions and partitions must be positive, partitioned_fraction in [0, 1]")
+    if not 1 <= min_subscriptions <= subscriptions or partitions < 1 or rows_per_file < 1:
+        raise InvalidArgument(
+            "need 1 <= min_subscriptions <= subscriptions, positive partitions and rows_per_file"
+        )
+    if not 0 <= partitioned_fraction <= 1:
+        raise InvalidArgument(f"partitioned_fraction must be in [0, 1], got {partitioned_fraction}")
     rng = np.random.default_rng(seed)
     named = topic_sizes(messages, topics, rng)
     partitioned = set(rng.choice(topics, size=round(topics * partitioned_fraction), replace=False).tolist())
@@ -92,9 +99,9 @@ def generate_topics(
     root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".generate-topics-", dir=root))
     acks = 0
+    spread = subscriptions - min_subscriptions + 1
     try:
-        (scratch / "messages").mkdir()
-        (scratch / "acks").mkdir()
+        files = {kind: _Rolling(scratch / kind, rows_per_file) for kind in ("messages", "acks")}
         for i, (topic, n) in enumerate(plan):
             one = scratch / "one"
             s = generate(
@@ -103,18 +110,46 @@ def generate_topics(
                 ledgers=max(1, n // MESSAGES_PER_LEDGER),
                 keys=keys,
                 delayed_fraction=delayed_fraction,
-                subscriptions=1 + i % subscriptions,
+                subscriptions=min_subscriptions + i % spread,
                 seed=seed * 100_003 + i,
                 rows_per_file=max(n, 1),
             )
             acks += s.acks
-            for kind in ("messages", "acks"):
+            for kind, rolling in files.items():
                 table = pq.read_table(one / kind)
-                table = table.append_column("topic", pa.array([topic] * table.num_rows, pa.string()))
-                pq.write_table(table, scratch / kind / f"part-{i:05d}.parquet", compression=COMPRESSION)
+                rolling.write(table.append_column("topic", pa.array([topic] * table.num_rows, pa.string())))
             shutil.rmtree(one)
+        for rolling in files.values():
+            rolling.close()
         os.rename(scratch / "messages", messages_path)
         os.rename(scratch / "acks", acks_path)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return TopicsGenerated(messages_path, acks_path, dict(plan), acks)
+
+
+class _Rolling:
+    """Parquet files ``part-NNNNN.parquet`` in ``root``: tables appended, a new file past ``rows``."""
+
+    def __init__(self, root: Path, rows: int) -> None:
+        root.mkdir()
+        self.root, self.rows = root, rows
+        self.writer: pq.ParquetWriter | None = None
+        self.written = 0
+        self.files = 0
+
+    def write(self, table: pa.Table) -> None:
+        if self.writer is not None and self.written >= self.rows:
+            self.close()
+        if self.writer is None:
+            path = self.root / f"part-{self.files:05d}.parquet"
+            self.writer = pq.ParquetWriter(path, table.schema, compression=COMPRESSION)
+            self.files += 1
+            self.written = 0
+        self.writer.write_table(table)
+        self.written += table.num_rows
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +84,24 @@ and SHA-256 (JSON), and the topic's figures for the cluster report (JSON)."""
 
 
 def split_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
-    """The batch's rows grouped by ``topic`` (None for rows whose topic is null), row order kept."""
+    """The batch's rows grouped by ``topic`` (None for rows whose topic is null), row order kept.
+
+    Logs are usually written topic after topic, so a batch is a few runs of one topic each: those
+    are found in one pass (run-end encoding) and sliced without copying. A batch of many short runs
+    (interleaved topics) is grouped through a dictionary encoding and filtered instead.
+    """
     col = batch.column("topic")
+    if not col.null_count:
+        runs = pc.run_end_encode(col)
+        ends = runs.run_ends.to_numpy()
+        if len(ends) <= RUNS_TO_SLICE:
+            values = runs.values.to_pylist()
+            if len(set(values)) == len(values):  # each topic one run: slices in batch order
+                start = 0
+                for name, end in zip(values, ends.tolist(), strict=True):
+                    yield name, batch.slice(start, end - start)
+                    start = end
+                return
     encoded = pc.dictionary_encode(col)
     codes = encoded.indices
     names = encoded.dictionary.to_pylist()
@@ -96,6 +112,10 @@ def split_by_topic(batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.Recor
         yield name, batch.filter(pc.equal(codes, code))
     if codes.null_count:
         yield None, batch.filter(pc.is_null(codes))
+
+
+RUNS_TO_SLICE = 64
+"""Most runs of topics in a batch that ``split_by_topic`` slices rather than filters."""
 
 
 def _grouped(batches: Iterable[pa.RecordBatch]) -> dict[str | None, list[pa.RecordBatch]]:
@@ -118,6 +138,111 @@ def _with_topic(topic: str | None, batch: pa.RecordBatch, schema: pa.Schema) -> 
     return pa.RecordBatch.from_arrays(
         [pa.array([topic] * batch.num_rows, pa.string()), *batch.columns], schema=schema
     )
+
+
+# --- columns a pass hands to Spark ----------------------------------------------------------------
+
+LATEST_SCHEMA = pa.schema([("topic", pa.string()), ("latest", pa.int64())])
+"""Per topic of a partition: its latest ``publish_time`` (the topic's ``now`` unless given)."""
+
+BATCH_ENTRY_SCHEMA = pa.schema(
+    [("topic", pa.string()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()), ("batch_size", pa.int64())]
+)
+"""The batch entries of the message log (``batch_size`` > 1), for the batch-index acks."""
+
+NOT_YET_DUE_SCHEMA = pa.schema(
+    [("topic", pa.string()), ("ledger_id", pa.int64()), ("entry_id", pa.int64()), ("deliver_at", pa.int64())]
+)
+"""The delayed messages not yet due at their topic's ``now`` and within ``max_delay_ms``."""
+
+
+def latest_publish(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each topic's latest ``publish_time`` in a partition (rows with a null topic are skipped)."""
+    latest: dict[str, int] = {}
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        table = pa.Table.from_batches([batch.select(["topic", "publish_time"])])
+        agg = table.group_by("topic").aggregate([("publish_time", "max")])
+        for t, v in zip(
+            agg.column("topic").to_pylist(), agg.column("publish_time_max").to_pylist(), strict=True
+        ):
+            if t is not None and v is not None:
+                latest[t] = max(latest.get(t, v), v)
+    yield pa.RecordBatch.from_pydict(
+        {"topic": list(latest), "latest": list(latest.values())}, schema=LATEST_SCHEMA
+    )
+
+
+def batch_entries(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The rows of batch entries (``batch_size`` > 1) with their size."""
+    for batch in batches:
+        keep = pc.fill_null(pc.greater(batch.column("batch_size"), 1), False)
+        part = batch.filter(keep)
+        if part.num_rows:
+            yield pa.RecordBatch.from_arrays(
+                [
+                    part.column("topic"),
+                    part.column("ledger_id"),
+                    part.column("entry_id"),
+                    pc.cast(part.column("batch_size"), pa.int64()),
+                ],
+                schema=BATCH_ENTRY_SCHEMA,
+            )
+
+
+def not_yet_due(
+    batches: Iterable[pa.RecordBatch], *, now_ms: Mapping[str, int], max_delay_ms: int
+) -> Iterator[pa.RecordBatch]:
+    """The delayed messages each topic's delayed index holds (the single-topic job's filter)."""
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        for topic, part in split_by_topic(batch):
+            if topic is None or topic not in now_ms:
+                continue
+            now = now_ms[topic]
+            at = part.column("deliver_at")
+            keep = pc.and_(
+                pc.and_(pc.greater(at, part.column("publish_time")), pc.greater(at, now)),
+                pc.less_equal(at, now + max_delay_ms),
+            )
+            rows = part.filter(pc.fill_null(keep, False))
+            if rows.num_rows:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([topic] * rows.num_rows, pa.string()),
+                        rows.column("ledger_id"),
+                        rows.column("entry_id"),
+                        rows.column("deliver_at"),
+                    ],
+                    schema=NOT_YET_DUE_SCHEMA,
+                )
+
+
+def acks_by_batch_index(batches: Iterable[pa.RecordBatch], *, indexed: bool) -> Iterator[pa.RecordBatch]:
+    """The ack rows with (``indexed``) or without a ``batch_index``: only the former need batch sizes."""
+    for batch in batches:
+        nulls = batch.column("batch_index").is_null()
+        part = batch.filter(pc.invert(nulls) if indexed else nulls)
+        if part.num_rows:
+            yield part
+
+
+LedgerSizes = Mapping[str, tuple[Int64Array, Int64Array]]
+"""Topic -> its ledgers (sorted) and their entry counts."""
+
+
+def with_ledger_sizes(batch: pa.RecordBatch, topic: str, ledgers: LedgerSizes) -> pa.RecordBatch:
+    """``batch`` with a ``ledger_size`` column: the entry count of each row's ledger (null: unknown)."""
+    ids, sizes = ledgers.get(topic, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    col = batch.column("ledger_id")
+    lg = np.asarray(pc.fill_null(col, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    at = np.searchsorted(ids, lg)
+    found = at < len(ids)
+    found[found] = ids[at[found]] == lg[found]
+    values = np.where(found, sizes[np.minimum(at, max(len(ids) - 1, 0))] if len(ids) else 0, 0)
+    return batch.append_column("ledger_size", pa.array(values, pa.int64(), mask=~found))
 
 
 # --- stage 1: per-partition message index, per topic ------------------------------------------------
@@ -243,12 +368,14 @@ def plan_of(flat: list[int]) -> list[PlannedBucket]:
 
 
 def fold_topic_acks(
-    batches: Iterable[pa.RecordBatch], *, now_ms: Mapping[str, int]
+    batches: Iterable[pa.RecordBatch], *, now_ms: Mapping[str, int], ledgers: LedgerSizes | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """``fold_acks`` per topic of a partition; positions are checked against the joined ``ledger_size``.
+    """``fold_acks`` per topic of a partition; positions are checked against the topic's ledger sizes.
 
-    Acks of a topic the message log does not have fold at ``now_ms`` = the latest of all topics, and
-    every one of them is an unknown position.
+    With ``ledgers`` the sizes come from there, else from a joined ``ledger_size`` column. Rows
+    without a ``batch_size`` column get a null one (acks without a batch index need none). Acks of a
+    topic the message log does not have fold at ``now_ms`` = the latest of all topics, and every one
+    of them is an unknown position.
     """
     latest = max(now_ms.values(), default=0)
     for topic, parts in _grouped(batches).items():
@@ -269,6 +396,14 @@ def fold_topic_acks(
                 schema=TOPIC_ACKS_SCHEMA,
             )
             continue
+        if ledgers is not None:
+            parts = [with_ledger_sizes(p, topic, ledgers) for p in parts]
+        parts = [
+            p
+            if "batch_size" in p.schema.names
+            else p.append_column("batch_size", pa.nulls(p.num_rows, pa.int64()))
+            for p in parts
+        ]
         for out in partitions.fold_acks(parts, now_ms=now_ms.get(topic, latest), positions=None):
             yield _with_topic(topic, out, TOPIC_ACKS_SCHEMA)
 
@@ -341,7 +476,7 @@ def write_topic(
 
     ``state`` is the topic's ``TOPIC_STATE_SCHEMA`` row joined with its ``TOPIC_CURSORS_SCHEMA``
     columns. ``destination(topic)`` gives the local directory to write, its path relative to the
-    output, and a function that finishes it (upload, fsync) and lists the files.
+    output, and a function that finishes it (makes it durable or uploads it) and lists the files.
     """
     from cursorkit.pipeline.rebuild import RebuildConfig, _manifest, _write_summary, write_buckets
 
@@ -371,7 +506,8 @@ def write_topic(
     summary.inputs["subscriptions"] = len(cursors)
     for rule in ("acks_unknown_position", "acks_after_now"):
         summary.rules[rule] = counts.get(rule, 0)
-    summary.cursors = write_cursors(root / "cursors", cursors, sizes)
+    # Nothing is synced file by file: ``finish`` makes the staged directory durable in one pass.
+    summary.cursors = write_cursors(root / "cursors", cursors, sizes, sync=False)
     summary.holes = {name: holes_per_ledger(c, sizes) for name, c in cursors.items()}
     plan = plan_of(row["plan"])
     delayed_root = root / "delayed"
@@ -382,7 +518,7 @@ def write_topic(
             plan,
             built.select([f.name for f in partitions.BUCKETS_SCHEMA]),
             topic=topic,
-            fsync=cfg.fsync,
+            fsync=False,
         )
     else:
         FileCursorProperties(delayed_root / "cursor.properties").apply({})
@@ -393,7 +529,7 @@ def write_topic(
     summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in hours.items())
     summary.key_load = [KeyLoad(**k) for k in stats["key_load"]]
     manifest = _manifest(cfg, now, cursors, bool(buckets))
-    _write_summary(root, summary, manifest, cfg)
+    _write_summary(root, summary, manifest, replace(cfg, fsync=False))
     files = finish()
     figures = topic_figures(summary)
     return pa.Table.from_pydict(
