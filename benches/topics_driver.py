@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def peak_rss(pid: int | str) -> int:
@@ -36,7 +37,8 @@ def main() -> None:
     summary = run(spark, messages, acks, out, cfg)
     seconds = time.perf_counter() - t0
     stages = getattr(summary, "stages", [])
-    jvm = spark.sparkContext._gateway.proc.pid  # type: ignore[attr-defined]
+    gateway: Any = spark.sparkContext._gateway
+    jvm = gateway.proc.pid
     figures = {
         "seconds": seconds,
         "stages": [[s.name, s.seconds] if hasattr(s, "name") else list(s) for s in stages],

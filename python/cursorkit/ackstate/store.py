@@ -594,7 +594,7 @@ class CursorStore:
         )
 
     def _sync(self, fd: int, *, data_only: bool = False) -> None:
-        """fsyncs ``fd`` (``fdatasync`` with ``data_only``) unless the options turn syncing off."""
+        """Syncs ``fd`` (``fdatasync`` with ``data_only``) unless the options turn syncing off."""
         if self._options.sync:
             (_datasync if data_only else os.fsync)(fd)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Sequence
@@ -67,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "inspect", help="summarise a bucket snapshot store, a cursor store or a rebuild output"
     )
-    i.add_argument("path", type=Path)
+    i.add_argument("path", help="a store, a rebuild output, or an object-store output (s3://...)")
     i.add_argument("--topic", default=None, help="a topic of a many-topic rebuild output")
     return p
 
@@ -151,12 +152,17 @@ def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
     conf = parse_conf(args.conf)
     spark = spark_session(args.master, conf)
     from cursorkit.pipeline.cluster import has_topic_column, print_topics, rebuild_topics
+    from cursorkit.pipeline.output import is_object_store
 
     if has_topic_column(spark, args.messages):  # a many-topic log: every topic in one job
         with stage_progress(console) as on_stage:
             topics = rebuild_topics(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
         print_topics(console, topics.topics)
         return 0
+    if any(is_object_store(p) for p in (args.messages, args.acks or "", args.out)):
+        raise InvalidArgument(
+            "object stores are read and written by the many-topic job (logs with a topic column)"
+        )
     with stage_progress(console) as on_stage:
         summary = rebuild(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
     print_summary(console, summary)
@@ -181,8 +187,19 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.cluster import print_topics, read_topic_figures
     from cursorkit.pipeline.inspector import inspect_path, render
     from cursorkit.pipeline.load import list_topics, topic_root
+    from cursorkit.pipeline.output import is_object_store
 
-    path = args.path
+    if is_object_store(args.path):  # a many-topic output on an object store
+        if args.topic is None:
+            print_topics(console, read_topic_figures(args.path))
+            return 0
+        from cursorkit.pipeline.load import fetch_topic
+
+        with tempfile.TemporaryDirectory(prefix="cursorkit-inspect-") as tmp:
+            fetched = inspect_path(fetch_topic(args.path, args.topic, tmp))
+            render(fetched, console=console)
+            return 1 if fetched.damaged else 0
+    path = Path(args.path)
     if (path / "manifest.json").is_file() and list_topics(path):
         if args.topic is None:  # the whole output: its topics, riskiest first
             print_topics(console, read_topic_figures(path))

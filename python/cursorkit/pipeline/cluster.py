@@ -21,37 +21,32 @@ manifest names.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from cursorkit.errors import InvalidArgument, InvalidInput
-from cursorkit.fsio import atomic_write, fsync_dir, sync_tree
 from cursorkit.pipeline import partitions, schema, topic_stages
-from cursorkit.pipeline.cursors import cursor_dir_name
 from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.load import MANIFEST_FILE, TOPICS_FORMAT
+from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
 from cursorkit.pipeline.rebuild import (
     RebuildConfig,
     _ddl,
-    _locked,
     _raise_problems,
     _Stages,
     duplicate_error,
     gap_error,
 )
-from cursorkit.pipeline.scan import Log, open_log
+from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,8 +56,6 @@ __all__ = ["TOPICS_MANIFEST_FORMAT", "TopicsSummary", "rebuild_topics"]
 TOPICS_MANIFEST_FORMAT = TOPICS_FORMAT
 """The ``format`` of a many-topic output's root manifest."""
 TOPICS_MANIFEST_VERSION = 1
-RUNS_DIR = "runs"
-"""Each run stages everything under ``runs/<run id>/``; the root manifest names the live run."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -84,47 +77,6 @@ class TopicsSummary:
     def to_json(self) -> dict[str, Any]:
         """``summary.json`` of the run."""
         return asdict(self) | {"messages": self.messages}
-
-
-@dataclass(frozen=True, slots=True)
-class LocalStaging:
-    """Where a task writes a topic: ``<out>/runs/<run>/topics/<topic dir>/a<task attempt id>``.
-
-    Each attempt writes its own directory, so a retried or speculative attempt never touches
-    another's files; the manifest names the one whose result the driver received.
-    """
-
-    out: str
-    run: str
-    fsync: bool
-
-    def __call__(self, topic: str) -> tuple[Path, str, Callable[[], list[dict[str, Any]]]]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        attempt = ctx.taskAttemptId() if ctx is not None else uuid.uuid4().int % 10**12
-        rel = f"{RUNS_DIR}/{self.run}/topics/{cursor_dir_name(topic)}/a{attempt}"
-        root = Path(self.out) / rel  # attempt ids are unique in the application: a new directory
-        root.mkdir(parents=True)
-        return root, rel, partial(_finish_local, root, self.fsync)
-
-
-def _finish_local(root: Path, sync: bool) -> list[dict[str, Any]]:
-    """Every file under ``root`` with its size and SHA-256, hashed as a stream.
-
-    The stores write without syncing; with ``sync`` the whole directory is made durable here in
-    one pass (``fsio.sync_tree``), before the driver can commit a manifest naming it.
-    """
-    files: list[dict[str, Any]] = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        with path.open("rb") as f:
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-        files.append(
-            {"path": path.relative_to(root).as_posix(), "bytes": path.stat().st_size, "sha256": digest}
-        )
-    if sync:
-        sync_tree(root)
-    return files
 
 
 def _per_group(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:
@@ -157,46 +109,48 @@ def rebuild_topics(
         InvalidArgument: ``out`` is an existing directory that is not a rebuild's output.
     """
     cfg = config if config is not None else RebuildConfig()
-    out_path = Path(out)
-    _check_out(out_path)
+    output = open_output(out)
+    _check_out(output)
     stages = _Stages(on_stage)
-    with _locked(out_path):
-        _check_out(out_path)
-        out_path.mkdir(parents=True, exist_ok=True)
-        _remove_unreferenced(out_path, keep=None)  # a killed run's staging
-        run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    with output.locked(run) as still_ours:
+        _check_out(output)
+        _remove_unreferenced(output, keep=None)  # a killed run's staging
         try:
             summary = _run(
                 spark,
                 os.fspath(messages),
                 os.fspath(acks) if acks is not None else None,
-                out_path,
+                output,
                 run,
                 cfg,
                 stages,
             )
             summary.stages = [(s.name, s.seconds) for s in stages.timings]
-            _commit(out_path, run, summary, cfg)
+            still_ours()
+            _commit(output, run, summary, cfg)
         except BaseException:
-            shutil.rmtree(out_path / RUNS_DIR / run, ignore_errors=True)
+            output.remove(f"{RUNS_DIR}/{run}")
             raise
-        _remove_unreferenced(out_path, keep=summary)
+        _remove_unreferenced(output, keep=summary)
     return summary
 
 
-def _check_out(out: Path) -> None:
-    if out.exists():
-        if not out.is_dir():
-            raise InvalidArgument(f"--out {out} exists and is not a directory")
-        if any(p.name != RUNS_DIR for p in out.iterdir()) and not (out / MANIFEST_FILE).exists():
-            raise InvalidArgument(f"--out {out} is a non-empty directory that is not a rebuild's output")
+def _check_out(out: Output) -> None:
+    kind = out.kind()
+    if kind == "file":
+        raise InvalidArgument(f"--out {out.uri} exists and is not a directory")
+    if kind == "dir":
+        others = [n for n in out.names() if n not in (RUNS_DIR, LEASE_FILE)]
+        if others and MANIFEST_FILE not in others:
+            raise InvalidArgument(f"--out {out.uri} is a non-empty directory that is not a rebuild's output")
 
 
 def _run(
     spark: SparkSession,
     messages_path: str,
     acks_path: str | None,
-    out: Path,
+    out: Output,
     run: str,
     cfg: RebuildConfig,
     stages: _Stages,
@@ -319,7 +273,7 @@ def _run(
                 partial(
                     topic_stages.write_topic,
                     config=config,
-                    destination=LocalStaging(str(out.resolve()), run, cfg.fsync),
+                    destination=out.staging(run, cfg.fsync),
                 ),
                 _ddl(topic_stages.TOPIC_WRITTEN_SCHEMA),
             )
@@ -328,7 +282,7 @@ def _run(
     state.unpersist()
     if acks is not None:
         cursors.unpersist()
-    summary = TopicsSummary(run=run, out_dir=str(out), master=spark.sparkContext.master or "")
+    summary = TopicsSummary(run=run, out_dir=out.uri, master=spark.sparkContext.master or "")
     for r in written:
         figures = json.loads(r["figures"])
         summary.topics[r["topic"]] = figures | {"dir": r["dir"], "files": json.loads(r["files"])}
@@ -384,11 +338,11 @@ def _cursors(
     )
 
 
-def _commit(out: Path, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
-    """Writes the run's summary and report, then the root manifest: the commit point."""
-    run_dir = out / RUNS_DIR / run
-    run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(run_dir / "summary.json", json.dumps(summary.to_json(), indent=1).encode(), sync=cfg.fsync)
+def _commit(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
+    """Writes the run's summary, then the root manifest: the commit point."""
+    out.write(
+        f"{RUNS_DIR}/{run}/summary.json", json.dumps(summary.to_json(), indent=1).encode(), sync=cfg.fsync
+    )
     manifest = {
         "format": TOPICS_MANIFEST_FORMAT,
         "version": TOPICS_MANIFEST_VERSION,
@@ -396,43 +350,44 @@ def _commit(out: Path, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> 
         "summary": f"{RUNS_DIR}/{run}/summary.json",
         "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
     }
-    fsync_dir(run_dir)
-    atomic_write(out / MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
-    fsync_dir(out)
+    out.write(MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
 
 
-def _remove_unreferenced(out: Path, keep: TopicsSummary | None) -> None:
+def _remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
     """Removes staged directories no manifest names: other runs, and other attempts of this one."""
-    runs = out / RUNS_DIR
-    if not runs.is_dir():
+    if RUNS_DIR not in out.names():
         return
     live: set[str] = set()
     if keep is not None:
         live = {t["dir"] for t in keep.topics.values()}
         run = keep.run
-    elif not (out / MANIFEST_FILE).exists():
-        run = ""  # nothing committed yet: every staged run is a killed one's
     else:
-        try:
-            doc = json.loads((out / MANIFEST_FILE).read_text())
-            run = str(doc.get("run", ""))
-            live = {str(t["dir"]) for t in doc.get("topics", {}).values()}
-        except (OSError, ValueError, AttributeError, TypeError, KeyError):
-            return  # a manifest that cannot be read: remove nothing it might name
-    for other in runs.iterdir():
-        if other.name != run:
-            shutil.rmtree(other, ignore_errors=True)
-    topics = runs / run / "topics"
-    if topics.is_dir():
-        for topic_dir in topics.iterdir():
-            for attempt in topic_dir.iterdir():
-                if attempt.relative_to(out).as_posix() not in live:
-                    shutil.rmtree(attempt, ignore_errors=True)
+        raw = out.read(MANIFEST_FILE)
+        if raw is None:
+            run = ""  # nothing committed yet: every staged run is a killed one's
+        else:
+            try:
+                doc = json.loads(raw)
+                run = str(doc.get("run", ""))
+                live = {str(t["dir"]) for t in doc.get("topics", {}).values()}
+            except (ValueError, AttributeError, TypeError, KeyError):
+                return  # a manifest that cannot be read: remove nothing it might name
+    for other in out.names(RUNS_DIR):
+        if other != run:
+            out.remove(f"{RUNS_DIR}/{other}")
+    topics = f"{RUNS_DIR}/{run}/topics"
+    for topic_dir in out.names(topics) if run else []:
+        for attempt in out.names(f"{topics}/{topic_dir}"):
+            if f"{topics}/{topic_dir}/{attempt}" not in live:
+                out.remove(f"{topics}/{topic_dir}/{attempt}")
 
 
 def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> bool:
     """Whether the message log has a ``topic`` column (a many-topic log); reads the schema only."""
-    df = read_log(spark, messages, schema.MESSAGE_COLUMNS, "message", topic=True)
+    path = os.fspath(messages)
+    if scannable(path):
+        return "topic" in plan_scan(path, schema.MESSAGE_COLUMNS, "message", topic=True).present
+    df = read_log(spark, path, schema.MESSAGE_COLUMNS, "message", topic=True)
     return "topic" in df.columns
 
 
@@ -451,12 +406,17 @@ def risk_order(topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """The per-topic figures of a committed many-topic output (from its run's ``summary.json``)."""
-    from cursorkit.pipeline.load import inside
+    from cursorkit.pipeline.load import safe_relative
 
-    root = Path(out)
-    doc = json.loads((root / MANIFEST_FILE).read_text())
-    summary = json.loads(inside(root, str(doc["summary"]), "summary").read_text())
-    topics: dict[str, dict[str, Any]] = summary["topics"]
+    output = open_output(out)
+    raw = output.read(MANIFEST_FILE)
+    if raw is None:
+        raise InvalidArgument(f"{output.uri}: no {MANIFEST_FILE}")
+    doc = json.loads(raw)
+    summary_raw = output.read(safe_relative(str(doc["summary"]), "summary"))
+    if summary_raw is None:
+        raise InvalidArgument(f"{output.uri}: the manifest names a summary that is not there")
+    topics: dict[str, dict[str, Any]] = json.loads(summary_raw)["topics"]
     return topics
 
 

@@ -21,11 +21,13 @@ __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_VERSION",
     "Manifest",
+    "fetch_topic",
     "list_topics",
     "open_delayed_index",
     "parse_manifest",
     "read_cursors",
     "read_manifest",
+    "safe_relative",
     "topic_root",
 ]
 
@@ -163,16 +165,67 @@ def parse_manifest(path: Path) -> dict[str, Any]:
     return doc
 
 
+def safe_relative(rel: str, what: str) -> str:
+    """``rel`` if it is a relative path without ``..`` (``CorruptSnapshot`` otherwise)."""
+    pure = PurePosixPath(rel)
+    if not rel or pure.is_absolute() or ".." in pure.parts or "\x00" in rel:
+        raise CorruptSnapshot(f"{what}: {rel!r} is not a path inside the output directory")
+    return rel
+
+
+def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
+    """Downloads one topic of a many-topic output on an object store into the local ``into``.
+
+    Only the files the root manifest lists are fetched, each checked against its size and SHA-256
+    (``CorruptSnapshot`` on a mismatch); the result is a one-topic output directory that
+    :func:`read_manifest`, :func:`read_cursors` and :func:`open_delayed_index` open.
+    """
+    import hashlib
+
+    from cursorkit.pipeline.output import open_output
+
+    output = open_output(out)
+    raw = output.read(MANIFEST_FILE)
+    if raw is None:
+        raise InvalidArgument(f"{out} is not a rebuild's output (no {MANIFEST_FILE})")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise CorruptSnapshot(f"{out}/{MANIFEST_FILE} is not JSON ({e})") from e
+    topics = doc.get("topics") if isinstance(doc, dict) else None
+    if not isinstance(topics, dict) or doc.get("format") != TOPICS_FORMAT:
+        raise InvalidArgument(f"{out} is not a many-topic rebuild's output")
+    entry = topics.get(topic)
+    if not isinstance(entry, dict):
+        raise InvalidArgument(f"{out} has no topic {topic!r}")
+    base = safe_relative(_text(entry.get("dir")), f"topics[{topic!r}].dir")
+    root = Path(into)
+    for f in entry.get("files", []):
+        if not isinstance(f, dict):
+            raise CorruptSnapshot(f"{out}/{MANIFEST_FILE}: topics[{topic!r}].files holds {f!r}")
+        rel = safe_relative(_text(f.get("path")), f"topics[{topic!r}].files")
+        data = output.read(f"{base}/{rel}")
+        if data is None or len(data) != f.get("bytes") or hashlib.sha256(data).hexdigest() != f.get("sha256"):
+            raise CorruptSnapshot(
+                f"{out}/{base}/{rel}: missing, or its size or SHA-256 is not the manifest's"
+            )
+        target = root.joinpath(*PurePosixPath(rel).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return root
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def inside(root: Path, rel: str, what: str) -> Path:
     """``root / rel`` for a path a manifest names, refused unless it stays inside ``root``.
 
     Absolute paths, ``..`` and symlinks that lead out are ``CorruptSnapshot``: a reader never
     follows a manifest to create, change or delete files elsewhere.
     """
-    pure = PurePosixPath(rel)
-    if not rel or pure.is_absolute() or ".." in pure.parts or "\x00" in rel:
-        raise CorruptSnapshot(f"{what}: {rel!r} is not a path inside the output directory")
-    target = root.joinpath(*pure.parts)
+    target = root.joinpath(*PurePosixPath(safe_relative(rel, what)).parts)
     try:
         if not target.resolve().is_relative_to(root.resolve()):
             raise CorruptSnapshot(f"{what}: {rel!r} leads outside the output directory (a symlink)")

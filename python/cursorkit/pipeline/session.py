@@ -19,6 +19,16 @@ DEFAULT_MASTER = "local[*]"
 """Where a job runs when neither ``--master`` nor spark-submit names a cluster."""
 
 
+AWS_SETTINGS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+)
+"""Environment variables a job forwards to its executors (``spark.executorEnv.*``) when set."""
+
+
 def parse_conf(pairs: Sequence[str]) -> list[tuple[str, str]]:
     """``k=v`` strings of ``--conf`` as pairs (``InvalidArgument`` for one without ``=``)."""
     out: list[tuple[str, str]] = []
@@ -61,6 +71,11 @@ def spark_session(
         defaults["spark.driver.bindAddress"] = "127.0.0.1"
         defaults["spark.driver.host"] = "127.0.0.1"
         defaults["spark.ui.enabled"] = "false"
+    # Executors open object stores with the AWS settings of this environment (pyarrow reads them);
+    # Spark redacts the secret in its UI and logs.
+    for name in AWS_SETTINGS:
+        if os.environ.get(name):
+            defaults[f"spark.executorEnv.{name}"] = os.environ[name]
     given = dict(conf)
     for key, value in {**defaults, **given}.items():
         builder = builder.config(key, value)
