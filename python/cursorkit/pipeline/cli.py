@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("rebuild", help="rebuild the delayed index and cursors from logs on Spark")
     r.add_argument("--messages", required=True, help="message log (Parquet/CSV/JSON file or directory)")
     r.add_argument("--acks", help="ack log (Parquet/CSV/JSON file or directory)")
-    r.add_argument("--out", required=True, type=Path)
+    r.add_argument("--out", required=True, help="output directory, or an object-store prefix (s3://...)")
     _rebuild_options(r)
 
     d = sub.add_parser("demo", help="generate a small topic, rebuild it on local Spark, verify, report")

@@ -52,7 +52,12 @@ def spark_session(
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    submitted = SparkConf().get("spark.master", None)
+    submitted = None
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit: its JVM holds the settings
+        from pyspark import SparkContext
+
+        SparkContext._ensure_initialized()
+        submitted = SparkConf().get("spark.master", None)
     chosen = master or submitted or DEFAULT_MASTER
     if chosen.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
