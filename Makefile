@@ -2,6 +2,8 @@
 #
 #   make test    everything CI runs: Rust fmt/clippy/tests, ruff, mypy, stubtest, pytest (benches once)
 #   make demo    release build, then `cursorkit demo`: generate a topic, rebuild it on local Spark, verify
+#   make demo-cluster  the README's cluster recipe (wheel, packed env, spark-submit, S3 in and out)
+#                against a standalone cluster and an S3 server started on 127.0.0.1
 #   make tour    release build, then the guided tour of the library (python -m cursorkit.tour)
 #   make bench   release build, then the benchmarks with their ratio tables
 #   make fuzz    release build, then the model and fuzz suites at their long counts (an hour or more)
@@ -18,7 +20,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 # Written after pip has installed requirements-dev.txt; newer than that file = nothing to install.
 STAMP := $(VENV)/.stamp-requirements-dev
-PY_DIRS := python tests benches
+PY_DIRS := python tests benches scripts
 
 # Every cargo and maturin run builds pyo3 against the venv's interpreter; keeping this one value
 # for all of them stops pyo3's build script from rerunning (and everything above it rebuilding).
@@ -30,13 +32,16 @@ export PYO3_PYTHON := $(abspath $(PY))
 MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
 
 .NOTPARALLEL:
-.PHONY: test demo tour bench fuzz lint fmt wheel proto clean distclean venv develop develop-release \
+.PHONY: test demo demo-cluster tour bench fuzz lint fmt wheel proto clean distclean venv develop develop-release \
 	rust-lint rust-test python-lint typecheck stubtest pytest
 
 test: lint rust-test develop stubtest pytest
 
 demo: develop-release
 	$(PY) -m cursorkit.pipeline.cli demo --dir cursorkit-demo
+
+demo-cluster: wheel develop
+	$(PY) scripts/demo_cluster.py --wheel-dir dist --dir cursorkit-demo-cluster
 
 tour: develop-release
 	$(PY) -m cursorkit.tour

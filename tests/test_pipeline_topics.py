@@ -237,3 +237,27 @@ def test_generate_topics_writes_a_cluster(spark: Any, tmp_path: Path) -> None:
     summary = cluster.rebuild_topics(spark, g.messages_path, g.acks_path, out, CFG)
     assert {t: f["messages"] for t, f in summary.topics.items()} == g.topics
     assert {f["subscriptions"] for f in summary.topics.values()} == {1, 2, 3}
+
+
+def test_cluster_report(spark: Any, logs: Path, tmp_path: Path) -> None:
+    from cursorkit.pipeline.cluster_report import partitioned_name
+
+    out = tmp_path / "out"
+    summary = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
+    doc = json.loads((out / "manifest.json").read_text())
+    html = (out / doc["report"]).read_text()
+    order = cluster.risk_order(summary.topics)
+    assert html.index(partitioned_name(order[0])[0]) < html.index("Across the cluster")
+    assert html.count("<h2>Detail: ") == len(TOPICS)  # every topic: fewer than DETAIL_TOPICS
+    assert html.count('<img alt="histograms of per-topic figures"') == 1
+    assert "clicks (partition 1)" in html
+    assert partitioned_name("persistent://t/n/a-partition-12") == ("persistent://t/n/a", 12)
+    assert partitioned_name("persistent://t/n/a") == ("persistent://t/n/a", None)
+    off = cluster.rebuild_topics(
+        spark,
+        logs / "all" / "messages",
+        logs / "all" / "acks",
+        tmp_path / "off",
+        dataclasses.replace(CFG, report=False),
+    )
+    assert off.topics and json.loads((tmp_path / "off" / "manifest.json").read_text())["report"] is None

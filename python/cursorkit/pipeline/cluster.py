@@ -339,15 +339,23 @@ def _cursors(
 
 
 def _commit(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
-    """Writes the run's summary, then the root manifest: the commit point."""
-    out.write(
-        f"{RUNS_DIR}/{run}/summary.json", json.dumps(summary.to_json(), indent=1).encode(), sync=cfg.fsync
-    )
+    """Writes the run's summary and report, then the root manifest: the commit point."""
+    doc = summary.to_json()
+    out.write(f"{RUNS_DIR}/{run}/summary.json", json.dumps(doc, indent=1).encode(), sync=cfg.fsync)
+    report = None
+    if cfg.report:
+        from cursorkit.pipeline.cluster_report import detail_reader, render_cluster_html
+
+        dirs = {t: str(f["dir"]) for t, f in summary.topics.items()}
+        html = render_cluster_html(doc, risk_order(summary.topics), detail_reader(out.read, dirs))
+        report = f"{RUNS_DIR}/{run}/report.html"
+        out.write(report, html.encode(), sync=cfg.fsync)
     manifest = {
         "format": TOPICS_MANIFEST_FORMAT,
         "version": TOPICS_MANIFEST_VERSION,
         "run": run,
         "summary": f"{RUNS_DIR}/{run}/summary.json",
+        "report": report,
         "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
     }
     out.write(MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)

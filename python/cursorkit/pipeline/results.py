@@ -124,3 +124,23 @@ class RebuildSummary:
         d["holes"] = {s: {str(k): v for k, v in h.items()} for s, h in self.holes.items()}
         d["total_seconds"] = self.total_seconds
         return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RebuildSummary:
+        """The summary :meth:`to_json` wrote (``summary.json``), for reports rendered afterwards."""
+        return cls(
+            topic=str(d["topic"]),
+            now_ms=int(d["now_ms"]),
+            out_dir=str(d.get("out_dir", "")),
+            master=str(d.get("master", "")),
+            stages=[StageTiming(**t) for t in d.get("stages", [])],
+            inputs=dict(d.get("inputs", {})),
+            rules=dict(d.get("rules", {})),
+            ledger_sizes={int(k): int(v) for k, v in d.get("ledger_sizes", {}).items()},
+            holes={s: {int(k): int(v) for k, v in h.items()} for s, h in d.get("holes", {}).items()},
+            cursors=[CursorRow(**c) for c in d.get("cursors", [])],
+            buckets=[BucketRow(**b) for b in d.get("buckets", [])],
+            delayed_histogram=[(int(a), int(b)) for a, b in d.get("delayed_histogram", [])],
+            key_load=[KeyLoad(**k) for k in d.get("key_load", [])],
+            config=dict(d.get("config", {})),
+        )
