@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -36,13 +35,9 @@ def standalone_cluster(
 ) -> Iterator[str]:
     """Starts a master and a worker; yields the master URL once the worker has registered."""
     home = spark_home()
-    base = dict(os.environ)
-    base.update(
-        SPARK_HOME=str(home),
-        SPARK_LOCAL_IP="127.0.0.1",
-        PYSPARK_PYTHON=base.get("PYSPARK_PYTHON", sys.executable),
-        SPARK_WORKER_DIR=str(log_dir / "work"),
-    )
+    # No PYSPARK_PYTHON inherited: the executors run the Python each job names (spark.pyspark.python).
+    base = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    base.update(SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(log_dir / "work"))
     base.update(env or {})
     port, ui, worker_ui = free_port(), free_port(), free_port()
     master = f"spark://127.0.0.1:{port}"
