@@ -16,6 +16,7 @@ instant (there is no conditional PUT here).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -37,7 +38,15 @@ from cursorkit.fsio import atomic_write, fsync_dir, sync_tree
 from cursorkit.pipeline.cursors import cursor_dir_name
 from cursorkit.pipeline.scan import filesystem
 
-__all__ = ["LEASE_FILE", "LocalOutput", "ObjectOutput", "Output", "is_object_store", "open_output"]
+__all__ = [
+    "LEASE_FILE",
+    "LocalOutput",
+    "ObjectOutput",
+    "Output",
+    "is_object_store",
+    "locked_dir",
+    "open_output",
+]
 
 LEASE_FILE = "_lease.json"
 """The lease object of a run writing an object-store output."""
@@ -116,6 +125,27 @@ def _attempt() -> int:
     return ctx.taskAttemptId() if ctx is not None else uuid.uuid4().int % 10**12
 
 
+@contextlib.contextmanager
+def locked_dir(out: Path) -> Iterator[None]:
+    """Holds ``.<out>.lock`` beside ``out`` for the run, so two rebuilds never write one output.
+
+    With the lock held, leftovers of a killed run (``.<out>.rebuild-*``, ``.<out>.old-*``) are
+    nobody's and are removed. The lock file itself stays (removing it would race the next locker).
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out.parent / f".{out.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidArgument(f"another rebuild is writing {out}") from None
+        for stale in [*out.parent.glob(f".{out.name}.rebuild-*"), *out.parent.glob(f".{out.name}.old-*")]:
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)
+
+
 # --- a local directory ------------------------------------------------------------------------------
 
 
@@ -161,9 +191,7 @@ class LocalOutput:
     @contextlib.contextmanager
     def locked(self, run: str) -> Iterator[Callable[[], None]]:
         """``Output.locked``."""
-        from cursorkit.pipeline.rebuild import _locked
-
-        with _locked(self.root):
+        with locked_dir(self.root):
             self.root.mkdir(parents=True, exist_ok=True)
             yield lambda: None
 

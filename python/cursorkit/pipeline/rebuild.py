@@ -13,7 +13,6 @@ nothing a recovery would read.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import pickle
@@ -41,6 +40,7 @@ from cursorkit.pipeline import partitions, schema
 from cursorkit.pipeline.cursors import cursor_dir_name, holes_per_ledger, merge_ack_folds, write_cursors
 from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
+from cursorkit.pipeline.output import locked_dir
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
 from cursorkit.pipeline.results import BucketRow, RebuildSummary, StageTiming
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
@@ -160,27 +160,6 @@ def _check_out(out: Path) -> None:
             raise InvalidArgument(f"--out {out} is a non-empty directory that is not a rebuild's output")
 
 
-@contextlib.contextmanager
-def _locked(out: Path) -> Iterator[None]:
-    """Holds ``.<out>.lock`` beside ``out`` for the run, so two rebuilds never write one output.
-
-    With the lock held, leftovers of a killed run (``.<out>.rebuild-*``, ``.<out>.old-*``) are
-    nobody's and are removed. The lock file itself stays (removing it would race the next locker).
-    """
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out.parent / f".{out.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InvalidArgument(f"another rebuild is writing {out}") from None
-        for stale in [*out.parent.glob(f".{out.name}.rebuild-*"), *out.parent.glob(f".{out.name}.old-*")]:
-            shutil.rmtree(stale, ignore_errors=True)
-        yield
-    finally:
-        os.close(fd)
-
-
 def _publish(tmp: Path, out: Path) -> None:
     """Renames the finished ``tmp`` over ``out`` (an older output is moved aside, then removed)."""
     old = None
@@ -217,7 +196,7 @@ def rebuild(
     out_path = Path(out)
     _check_out(out_path)
     stages = _Stages(on_stage)
-    with _locked(out_path):
+    with locked_dir(out_path):
         _check_out(out_path)  # again: another run may have finished while this one waited
         tmp = out_path.parent / f".{out_path.name}.rebuild-{uuid.uuid4().hex[:12]}"
         try:
