@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from cursorkit.errors import InvalidArgument, InvalidInput
 from cursorkit.pipeline import partitions, schema, topic_stages
-from cursorkit.pipeline.inputs import read_log
+from cursorkit.pipeline.inputs import ddl, read_log
 from cursorkit.pipeline.load import MANIFEST_FILE, TOPICS_FORMAT
 from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
 from cursorkit.pipeline.rebuild import (
@@ -317,7 +317,6 @@ def _cursors(
     """
     from pyspark.sql import functions as F
 
-    ack_ddl = _ddl(pa.schema([pa.field(c.name, c.type) for c in acks.columns]))
     fold = partial(topic_stages.fold_topic_acks, now_ms=nows, ledgers=sizes)
     plain = acks.map(
         lambda it: fold(topic_stages.acks_by_batch_index(it, indexed=False)),
@@ -325,7 +324,7 @@ def _cursors(
     )
     entries = msgs.map(topic_stages.batch_entries, _ddl(topic_stages.BATCH_ENTRY_SCHEMA))
     indexed = (
-        acks.map(partial(topic_stages.acks_by_batch_index, indexed=True), ack_ddl)
+        acks.map(partial(topic_stages.acks_by_batch_index, indexed=True), ddl(acks.columns))
         .join(entries, ["topic", "ledger_id", "entry_id"], "left")
         .withColumn("batch_size", F.col("batch_size").cast("long"))
         .mapInArrow(fold, _ddl(topic_stages.TOPIC_ACKS_SCHEMA))

@@ -117,7 +117,9 @@ def generate_topics(
             acks += s.acks
             for kind, rolling in files.items():
                 table = pq.read_table(one / kind)
-                rolling.write(table.append_column("topic", pa.array([topic] * table.num_rows, pa.string())))
+                rolling.write(
+                    table.append_column("topic", pa.repeat(pa.scalar(topic, pa.string()), table.num_rows))
+                )
             shutil.rmtree(one)
         for rolling in files.values():
             rolling.close()

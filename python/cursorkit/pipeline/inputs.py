@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -14,7 +15,7 @@ from cursorkit.pipeline.schema import Column
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TOPIC", "log_format", "read_log"]
+__all__ = ["TOPIC", "ddl", "log_format", "missing_column", "read_log", "spark_type", "wrong_type"]
 
 _SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 
@@ -80,13 +81,8 @@ def read_log(
         kind = have.get(col.name)
         if kind is None:
             if col.required:
-                raise InvalidInput(
-                    f"{what} log {text}: missing column {col.name!r} ({col.doc or col.type}); "
-                    f"it has {sorted(have)}",
-                    source=text,
-                    column=col.name,
-                )
-            out.append(F.lit(None).cast(_spark_type(col)).alias(col.name))
+                raise missing_column(what, text, col, have)
+            out.append(F.lit(None).cast(spark_type(col)).alias(col.name))
             continue
         wants_int = pa.types.is_integer(col.type)
         ok = isinstance(kind, ints) if wants_int else isinstance(kind, T.StringType)
@@ -94,16 +90,40 @@ def read_log(
             ok = True
         if not ok:
             sample = df.select(*have).first()
-            raise InvalidInput(
-                f"{what} log {text}: column {col.name!r} is {kind.simpleString()}, expected "
-                f"{'an integer' if wants_int else 'a string'} ({col.doc or col.type})",
-                source=text,
-                column=col.name,
-                row=sample.asDict() if sample is not None else None,
+            raise wrong_type(
+                what, text, col, kind.simpleString(), sample.asDict() if sample is not None else None
             )
-        out.append(F.col(col.name).cast(_spark_type(col)).alias(col.name))
+        out.append(F.col(col.name).cast(spark_type(col)).alias(col.name))
     return df.select(*out)
 
 
-def _spark_type(col: Column) -> str:
+def spark_type(col: Column) -> str:
+    """The Spark SQL type name of a log column."""
     return {"int64": "long", "int32": "int", "string": "string"}[str(col.type)]
+
+
+def ddl(columns: Iterable[Column]) -> str:
+    """``name type, ...`` of ``columns``, the schema string Spark takes."""
+    return ", ".join(f"{c.name} {spark_type(c)}" for c in columns)
+
+
+def missing_column(what: str, source: str, col: Column, have: Iterable[str]) -> InvalidInput:
+    """The error for a required column the log lacks (naming the columns it has)."""
+    return InvalidInput(
+        f"{what} log {source}: missing column {col.name!r} ({col.doc or col.type}); it has {sorted(have)}",
+        source=source,
+        column=col.name,
+    )
+
+
+def wrong_type(
+    what: str, source: str, col: Column, kind: str, row: dict[str, Any] | None = None
+) -> InvalidInput:
+    """The error for a column whose type (``kind``) cannot hold its values."""
+    return InvalidInput(
+        f"{what} log {source}: column {col.name!r} is {kind}, expected "
+        f"{'an integer' if pa.types.is_integer(col.type) else 'a string'} ({col.doc or col.type})",
+        source=source,
+        column=col.name,
+        row=row,
+    )

@@ -118,11 +118,16 @@ def list_files(root: Path) -> list[dict[str, Any]]:
     return [file_entry(p, p.relative_to(root).as_posix()) for p in sorted(root.rglob("*")) if p.is_file()]
 
 
-def _attempt() -> int:
+def attempt_dir(run: str, topic: str) -> str:
+    """``runs/<run>/topics/<topic dir>/a<task attempt id>``: where this task attempt stages ``topic``.
+
+    Attempt ids are unique in a Spark application, so no two attempts share a directory.
+    """
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    return ctx.taskAttemptId() if ctx is not None else uuid.uuid4().int % 10**12
+    attempt = ctx.taskAttemptId() if ctx is not None else uuid.uuid4().int % 10**12
+    return f"{RUNS_DIR}/{run}/topics/{cursor_dir_name(topic)}/a{attempt}"
 
 
 @contextlib.contextmanager
@@ -213,7 +218,7 @@ class LocalStaging:
     sync: bool
 
     def __call__(self, topic: str) -> Staged:
-        rel = f"{RUNS_DIR}/{self.run}/topics/{cursor_dir_name(topic)}/a{_attempt()}"
+        rel = attempt_dir(self.run, topic)
         root = Path(self.out) / rel  # attempt ids are unique in the application: a new directory
         root.mkdir(parents=True)
         return root, rel, lambda: _finish_local(root, self.sync)
@@ -346,7 +351,7 @@ class ObjectStaging:
     run: str
 
     def __call__(self, topic: str) -> Staged:
-        rel = f"{RUNS_DIR}/{self.run}/topics/{cursor_dir_name(topic)}/a{_attempt()}"
+        rel = attempt_dir(self.run, topic)
         local = Path(tempfile.mkdtemp(prefix="cursorkit-topic-"))
         return local, rel, lambda: self._upload(local, rel)
 

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cursorkit.errors import InvalidInput
-from cursorkit.pipeline.inputs import TOPIC, log_format
+from cursorkit.pipeline.inputs import TOPIC, ddl, log_format, missing_column, wrong_type
 from cursorkit.pipeline.schema import Column
 
 if TYPE_CHECKING:
@@ -181,12 +181,7 @@ def _check(
         kind = have.get(col.name)
         if kind is None:
             if col.required:
-                raise InvalidInput(
-                    f"{what} log {path}: missing column {col.name!r} ({col.doc or col.type}); "
-                    f"it has {sorted(have)}",
-                    source=path,
-                    column=col.name,
-                )
+                raise missing_column(what, path, col, have)
             continue
         wants_int = pa.types.is_integer(col.type)
         string = pa.types.is_string(kind) or pa.types.is_large_string(kind)
@@ -198,12 +193,7 @@ def _check(
         if pa.types.is_null(kind):
             ok = True
         if not ok:
-            raise InvalidInput(
-                f"{what} log {path}: column {col.name!r} is {kind}, expected "
-                f"{'an integer' if wants_int else 'a string'} ({col.doc or col.type})",
-                source=path,
-                column=col.name,
-            )
+            raise wrong_type(what, path, col, str(kind))
         present.append(col.name)
     return tuple(present)
 
@@ -278,11 +268,7 @@ class Log:
         """The log as a DataFrame (for queries on a few rows, such as an error's samples)."""
         if self.frame is not None:
             return self.frame
-        ddl = ", ".join(f"{c.name} {_DDL[str(c.type)]}" for c in self.columns)
-        return self.map(_identity, ddl)
-
-
-_DDL = {"int64": "long", "int32": "int", "string": "string"}
+        return self.map(_identity, ddl(self.columns))
 
 
 def _identity(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -134,10 +134,13 @@ def _null_topic_stats(parts: list[pa.RecordBatch]) -> dict[str, Any]:
     return {"rows": sum(p.num_rows for p in parts), "problems": problems.to_json()}
 
 
+def topic_column(topic: str | None, rows: int) -> pa.Array:
+    """A string column of ``rows`` times ``topic``, built by Arrow (no Python list per row)."""
+    return pa.repeat(pa.scalar(topic, pa.string()), rows)
+
+
 def _with_topic(topic: str | None, batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array([topic] * batch.num_rows, pa.string()), *batch.columns], schema=schema
-    )
+    return pa.RecordBatch.from_arrays([topic_column(topic, batch.num_rows), *batch.columns], schema=schema)
 
 
 # --- columns a pass hands to Spark ----------------------------------------------------------------
@@ -211,7 +214,7 @@ def not_yet_due(
             if rows.num_rows:
                 yield pa.RecordBatch.from_arrays(
                     [
-                        pa.array([topic] * rows.num_rows, pa.string()),
+                        topic_column(topic, rows.num_rows),
                         rows.column("ledger_id"),
                         rows.column("entry_id"),
                         rows.column("deliver_at"),
