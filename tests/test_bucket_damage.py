@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from cursorkit.delayed import DelayedDeliveryCollector, FileBucketSnapshotStorage
 from cursorkit.delayed.bucket import DAMAGED_PROPERTY_PREFIX, PROPERTY_PREFIX
-from cursorkit.delayed.storage import _encode_bucket
+from cursorkit.delayed.bucket_format import encode_bucket
 from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import atomic_write
 from cursorkit.proto import delayed_bucket_pb2 as pb
@@ -89,7 +89,7 @@ def write_raw_bucket(tmp_path: Path, meta: pb.SnapshotMetadata, segments: list[b
         bucket_id = s._allocate_id()
         texts = (key.encode(), b"topic", b"subscription")
         records = [meta.SerializePartialToString(), *segments]
-        atomic_write(s._file_for(bucket_id), _encode_bucket(bucket_id, texts, records))
+        atomic_write(s._file_for(bucket_id), encode_bucket(bucket_id, texts, records))
     return bucket_id
 
 

@@ -8,6 +8,7 @@ __all__ = [
     "ConsumerAssignError",
     "CorruptSnapshot",
     "CursorkitError",
+    "Fenced",
     "InvalidArgument",
     "InvalidInput",
     "InvalidInputType",
@@ -15,6 +16,7 @@ __all__ = [
     "InvalidPosition",
     "LengthMismatch",
     "PersistFailed",
+    "StoreUnavailable",
     "TrackerClosed",
     "UnknownConsumer",
     "UnknownLedger",
@@ -74,6 +76,31 @@ class UnknownLedger(CursorkitError, KeyError):
 
 class PersistFailed(CursorkitError, OSError):
     """A flush that could not be made durable; recovery still returns the previous flush."""
+
+
+class StoreUnavailable(CursorkitError, OSError):
+    """A shared store (ZooKeeper, an object store) that did not answer, or not in time.
+
+    Raised by reads and by opening a store; a write that fails this way raises ``PersistFailed``.
+    Nothing the call would have changed was changed, and the store stays usable once it answers.
+    """
+
+
+class Fenced(PersistFailed):
+    """A write of an owner that has lost the store: another opener took ownership after it.
+
+    Ownership is an owner epoch kept in the store and advanced by each opener with a versioned
+    write; a write carrying an older epoch is refused and leaves nothing a reader would pick up.
+    ``owner_epoch`` is the writer's epoch, ``current_epoch`` the one that fenced it.
+    """
+
+    def __init__(self, message: str, *, owner_epoch: int = 0, current_epoch: int = 0) -> None:
+        super().__init__(message)
+        self.owner_epoch = owner_epoch
+        self.current_epoch = current_epoch
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class BucketNotFound(CursorkitError, KeyError):

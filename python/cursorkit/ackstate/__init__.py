@@ -9,6 +9,7 @@ from cursorkit.ackstate.policy import DispatchPausePolicy
 from cursorkit.ackstate.store import (
     CursorStore,
     DamagedRecord,
+    FileCursorStore,
     FlushResult,
     Opener,
     RecoveryReport,
@@ -24,6 +25,7 @@ __all__ = [
     "CursorStore",
     "DamagedRecord",
     "DispatchPausePolicy",
+    "FileCursorStore",
     "FlushResult",
     "Opener",
     "PersistLimits",

@@ -133,7 +133,7 @@ def encode(cursor: PersistedCursor, encoding: str, limits: PersistLimits) -> Per
     form = check_encoding(encoding)
     md, ledgers, _live, batches, _ = cursor.flush_state(dirty_only=False, clear_dirty=False)
     properties = checked_properties(cursor.properties, f"cursor {cursor.name!r}")
-    kept_batches = _fit_batches(batches, properties, limits, f"cursor {cursor.name!r}")
+    kept_batches = fit_batches(batches, properties, limits, f"cursor {cursor.name!r}")
     if form == "compact":
         blobs = [(ledger, blob) for ledger, blob in ledgers if blob is not None]
         return _encode_compact(cursor, md, blobs, batches, kept_batches, properties, limits)
@@ -163,7 +163,7 @@ def checked_properties(properties: Mapping[Any, Any], who: str) -> dict[str, int
     return out
 
 
-def _fit_batches(
+def fit_batches(
     batches: list[BatchRow], properties: Mapping[str, int], limits: PersistLimits, who: str
 ) -> list[BatchRow]:
     """The prefix of partial batches within the count limit and the byte limit.
@@ -197,11 +197,11 @@ def _position_info(md: Position, batches: list[BatchRow], properties: Mapping[st
     info = ml.PositionInfo(ledgerId=md.ledger_id, entryId=md.entry_id)
     for name, value in properties.items():
         info.properties.add(name=name, value=value)
-    _add_batch_infos(info.batchedEntryDeletionIndexInfo, batches)
+    add_batch_infos(info.batchedEntryDeletionIndexInfo, batches)
     return info
 
 
-def _add_batch_infos(field: Any, batches: list[BatchRow]) -> None:
+def add_batch_infos(field: Any, batches: list[BatchRow]) -> None:
     """Appends ``BatchedEntryDeletionIndexInfo`` items (deleteSet = the unacked-index words)."""
     for ledger, entry, _size, words in batches:
         item = field.add()
@@ -209,7 +209,7 @@ def _add_batch_infos(field: Any, batches: list[BatchRow]) -> None:
         item.deleteSet.extend(np.frombuffer(words, dtype="<i8").tolist())
 
 
-def _ranges_within(acked: RangeSet, limit: int, budget: int) -> int:
+def ranges_within(acked: RangeSet, limit: int, budget: int) -> int:
     """How many leading ranges fit both the range limit and ``budget`` bytes as MessageRanges."""
     n = min(len(acked), limit)
     if acked.message_range_wire_size(n) > budget:
@@ -226,7 +226,7 @@ def _encode_message_range(
     limits: PersistLimits,
 ) -> PersistResult:
     info = _position_info(md, kept_batches, properties)
-    n = _ranges_within(acked, limits.max_unacked_ranges_to_persist, limits.max_entry_bytes - info.ByteSize())
+    n = ranges_within(acked, limits.max_unacked_ranges_to_persist, limits.max_entry_bytes - info.ByteSize())
     # Field 3 comes from Rust, byte for byte what protobuf writes; fields may appear in any order.
     data = info.SerializeToString() + acked.message_range_field_bytes(n)
     return PersistResult("message_range", data, len(acked), n, len(batches), len(kept_batches))
@@ -246,9 +246,9 @@ def _encode_cursor_info(
     )
     for name, value in properties.items():
         info.properties.add(name=name, value=value)
-    _add_batch_infos(info.batchedEntryDeletionIndexInfo, kept_batches)
+    add_batch_infos(info.batchedEntryDeletionIndexInfo, kept_batches)
     limit = limits.max_unacked_ranges_to_persist_in_metadata_store
-    n = _ranges_within(acked, limit, limits.max_entry_bytes - info.ByteSize())
+    n = ranges_within(acked, limit, limits.max_entry_bytes - info.ByteSize())
     for lk, lv, uk, uv in acked.to_message_ranges(n).tolist():
         r = info.individualDeletedMessages.add()
         r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lk, lv
@@ -284,7 +284,7 @@ def decode_cursor_info(
     try:
         md = mark_delete_of(info.markDeleteLedgerId, info.markDeleteEntryId)
         acked = RangeSet.from_message_range_field(data, 4, ledger_sizes)
-        batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+        batches = [batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
     except BudgetExceeded:
         raise
     except (ValueError, TypeError) as e:
@@ -460,7 +460,7 @@ def decode_position_info(
     try:
         md = mark_delete_of(info.ledgerId, info.entryId)
         acked = _acked_from_info(info, data, ledger_sizes)
-        batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+        batches = [batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
     except BudgetExceeded:
         raise
     except (ValueError, TypeError) as e:
@@ -476,7 +476,8 @@ def _acked_from_info(info: ml.PositionInfo, data: bytes, ledger_sizes: Mapping[i
     return RangeSet.from_long_list_map(words)
 
 
-def _batch_row(item: ml.BatchedEntryDeletionIndexInfo) -> BatchRow:
+def batch_row(item: ml.BatchedEntryDeletionIndexInfo) -> BatchRow:
+    """A persisted partial batch as a row (its batch size is unknown to Pulsar's form: 0)."""
     words = np.array(item.deleteSet, dtype="<i8").tobytes()
     return (item.position.ledgerId, item.position.entryId, 0, words)
 

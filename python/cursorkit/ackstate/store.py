@@ -1,4 +1,4 @@
-"""``CursorStore``: a cursor's ack state made durable on local files, incrementally and crash-safely.
+"""``FileCursorStore``: a cursor's ack state made durable on local files, incrementally and crash-safely.
 
 The embedded stand-in for Pulsar's cursor ledger + metadata store, in the layout PIP-81 proposed and
 Pulsar never shipped: a flush appends one record per *dirty* ledger and a checkpoint marker naming the
@@ -34,6 +34,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -41,6 +42,7 @@ from cursorkit._core import Position, RangeSet
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.ackstate.persist import checked_properties
+from cursorkit.ackstate.store_api import CursorStore
 from cursorkit.ackstate.store_log import (
     FORMAT_VERSION,
     KIND_HEADER,
@@ -72,6 +74,7 @@ __all__ = [
     "META_FILE",
     "CursorStore",
     "DamagedRecord",
+    "FileCursorStore",
     "FlushResult",
     "Opener",
     "RecoveryReport",
@@ -106,7 +109,7 @@ class StoreOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryReport:
-    """What :meth:`CursorStore.open` found: the marker it used and any damage it stepped over."""
+    """What :meth:`FileCursorStore.open` found: the marker it used and any damage it stepped over."""
 
     log_file: str
     generation: int
@@ -147,7 +150,7 @@ class RecoveryReport:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FlushResult:
-    """One :meth:`CursorStore.flush`: what it wrote (nothing when ``skipped``)."""
+    """One :meth:`FileCursorStore.flush`: what it wrote (nothing when ``skipped``)."""
 
     skipped: bool
     """Nothing changed since the last flush, so nothing was written."""
@@ -177,12 +180,27 @@ def _datasync(fd: int) -> None:
     sync(fd)
 
 
-class CursorStore:
-    """A durable home for one cursor's ack state: incremental flushes, crash recovery, compaction.
+def _file_options(options: dict[str, Any]) -> tuple[StoreOptions | None, Opener | None]:
+    """The file store's keyword arguments (``options``, ``opener``); anything else is refused."""
+    unknown = sorted(set(options) - {"options", "opener"})
+    if unknown:
+        raise InvalidArgument(f"a file cursor store takes options= and opener=, not {', '.join(unknown)}")
+    store_options = options.get("options")
+    if store_options is not None and not isinstance(store_options, StoreOptions):
+        raise InvalidArgument(f"options must be StoreOptions, got {type(store_options).__name__}")
+    opener = options.get("opener")
+    if opener is not None and not callable(opener):
+        raise InvalidArgument(f"opener must be callable, got {type(opener).__name__}")
+    return store_options, opener
 
-    Create with :meth:`create`, reopen with :meth:`open` (recovery happens there), rebuild the cursor
-    with :meth:`recover`, persist with :meth:`flush`. One lock serialises flushes and compactions; the
-    store directory is locked (``flock``) against a second opener.
+
+class FileCursorStore(CursorStore):
+    """A durable home for one cursor's ack state in a local directory: incremental flushes, crash recovery.
+
+    ``CursorStore.create(path)`` makes one, ``CursorStore.open(path)`` reopens it (recovery happens
+    there, with ``options=StoreOptions(...)`` and ``opener=`` as keywords); :meth:`recover` rebuilds the
+    cursor, :meth:`flush` persists it. One lock serialises flushes and compactions; the store directory
+    is locked (``flock``) against a second opener.
     """
 
     def __init__(self, path: Path, options: StoreOptions | None, opener: Opener | None) -> None:
@@ -198,7 +216,7 @@ class CursorStore:
             os.close(self._dir_fd)
             raise BlockingIOError(errno.EAGAIN, "cursor store is open elsewhere", str(path)) from e
         self._closed = False
-        self.name = ""
+        self._name = ""
         self._file: StoreFile | None = None
         self._generation = 0
         self._next_generation = 1
@@ -213,7 +231,7 @@ class CursorStore:
         self._bitmaps: list[tuple[int, bytes]] | None = None
         self._truncate_to: int | None = None
         self._needs_roll = False
-        self.report = RecoveryReport(
+        self._report = RecoveryReport(
             log_file="",
             generation=0,
             marker_offset=0,
@@ -226,28 +244,22 @@ class CursorStore:
     # -- construction ------------------------------------------------------------------------------
 
     @classmethod
-    def create(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        name: str = "cursor",
-        options: StoreOptions | None = None,
-        opener: Opener | None = None,
-    ) -> CursorStore:
-        """A new, empty store in ``path`` (created if missing); ``FileExistsError`` if one is there."""
-        root = Path(path)
+    def _create(cls, location: str | os.PathLike[str], *, name: str, **options: Any) -> FileCursorStore:
+        """A new, empty store in ``location`` (created if missing); ``FileExistsError`` if one is there."""
+        store_options, opener = _file_options(options)
+        root = Path(location)
         root.mkdir(parents=True, exist_ok=True)
         if (root / META_FILE).exists() or any(LOG_NAME.fullmatch(p.name) for p in root.iterdir()):
             raise FileExistsError(errno.EEXIST, "a cursor store already exists", str(root))
-        store = cls(root, options, opener)
+        store = cls(root, store_options, opener)
         try:
-            store.name = name
+            store._name = name
             with store._lock:
                 try:
                     written = store._roll([], store._checkpoint)
                 except (OSError, _Switched) as e:
                     raise store._failed(e, "create") from e
-            store.report = RecoveryReport(
+            store._report = RecoveryReport(
                 log_file=str(store.log_path),
                 generation=store._generation,
                 marker_offset=store._log_size - store._marker_bytes,
@@ -263,15 +275,10 @@ class CursorStore:
         return store
 
     @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        options: StoreOptions | None = None,
-        opener: Opener | None = None,
-    ) -> CursorStore:
+    def _open(cls, location: str | os.PathLike[str], **options: Any) -> FileCursorStore:
         """An existing store, recovered: :attr:`report` says what was found, :meth:`recover` rebuilds it."""
-        store = cls(Path(path), options, opener)
+        store_options, opener = _file_options(options)
+        store = cls(Path(location), store_options, opener)
         try:
             store._load()
         except BaseException:
@@ -319,7 +326,7 @@ class CursorStore:
             if not logs:
                 why.append("no log file")
             raise CorruptSnapshot(f"cursor store {self._path}: nothing recoverable: {'; '.join(why)}")
-        self.name = meta.cursor_name if meta is not None else (found.name or self._path.name)
+        self._name = meta.cursor_name if meta is not None else (found.name or self._path.name)
         removed: list[str] = []
         if found.generation == primary:
             for gen, path in logs.items():
@@ -337,7 +344,7 @@ class CursorStore:
         self._install(found)
         passed_markers = [*passed, *found.skipped]
         torn_bytes = found.size - found.torn_offset if found.torn_offset is not None else 0
-        self.report = RecoveryReport(
+        self._report = RecoveryReport(
             log_file=str(self._log_for(found.generation)),
             generation=found.generation,
             marker_offset=found.marker_offset,
@@ -375,6 +382,21 @@ class CursorStore:
     def path(self) -> Path:
         """The store directory."""
         return self._path
+
+    @property
+    def location(self) -> str:
+        """The store directory, as :meth:`open` takes it."""
+        return str(self._path)
+
+    @property
+    def name(self) -> str:
+        """The cursor's name, as recorded in the store."""
+        return self._name
+
+    @property
+    def report(self) -> RecoveryReport:
+        """What :meth:`open` found (for a new store: its first, empty marker)."""
+        return self._report
 
     @property
     def generation(self) -> int:
@@ -747,12 +769,9 @@ class CursorStore:
         with contextlib.suppress(OSError):
             os.close(self._dir_fd)
 
-    def __enter__(self) -> CursorStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"generation {self._generation}, {self._log_size} bytes"
-        return f"CursorStore({str(self._path)!r}, name={self.name!r}, {state})"
+        return f"FileCursorStore({str(self._path)!r}, name={self.name!r}, {state})"
+
+
+CursorStore.register("", FileCursorStore)

@@ -22,29 +22,34 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from cursorkit.proto import cursor_znode_pb2 as cursorkit_dot_proto_dot_cursor__znode__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63ursorkit/proto/pulsar_ml.proto\x12\x13\x63ursorkit.pulsar_ml\"7\n\x12NestedPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\"\x8e\x01\n\x0cMessageRange\x12>\n\rlowerEndpoint\x18\x01 \x02(\x0b\x32\'.cursorkit.pulsar_ml.NestedPositionInfo\x12>\n\rupperEndpoint\x18\x02 \x02(\x0b\x32\'.cursorkit.pulsar_ml.NestedPositionInfo\"*\n\x0bLongListMap\x12\x0b\n\x03key\x18\x01 \x02(\x03\x12\x0e\n\x06values\x18\x02 \x03(\x03\"+\n\x0cLongProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\x03\"-\n\x0eStringProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"m\n\x1d\x42\x61tchedEntryDeletionIndexInfo\x12\x39\n\x08position\x18\x01 \x02(\x0b\x32\'.cursorkit.pulsar_ml.NestedPositionInfo\x12\x11\n\tdeleteSet\x18\x02 \x03(\x03\"\xd3\x02\n\x0cPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\x12\x44\n\x19individualDeletedMessages\x18\x03 \x03(\x0b\x32!.cursorkit.pulsar_ml.MessageRange\x12\x35\n\nproperties\x18\x04 \x03(\x0b\x32!.cursorkit.pulsar_ml.LongProperty\x12Y\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x05 \x03(\x0b\x32\x32.cursorkit.pulsar_ml.BatchedEntryDeletionIndexInfo\x12H\n\x1eindividualDeletedMessageRanges\x18\x06 \x03(\x0b\x32 .cursorkit.pulsar_ml.LongListMap\"\x8e\x03\n\x11ManagedCursorInfo\x12\x17\n\x0f\x63ursorsLedgerId\x18\x01 \x02(\x03\x12\x1a\n\x12markDeleteLedgerId\x18\x02 \x01(\x03\x12\x19\n\x11markDeleteEntryId\x18\x03 \x01(\x03\x12\x44\n\x19individualDeletedMessages\x18\x04 \x03(\x0b\x32!.cursorkit.pulsar_ml.MessageRange\x12\x35\n\nproperties\x18\x05 \x03(\x0b\x32!.cursorkit.pulsar_ml.LongProperty\x12\x12\n\nlastActive\x18\x06 \x01(\x03\x12Y\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x07 \x03(\x0b\x32\x32.cursorkit.pulsar_ml.BatchedEntryDeletionIndexInfo\x12=\n\x10\x63ursorProperties\x18\x08 \x03(\x0b\x32#.cursorkit.pulsar_ml.StringProperty')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63ursorkit/proto/pulsar_ml.proto\x12\x13\x63ursorkit.pulsar_ml\x1a\"cursorkit/proto/cursor_znode.proto\"7\n\x12NestedPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\"\x8e\x01\n\x0cMessageRange\x12>\n\rlowerEndpoint\x18\x01 \x02(\x0b\x32\'.cursorkit.pulsar_ml.NestedPositionInfo\x12>\n\rupperEndpoint\x18\x02 \x02(\x0b\x32\'.cursorkit.pulsar_ml.NestedPositionInfo\"*\n\x0bLongListMap\x12\x0b\n\x03key\x18\x01 \x02(\x03\x12\x0e\n\x06values\x18\x02 \x03(\x03\"+\n\x0cLongProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\x03\"-\n\x0eStringProperty\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"m\n\x1d\x42\x61tchedEntryDeletionIndexInfo\x12\x39\n\x08position\x18\x01 \x02(\x0b\x32\'.cursorkit.pulsar_ml.NestedPositionInfo\x12\x11\n\tdeleteSet\x18\x02 \x03(\x03\"\xd3\x02\n\x0cPositionInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntryId\x18\x02 \x02(\x03\x12\x44\n\x19individualDeletedMessages\x18\x03 \x03(\x0b\x32!.cursorkit.pulsar_ml.MessageRange\x12\x35\n\nproperties\x18\x04 \x03(\x0b\x32!.cursorkit.pulsar_ml.LongProperty\x12Y\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x05 \x03(\x0b\x32\x32.cursorkit.pulsar_ml.BatchedEntryDeletionIndexInfo\x12H\n\x1eindividualDeletedMessageRanges\x18\x06 \x03(\x0b\x32 .cursorkit.pulsar_ml.LongListMap\"\xc2\x03\n\x11ManagedCursorInfo\x12\x17\n\x0f\x63ursorsLedgerId\x18\x01 \x02(\x03\x12\x1a\n\x12markDeleteLedgerId\x18\x02 \x01(\x03\x12\x19\n\x11markDeleteEntryId\x18\x03 \x01(\x03\x12\x44\n\x19individualDeletedMessages\x18\x04 \x03(\x0b\x32!.cursorkit.pulsar_ml.MessageRange\x12\x35\n\nproperties\x18\x05 \x03(\x0b\x32!.cursorkit.pulsar_ml.LongProperty\x12\x12\n\nlastActive\x18\x06 \x01(\x03\x12Y\n\x1d\x62\x61tchedEntryDeletionIndexInfo\x18\x07 \x03(\x0b\x32\x32.cursorkit.pulsar_ml.BatchedEntryDeletionIndexInfo\x12=\n\x10\x63ursorProperties\x18\x08 \x03(\x0b\x32#.cursorkit.pulsar_ml.StringProperty\x12\x32\n\tcursorkit\x18\x64 \x01(\x0b\x32\x1f.cursorkit.znode.CursorkitState\"t\n\x19ManagedCursorInfoMetadata\x12=\n\x0f\x63ompressionType\x18\x01 \x02(\x0e\x32$.cursorkit.pulsar_ml.CompressionType\x12\x18\n\x10uncompressedSize\x18\x02 \x02(\x05*D\n\x0f\x43ompressionType\x12\x08\n\x04NONE\x10\x00\x12\x07\n\x03LZ4\x10\x01\x12\x08\n\x04ZLIB\x10\x02\x12\x08\n\x04ZSTD\x10\x03\x12\n\n\x06SNAPPY\x10\x04')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cursorkit.proto.pulsar_ml_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NESTEDPOSITIONINFO']._serialized_start=56
-  _globals['_NESTEDPOSITIONINFO']._serialized_end=111
-  _globals['_MESSAGERANGE']._serialized_start=114
-  _globals['_MESSAGERANGE']._serialized_end=256
-  _globals['_LONGLISTMAP']._serialized_start=258
-  _globals['_LONGLISTMAP']._serialized_end=300
-  _globals['_LONGPROPERTY']._serialized_start=302
-  _globals['_LONGPROPERTY']._serialized_end=345
-  _globals['_STRINGPROPERTY']._serialized_start=347
-  _globals['_STRINGPROPERTY']._serialized_end=392
-  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_start=394
-  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_end=503
-  _globals['_POSITIONINFO']._serialized_start=506
-  _globals['_POSITIONINFO']._serialized_end=845
-  _globals['_MANAGEDCURSORINFO']._serialized_start=848
-  _globals['_MANAGEDCURSORINFO']._serialized_end=1246
+  _globals['_COMPRESSIONTYPE']._serialized_start=1454
+  _globals['_COMPRESSIONTYPE']._serialized_end=1522
+  _globals['_NESTEDPOSITIONINFO']._serialized_start=92
+  _globals['_NESTEDPOSITIONINFO']._serialized_end=147
+  _globals['_MESSAGERANGE']._serialized_start=150
+  _globals['_MESSAGERANGE']._serialized_end=292
+  _globals['_LONGLISTMAP']._serialized_start=294
+  _globals['_LONGLISTMAP']._serialized_end=336
+  _globals['_LONGPROPERTY']._serialized_start=338
+  _globals['_LONGPROPERTY']._serialized_end=381
+  _globals['_STRINGPROPERTY']._serialized_start=383
+  _globals['_STRINGPROPERTY']._serialized_end=428
+  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_start=430
+  _globals['_BATCHEDENTRYDELETIONINDEXINFO']._serialized_end=539
+  _globals['_POSITIONINFO']._serialized_start=542
+  _globals['_POSITIONINFO']._serialized_end=881
+  _globals['_MANAGEDCURSORINFO']._serialized_start=884
+  _globals['_MANAGEDCURSORINFO']._serialized_end=1334
+  _globals['_MANAGEDCURSORINFOMETADATA']._serialized_start=1336
+  _globals['_MANAGEDCURSORINFOMETADATA']._serialized_end=1452
 # @@protoc_insertion_point(module_scope)

@@ -1,10 +1,25 @@
+from cursorkit.proto import cursor_znode_pb2 as _cursor_znode_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class CompressionType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NONE: _ClassVar[CompressionType]
+    LZ4: _ClassVar[CompressionType]
+    ZLIB: _ClassVar[CompressionType]
+    ZSTD: _ClassVar[CompressionType]
+    SNAPPY: _ClassVar[CompressionType]
+NONE: CompressionType
+LZ4: CompressionType
+ZLIB: CompressionType
+ZSTD: CompressionType
+SNAPPY: CompressionType
 
 class NestedPositionInfo(_message.Message):
     __slots__ = ("ledgerId", "entryId")
@@ -71,7 +86,7 @@ class PositionInfo(_message.Message):
     def __init__(self, ledgerId: _Optional[int] = ..., entryId: _Optional[int] = ..., individualDeletedMessages: _Optional[_Iterable[_Union[MessageRange, _Mapping]]] = ..., properties: _Optional[_Iterable[_Union[LongProperty, _Mapping]]] = ..., batchedEntryDeletionIndexInfo: _Optional[_Iterable[_Union[BatchedEntryDeletionIndexInfo, _Mapping]]] = ..., individualDeletedMessageRanges: _Optional[_Iterable[_Union[LongListMap, _Mapping]]] = ...) -> None: ...
 
 class ManagedCursorInfo(_message.Message):
-    __slots__ = ("cursorsLedgerId", "markDeleteLedgerId", "markDeleteEntryId", "individualDeletedMessages", "properties", "lastActive", "batchedEntryDeletionIndexInfo", "cursorProperties")
+    __slots__ = ("cursorsLedgerId", "markDeleteLedgerId", "markDeleteEntryId", "individualDeletedMessages", "properties", "lastActive", "batchedEntryDeletionIndexInfo", "cursorProperties", "cursorkit")
     CURSORSLEDGERID_FIELD_NUMBER: _ClassVar[int]
     MARKDELETELEDGERID_FIELD_NUMBER: _ClassVar[int]
     MARKDELETEENTRYID_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +95,7 @@ class ManagedCursorInfo(_message.Message):
     LASTACTIVE_FIELD_NUMBER: _ClassVar[int]
     BATCHEDENTRYDELETIONINDEXINFO_FIELD_NUMBER: _ClassVar[int]
     CURSORPROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    CURSORKIT_FIELD_NUMBER: _ClassVar[int]
     cursorsLedgerId: int
     markDeleteLedgerId: int
     markDeleteEntryId: int
@@ -88,4 +104,13 @@ class ManagedCursorInfo(_message.Message):
     lastActive: int
     batchedEntryDeletionIndexInfo: _containers.RepeatedCompositeFieldContainer[BatchedEntryDeletionIndexInfo]
     cursorProperties: _containers.RepeatedCompositeFieldContainer[StringProperty]
-    def __init__(self, cursorsLedgerId: _Optional[int] = ..., markDeleteLedgerId: _Optional[int] = ..., markDeleteEntryId: _Optional[int] = ..., individualDeletedMessages: _Optional[_Iterable[_Union[MessageRange, _Mapping]]] = ..., properties: _Optional[_Iterable[_Union[LongProperty, _Mapping]]] = ..., lastActive: _Optional[int] = ..., batchedEntryDeletionIndexInfo: _Optional[_Iterable[_Union[BatchedEntryDeletionIndexInfo, _Mapping]]] = ..., cursorProperties: _Optional[_Iterable[_Union[StringProperty, _Mapping]]] = ...) -> None: ...
+    cursorkit: _cursor_znode_pb2.CursorkitState
+    def __init__(self, cursorsLedgerId: _Optional[int] = ..., markDeleteLedgerId: _Optional[int] = ..., markDeleteEntryId: _Optional[int] = ..., individualDeletedMessages: _Optional[_Iterable[_Union[MessageRange, _Mapping]]] = ..., properties: _Optional[_Iterable[_Union[LongProperty, _Mapping]]] = ..., lastActive: _Optional[int] = ..., batchedEntryDeletionIndexInfo: _Optional[_Iterable[_Union[BatchedEntryDeletionIndexInfo, _Mapping]]] = ..., cursorProperties: _Optional[_Iterable[_Union[StringProperty, _Mapping]]] = ..., cursorkit: _Optional[_Union[_cursor_znode_pb2.CursorkitState, _Mapping]] = ...) -> None: ...
+
+class ManagedCursorInfoMetadata(_message.Message):
+    __slots__ = ("compressionType", "uncompressedSize")
+    COMPRESSIONTYPE_FIELD_NUMBER: _ClassVar[int]
+    UNCOMPRESSEDSIZE_FIELD_NUMBER: _ClassVar[int]
+    compressionType: CompressionType
+    uncompressedSize: int
+    def __init__(self, compressionType: _Optional[_Union[CompressionType, str]] = ..., uncompressedSize: _Optional[int] = ...) -> None: ...

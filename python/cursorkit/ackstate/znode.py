@@ -1,0 +1,249 @@
+"""The bytes of a cursor znode and of the state object beside it.
+
+A cursor znode is Pulsar's ``ManagedCursorInfo`` with ``cursorsLedgerId = -1`` (the ack state lives
+in the record): mark-delete, the first ``managedLedgerMaxUnackedRangesToPersistInMetadataStore``
+ranges, partial batches, numeric properties, ``lastActive`` and the string ``cursorProperties``, so
+Pulsar's own parser reads it. cursorkit's record (``CursorkitState``: owner epoch, write sequence,
+where the whole state is) travels in field 100, which Pulsar does not use and skips.
+
+When the state is more than the znode holds, all of it goes to an immutable *state object* first::
+
+    magic (8 bytes: 0x89 "CKZST" CR LF) | version u16 | flags u16 (0) | owner epoch u64 | sequence u64
+    | znode path length u32 | znode path UTF-8 | sealed compact CursorSnapshot (CRC-32 inside)
+
+and the znode names it with its size and SHA-256. Reading Pulsar's compressed form
+(``ManagedCursorInfoMetadata`` header, magic 0x4778) is supported for NONE and ZLIB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from cursorkit._core import Position, RangeSet
+from cursorkit.ackstate import persist
+from cursorkit.ackstate.limits import PersistLimits
+from cursorkit.errors import BudgetExceeded, CorruptSnapshot, InvalidArgument, UnsupportedVersion
+from cursorkit.proto import cursor_znode_pb2 as zpb
+from cursorkit.proto import pulsar_ml_pb2 as ml
+from cursorkit.proto.strict import parse
+
+__all__ = [
+    "OBJECT_MAGIC",
+    "ZNODE_FORMAT",
+    "CursorState",
+    "EncodedZnode",
+    "ZnodeContent",
+    "encode_znode",
+    "read_state_object",
+    "read_znode",
+    "state_object",
+]
+
+ZNODE_FORMAT = 1
+"""Version of ``CursorkitState`` and of the state object this build writes and reads."""
+OBJECT_MAGIC = b"\x89CKZST\r\n"
+_OBJECT_HEAD = struct.Struct("<8sHHQQI")  # magic, version, flags, epoch, sequence, path length
+_PULSAR_MAGIC = 0x4778
+_COMPRESSED_HEAD = struct.Struct(">hi")  # magic, metadata length (Java's writeShort / writeInt)
+_MAX_UNCOMPRESSED = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    """A cursor's persisted ack state: what a store recovers a ``Cursor`` from."""
+
+    mark_delete: Position
+    acked: RangeSet
+    batches: list[persist.BatchRow]
+    properties: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ZnodeContent:
+    """A cursor znode, decoded."""
+
+    info: ml.ManagedCursorInfo
+    """Pulsar's record (ranges left in the bytes: :attr:`state` holds them decoded)."""
+    cursorkit: zpb.CursorkitState | None
+    """cursorkit's record; None when Pulsar (or anything else) wrote the znode."""
+    state: CursorState | None
+    """The ack state the znode itself holds; None when it lives in a cursor ledger."""
+    string_properties: dict[str, str]
+    """Pulsar's ``cursorProperties`` (the delayed index keeps its bucket keys there)."""
+    compression: str | None
+    """Pulsar's codec name when the bytes were compressed, else None."""
+
+
+def _unwrap(data: bytes, where: str) -> tuple[bytes, str | None]:
+    """The ManagedCursorInfo bytes inside Pulsar's optional compression header, and the codec."""
+    if len(data) < 2 or struct.unpack_from(">h", data)[0] != _PULSAR_MAGIC:
+        return data, None
+    if len(data) < _COMPRESSED_HEAD.size:
+        raise CorruptSnapshot(f"{where}: compressed cursor record cut short ({len(data)} bytes)")
+    _, meta_len = _COMPRESSED_HEAD.unpack_from(data)
+    start = _COMPRESSED_HEAD.size
+    if not 0 <= meta_len <= len(data) - start:
+        raise CorruptSnapshot(f"{where}: compression header length {meta_len} does not fit {len(data)} bytes")
+    try:
+        meta = parse(ml.ManagedCursorInfoMetadata, data[start : start + meta_len])
+    except DecodeError as e:
+        raise CorruptSnapshot(f"{where}: compression header does not parse ({e})") from e
+    known = meta.compressionType in ml.CompressionType.values()
+    codec = ml.CompressionType.Name(meta.compressionType) if known else f"codec {meta.compressionType}"
+    body = data[start + meta_len :]
+    if not 0 <= meta.uncompressedSize <= _MAX_UNCOMPRESSED:
+        raise BudgetExceeded(
+            f"{where}: compressed cursor record claims {meta.uncompressedSize} bytes "
+            f"(budget {_MAX_UNCOMPRESSED})"
+        )
+    if codec == "NONE":
+        return body, codec
+    if codec != "ZLIB":
+        raise UnsupportedVersion(
+            f"{where}: cursor record compressed with {codec}; this build reads NONE and ZLIB"
+        )
+    try:
+        inflater = zlib.decompressobj()
+        out = inflater.decompress(body, meta.uncompressedSize + 1)
+    except zlib.error as e:
+        raise CorruptSnapshot(f"{where}: ZLIB-compressed cursor record does not inflate ({e})") from e
+    if len(out) != meta.uncompressedSize:
+        raise CorruptSnapshot(
+            f"{where}: ZLIB cursor record inflates to {len(out)} bytes, header says {meta.uncompressedSize}"
+        )
+    return out, codec
+
+
+def read_znode(data: bytes, where: str, ledger_sizes: Mapping[int, int] | None = None) -> ZnodeContent:
+    """Decodes a cursor znode; damage is ``CorruptSnapshot`` naming ``where``."""
+    raw, codec = _unwrap(bytes(data), where)
+    try:
+        info = parse(ml.ManagedCursorInfo, raw)
+    except DecodeError as e:
+        raise CorruptSnapshot(f"{where}: ManagedCursorInfo does not parse ({e})") from e
+    ck = info.cursorkit if info.HasField("cursorkit") else None
+    if ck is not None and ck.format_version != ZNODE_FORMAT:
+        raise UnsupportedVersion(
+            f"{where}: cursorkit record version {ck.format_version}; this build reads {ZNODE_FORMAT}"
+        )
+    state: CursorState | None = None
+    if info.cursorsLedgerId == -1:
+        md, acked, batches, props = persist.decode_cursor_info(raw, where, ledger_sizes)
+        state = CursorState(md, acked, batches, props)
+    strings = {p.name: p.value for p in info.cursorProperties}
+    info.ClearField("individualDeletedMessages")  # decoded into ``state`` already
+    return ZnodeContent(info, ck, state, strings, codec)
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedZnode:
+    """A cursor znode's bytes and how much of the state they hold."""
+
+    data: bytes
+    ranges_total: int
+    ranges_inline: int
+    batches_total: int
+    batches_inline: int
+
+    @property
+    def complete(self) -> bool:
+        """Whether the znode holds the whole state (no state object needed)."""
+        return self.ranges_inline == self.ranges_total and self.batches_inline == self.batches_total
+
+
+def encode_znode(
+    *,
+    mark_delete: Position,
+    acked: RangeSet,
+    batches: list[persist.BatchRow],
+    properties: Mapping[str, int],
+    string_properties: Mapping[str, str],
+    cursorkit: zpb.CursorkitState,
+    limits: PersistLimits,
+    max_bytes: int,
+    last_active_ms: int,
+    who: str,
+) -> EncodedZnode:
+    """Pulsar's record of the state, cut at the metadata-store range limit and ``max_bytes``, plus ours.
+
+    Properties and cursor properties are never cut (too many of them is ``InvalidArgument``);
+    partial batches come next, the ranges get what is left.
+    """
+    info = ml.ManagedCursorInfo(
+        cursorsLedgerId=-1,
+        markDeleteLedgerId=mark_delete.ledger_id,
+        markDeleteEntryId=mark_delete.entry_id,
+        lastActive=last_active_ms,
+    )
+    for name, value in properties.items():
+        info.properties.add(name=name, value=value)
+    for key, text in string_properties.items():
+        info.cursorProperties.add(name=key, value=text)
+    info.cursorkit.CopyFrom(cursorkit)
+    fixed = info.ByteSize() + 32  # room for the totals set below
+    if fixed > max_bytes:
+        raise InvalidArgument(
+            f"{who}: properties and cursor properties take {fixed} bytes, more than the znode's {max_bytes}"
+        )
+    budget_limits = PersistLimits(
+        max_unacked_ranges_to_persist=limits.max_unacked_ranges_to_persist,
+        max_unacked_ranges_to_persist_in_metadata_store=limits.max_unacked_ranges_to_persist_in_metadata_store,
+        max_batch_deleted_index_to_persist=limits.max_batch_deleted_index_to_persist,
+        max_entry_bytes=max(max_bytes - fixed, 64),
+    )
+    kept = persist.fit_batches(batches, {}, budget_limits, who)
+    persist.add_batch_infos(info.batchedEntryDeletionIndexInfo, kept)
+    room = max_bytes - info.ByteSize() - 32
+    n = persist.ranges_within(acked, limits.max_unacked_ranges_to_persist_in_metadata_store, room)
+    info.cursorkit.ranges_total = len(acked)
+    info.cursorkit.batches_total = len(batches)
+    data = info.SerializeToString() + acked.message_range_field_bytes(n, 4)
+    return EncodedZnode(data, len(acked), n, len(batches), len(kept))
+
+
+def state_object(
+    *,
+    path: str,
+    epoch: int,
+    sequence: int,
+    mark_delete: Position,
+    blobs: list[tuple[int, bytes]],
+    batches: list[persist.BatchRow],
+    properties: Mapping[str, int],
+) -> bytes:
+    """The state object's bytes: the whole state as a sealed compact snapshot behind a small header."""
+    raw_path = path.encode("utf-8")
+    head = _OBJECT_HEAD.pack(OBJECT_MAGIC, ZNODE_FORMAT, 0, epoch, sequence, len(raw_path))
+    snap = persist.seal(persist.snapshot_message(mark_delete, blobs, batches, properties))
+    return head + raw_path + snap
+
+
+def read_state_object(
+    data: bytes, ref: zpb.StateObject, *, path: str, epoch: int, sequence: int, where: str
+) -> CursorState:
+    """The state an object holds, after checking it is exactly the one the znode names."""
+    if len(data) != ref.size or hashlib.sha256(data).digest() != ref.sha256:
+        raise CorruptSnapshot(f"{where}: {len(data)} bytes that do not match the znode's size and SHA-256")
+    if len(data) < _OBJECT_HEAD.size:
+        raise CorruptSnapshot(f"{where}: state object cut short")
+    magic, version, flags, got_epoch, got_seq, path_len = _OBJECT_HEAD.unpack_from(data)
+    if magic != OBJECT_MAGIC:
+        raise CorruptSnapshot(f"{where}: not a cursor state object (bad magic)")
+    if version != ZNODE_FORMAT or flags:
+        raise UnsupportedVersion(f"{where}: state object format {version}; this build reads {ZNODE_FORMAT}")
+    start = _OBJECT_HEAD.size
+    got_path = data[start : start + path_len].decode("utf-8", "replace")
+    if (got_epoch, got_seq, got_path) != (epoch, sequence, path):
+        raise CorruptSnapshot(
+            f"{where}: object of {got_path} epoch {got_epoch} write {got_seq}, "
+            f"the znode names {path} epoch {epoch} write {sequence}"
+        )
+    msg = persist.open_snapshot(data[start + path_len :], where)
+    md, acked, batches, props = persist.snapshot_state(msg, where)
+    return CursorState(md, acked, batches, props)

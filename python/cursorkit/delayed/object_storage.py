@@ -1,0 +1,298 @@
+"""PIP-195 bucket snapshots on an object store: one immutable object per bucket, read by byte range.
+
+``ObjectStoreBucketSnapshotStorage("s3://bucket/prefix", endpoint=..., access_key=..., ...)`` is a
+:class:`~cursorkit.delayed.storage.BucketSnapshotStorage` on any S3-compatible store (or any
+``pyarrow.fs`` location), the stand-in for Pulsar's one BookKeeper ledger per bucket. Each bucket is
+``bucket-<id:020d>.snap`` in the checksummed format of :mod:`cursorkit.delayed.bucket_format`,
+stored with one PUT (a reader sees all of it or none). A segment read is one ranged GET (after the
+object's footer and offset table, read once and kept: objects never change).
+
+**Ids** are ``tag << 40 | n``. With ``owner_epoch`` (the epoch of the
+:class:`~cursorkit.ackstate.zk_store.ZkCursorStore` that holds the bucket keys) the tag is that
+epoch, unique to one owner, so two brokers never pick the same id. Without it the tag is random
+(2^21 values), drawn at each :meth:`start`. Either way ``start`` lists the bucket objects and continues
+above every ``n`` already used under its tag, so one writer never reuses an id.
+
+Damage is reported as by the file storage: ``CorruptSnapshot`` naming the object and byte, and
+``BucketNotFound`` for a missing bucket; a store that does not answer is ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cursorkit.delayed.bucket_format import (
+    BucketIndex,
+    BucketReader,
+    bucket_id_arg,
+    bucket_records,
+    encode_bucket,
+    read_metadata,
+    segment_range,
+)
+from cursorkit.delayed.storage import BucketInfo, bucket_info_of
+from cursorkit.errors import BucketNotFound, InvalidArgument, InvalidInputType, PersistFailed
+from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
+from cursorkit.stores.objects import ObjectStore
+
+if TYPE_CHECKING:
+    from cursorkit.delayed.storage import InspectableBucketSnapshotStorage
+
+__all__ = ["ObjectStoreBucketSnapshotStorage"]
+
+_NAME = re.compile(r"bucket-(\d{20})\.snap")
+_COUNTER_BITS = 40
+_MAX_TAG = (1 << 22) - 1
+_RANDOM_TAGS = (1 << 21, 1 << 22)
+_TAIL_CHUNK = 64 * 1024
+_HEAD_CHUNK = 8 * 1024
+
+
+@dataclass(slots=True)
+class _Known:
+    """What is kept of a bucket object once read: its size and verified footer and offset table."""
+
+    size: int
+    index: BucketIndex
+
+
+class _Chunked:
+    """Reads of one object that serve the footer, table and header from two ranged GETs."""
+
+    def __init__(self, size: int, read: Any) -> None:
+        self.size = size
+        self._read = read
+        self._tail: tuple[int, bytes] | None = None
+        self._head: bytes | None = None
+
+    def pread(self, n: int, offset: int) -> bytes:
+        end = offset + n
+        tail_start = max(0, self.size - _TAIL_CHUNK)
+        if offset >= tail_start:
+            if self._tail is None:
+                self._tail = (tail_start, self._read(self.size - tail_start, tail_start))
+            start, data = self._tail
+            return data[offset - start : end - start]
+        if end <= _HEAD_CHUNK:
+            if self._head is None:
+                self._head = self._read(min(_HEAD_CHUNK, self.size), 0)
+            return self._head[offset:end]
+        data: bytes = self._read(n, offset)
+        return data
+
+
+class ObjectStoreBucketSnapshotStorage:
+    """PIP-195 bucket snapshots under an object-store prefix: immutable, checksummed, ranged reads.
+
+    ``location`` is an :class:`~cursorkit.stores.objects.ObjectStore` or its location
+    (``s3://bucket/prefix``); other keyword arguments are its settings (``endpoint``,
+    ``access_key``, ``secret_key``, ``region``, ...). Call :meth:`start` (or use it as a context
+    manager) first. Thread-safe.
+    """
+
+    def __init__(
+        self, location: str | ObjectStore, *, owner_epoch: int | None = None, **options: Any
+    ) -> None:
+        if isinstance(location, ObjectStore):
+            if options:
+                raise InvalidArgument("settings go to the ObjectStore, not beside one")
+            self._objects = location
+        elif isinstance(location, str):
+            self._objects = ObjectStore(location, **options)
+        else:
+            raise InvalidInputType(f"location must be a str or ObjectStore, got {type(location).__name__}")
+        if owner_epoch is not None and (
+            isinstance(owner_epoch, bool) or not isinstance(owner_epoch, int) or not 0 < owner_epoch < 1 << 21
+        ):
+            raise InvalidArgument(f"owner_epoch must be an int in 1..2^21-1, got {owner_epoch!r}")
+        self._owner_epoch = owner_epoch
+        self._lock = threading.Lock()
+        self._state = "new"
+        self._tag = 0
+        self._next = 1
+        self._known: dict[int, _Known] = {}
+
+    @property
+    def objects(self) -> ObjectStore:
+        """The object store and prefix holding the buckets."""
+        return self._objects
+
+    @property
+    def uri(self) -> str:
+        """The prefix's location."""
+        return self._objects.uri
+
+    def __repr__(self) -> str:
+        return f"ObjectStoreBucketSnapshotStorage({self._objects.uri!r}, {self._state})"
+
+    @staticmethod
+    def _key(bucket_id: int) -> str:
+        return f"bucket-{bucket_id:020d}.snap"
+
+    def _check_started(self) -> None:
+        if self._state != "started":
+            state = "closed" if self._state == "closed" else "not started (call start())"
+            raise InvalidArgument(f"bucket snapshot storage {self._objects.uri} is {state}")
+
+    # -- lifetime ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Lists the stored buckets and picks this writer's id tag; idempotent while started."""
+        with self._lock:
+            if self._state == "started":
+                return
+            if self._state == "closed":
+                raise InvalidArgument(f"bucket snapshot storage {self._objects.uri} is closed")
+            ids = self._scan_ids()
+            tag = self._owner_epoch or secrets.randbelow(_RANDOM_TAGS[1] - _RANDOM_TAGS[0]) + _RANDOM_TAGS[0]
+            used = [i & ((1 << _COUNTER_BITS) - 1) for i in ids if i >> _COUNTER_BITS == tag]
+            self._tag = tag
+            self._next = max(used, default=0) + 1
+            self._state = "started"
+
+    def close(self) -> None:
+        """Every later call except ``close`` raises ``InvalidArgument``."""
+        with self._lock:
+            self._state = "closed"
+            self._known.clear()
+
+    def __enter__(self) -> ObjectStoreBucketSnapshotStorage:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _scan_ids(self) -> list[int]:
+        ids = []
+        for item in self._objects.list():
+            m = _NAME.fullmatch(item.key)
+            if m:
+                ids.append(int(m.group(1)))
+        ids.sort()
+        return ids
+
+    def _allocate_id(self) -> int:
+        with self._lock:
+            self._check_started()
+            if self._next >= 1 << _COUNTER_BITS:
+                raise PersistFailed(28, f"{self._objects.uri}: bucket ids of tag {self._tag} exhausted")
+            bucket_id = self._tag << _COUNTER_BITS | self._next
+            self._next += 1
+            return bucket_id
+
+    # -- the BucketSnapshotStorage protocol -------------------------------------------------------
+
+    def create_bucket_snapshot(
+        self,
+        metadata: SnapshotMetadata,
+        segments: Sequence[bytes],
+        bucket_key: str,
+        topic: str,
+        cursor: str,
+    ) -> int:
+        """Stores a new bucket object with one PUT and returns its id.
+
+        Arguments as :meth:`FileBucketSnapshotStorage.create_bucket_snapshot`; a failed PUT raises
+        ``PersistFailed`` and leaves no object (its id stays unused).
+        """
+        texts, records = bucket_records(metadata, segments, bucket_key, topic, cursor)
+        bucket_id = self._allocate_id()
+        data = encode_bucket(bucket_id, texts, records)
+        self._objects.put(self._key(bucket_id), data)
+        mem = BucketReader(
+            self._objects.uri_of(self._key(bucket_id)), bucket_id, len(data), self._slicer(data)
+        )
+        with self._lock:
+            self._known[bucket_id] = _Known(len(data), mem.index())
+        return bucket_id
+
+    @staticmethod
+    def _slicer(data: bytes) -> Any:
+        return lambda n, off: data[off : off + n]
+
+    @contextlib.contextmanager
+    def _reader(
+        self, bucket_id: object, *, direct: bool = False
+    ) -> Iterator[tuple[BucketReader, BucketIndex]]:
+        """A verified reader of one bucket object and its offset table (read once, then kept).
+
+        ``direct``: each read is its own ranged GET (segment reads, once the table is known);
+        otherwise the footer, table and header come from one GET at each end of the object.
+        """
+        bid = bucket_id_arg(bucket_id)
+        self._check_started()
+        key = self._key(bid)
+        try:
+            with self._objects.open_ranged(key) as (size, read):
+                known = self._known.get(bid)
+                fresh = known is None or known.size != size
+                pread = read if direct and not fresh else _Chunked(size, read).pread
+                reader = BucketReader(self._objects.uri_of(key), bid, size, pread)
+                if known is None or known.size != size:
+                    known = _Known(size, reader.index())
+                    with self._lock:
+                        self._known[bid] = known
+                yield reader, known.index
+        except FileNotFoundError as e:
+            raise BucketNotFound(f"bucket snapshot {bid} not found ({self._objects.uri}/{key})") from e
+
+    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
+        """Entry 0, after verifying the header, the offset table and the metadata record."""
+        with self._reader(bucket_id) as (reader, index):
+            return read_metadata(reader, index)
+
+    def get_bucket_snapshot_segment(
+        self, bucket_id: int, first_segment_entry_id: int, last_segment_entry_id: int
+    ) -> list[bytes]:
+        """Encoded segments ``first..last`` (inclusive, 1-based) in one ranged read; ``[]`` past the end."""
+        first, last = segment_range(first_segment_entry_id, last_segment_entry_id)
+        with self._reader(bucket_id, direct=True) as (reader, index):
+            if first > index.segments:
+                return []
+            return reader.records(index, first, min(last, index.segments))
+
+    def get_bucket_snapshot_length(self, bucket_id: int) -> int:
+        """Stored bytes of the bucket object."""
+        bid = bucket_id_arg(bucket_id)
+        self._check_started()
+        known = self._known.get(bid)
+        if known is not None:
+            return known.size
+        try:
+            return self._objects.size(self._key(bid))
+        except FileNotFoundError as e:
+            raise BucketNotFound(f"bucket snapshot {bid} not found ({self._objects.uri})") from e
+
+    def delete_bucket_snapshot(self, bucket_id: int) -> None:
+        """Deletes the bucket object; a missing bucket is success."""
+        bid = bucket_id_arg(bucket_id)
+        self._check_started()
+        self._objects.delete(self._key(bid))
+        with self._lock:
+            self._known.pop(bid, None)
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def list_bucket_snapshots(self) -> list[int]:
+        """Ids of every bucket object under the prefix, ascending (leaked ones included)."""
+        self._check_started()
+        return self._scan_ids()
+
+    def bucket_info(self, bucket_id: int) -> BucketInfo:
+        """Owner fields and size of a bucket, after verifying its header, offset table and footer."""
+        with self._reader(bucket_id) as (reader, _index):
+            return bucket_info_of(reader)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(storage: ObjectStoreBucketSnapshotStorage) -> InspectableBucketSnapshotStorage:
+        """Static check: the object storage implements the whole protocol."""
+        return storage

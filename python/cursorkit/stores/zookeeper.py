@@ -1,0 +1,175 @@
+"""ZooKeeper sessions for the shared stores: one kazoo client per ensemble, calls with a deadline.
+
+A broker holds one ZooKeeper session, not one per cursor: :meth:`ZkSession.acquire` hands every
+store opened on the same hosts with the same options the same started client, and stops it when the
+last store releases it. Every call goes out asynchronously and is waited for at most
+``operation_timeout`` seconds, so a paused or unreachable server makes a call fail in bounded time
+(``StoreUnavailable`` for reads, :class:`InDoubt` for writes whose outcome is unknown) instead of
+hanging the caller. kazoo is imported here only, when a ``zk://`` store is first opened.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cursorkit.errors import InvalidArgument, StoreUnavailable
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+    from kazoo.interfaces import IAsyncResult
+
+__all__ = ["InDoubt", "ZkSession", "kazoo_errors"]
+
+DEFAULT_OPERATION_TIMEOUT = 10.0
+"""Seconds a single ZooKeeper call may take before it counts as failed."""
+DEFAULT_CONNECT_TIMEOUT = 15.0
+"""Seconds to wait for the first connection of a new session."""
+
+
+class InDoubt(Exception):
+    """A write whose outcome is unknown: the connection was lost or the call timed out after sending.
+
+    The write may still land, later, with the version it was given; a store treats its state as
+    unconfirmed and resolves it by re-reading before its next write.
+    """
+
+
+def kazoo_errors() -> Any:
+    """The kazoo exception module (imported on first use)."""
+    try:
+        from kazoo import exceptions
+    except ModuleNotFoundError as e:  # pragma: no cover - the dev venv has kazoo
+        raise ModuleNotFoundError(
+            "zk:// stores need kazoo: pip install 'cursorkit[zookeeper]'", name="kazoo"
+        ) from e
+    return exceptions
+
+
+def _transient(e: BaseException) -> bool:
+    """Whether ``e`` says the call's fate is unknown (connection lost, session gone, timed out)."""
+    kex = kazoo_errors()
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    return isinstance(
+        e,
+        kex.ConnectionLoss
+        | kex.SessionExpiredError
+        | kex.ConnectionClosedError
+        | kex.OperationTimeoutError
+        | kex.SessionMovedError
+        | KazooTimeoutError,
+    )
+
+
+class ZkSession:
+    """One started kazoo client, shared by reference count; calls wait at most ``operation_timeout``."""
+
+    _lock = threading.Lock()
+    _sessions: dict[tuple[str, tuple[tuple[str, str], ...]], ZkSession] = {}
+
+    def __init__(
+        self, key: tuple[str, tuple[tuple[str, str], ...]], client: KazooClient, timeout: float
+    ) -> None:
+        self._key = key
+        self.client = client
+        self.operation_timeout = timeout
+        self._refs = 0
+
+    @classmethod
+    def acquire(
+        cls,
+        hosts: str,
+        *,
+        client: KazooClient | None = None,
+        operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        **kazoo_options: Any,
+    ) -> ZkSession:
+        """The session for ``hosts`` and these options, started on first use.
+
+        ``client`` is a kazoo client the caller started and keeps (shared, never stopped here);
+        otherwise ``kazoo_options`` go to ``KazooClient`` (``timeout`` is the session timeout,
+        ``auth_data``, ``default_acl``, ``connection_retry``...).
+        """
+        for what, value in (("operation_timeout", operation_timeout), ("connect_timeout", connect_timeout)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise InvalidArgument(f"{what} must be a positive number of seconds, got {value!r}")
+        if client is not None:
+            key = (f"client:{id(client)}", (("operation_timeout", repr(operation_timeout)),))
+        else:
+            if not hosts:
+                raise InvalidArgument("a zk:// location needs host:port (or pass client=)")
+            options = tuple(sorted((k, repr(v)) for k, v in kazoo_options.items()))
+            key = (hosts, (*options, ("operation_timeout", repr(operation_timeout))))
+        with cls._lock:
+            session = cls._sessions.get(key)
+            if session is None:
+                started = client if client is not None else cls._start(hosts, connect_timeout, kazoo_options)
+                session = cls(key, started, float(operation_timeout))
+                session._owned = client is None
+                cls._sessions[key] = session
+            session._refs += 1
+            return session
+
+    _owned = False
+
+    @staticmethod
+    def _start(hosts: str, connect_timeout: float, kazoo_options: dict[str, Any]) -> KazooClient:
+        kazoo_errors()
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        try:
+            client = KazooClient(hosts=hosts, **kazoo_options)
+        except (TypeError, ValueError) as e:
+            raise InvalidArgument(f"zk://{hosts}: {e}") from e
+        try:
+            client.start(timeout=connect_timeout)
+        except KazooTimeoutError as e:
+            client.close()
+            raise StoreUnavailable(
+                f"zk://{hosts}: no ZooKeeper session within {connect_timeout} s ({e})"
+            ) from e
+        return client
+
+    def release(self) -> None:
+        """Drops one reference; the last one stops and closes a client this module started."""
+        with self._lock:
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            self._sessions.pop(self._key, None)
+        if self._owned:
+            try:
+                self.client.stop()
+            finally:
+                self.client.close()
+
+    def wait(self, result: IAsyncResult, what: str, *, write: bool) -> Any:
+        """The value of an asynchronous call, waited for at most ``operation_timeout``.
+
+        A lost connection, an expired session or a timeout raises :class:`InDoubt` for a write and
+        ``StoreUnavailable`` for a read; every other kazoo error propagates for the caller to map.
+        """
+        try:
+            return result.get(timeout=self.operation_timeout)
+        except Exception as e:
+            if _transient(e):
+                if write:
+                    raise InDoubt(f"{what}: {type(e).__name__} {e}".rstrip()) from e
+                raise StoreUnavailable(f"{what}: ZooKeeper did not answer ({type(e).__name__} {e})") from e
+            raise
+
+    def call(self, start: Callable[..., IAsyncResult], *args: Any, what: str, write: bool = False) -> Any:
+        """Starts ``start(*args)`` (a kazoo ``*_async`` method) and waits for it (see :meth:`wait`)."""
+        try:
+            result = start(*args)
+        except Exception as e:
+            if _transient(e):
+                if write:
+                    raise InDoubt(f"{what}: {type(e).__name__} {e}".rstrip()) from e
+                raise StoreUnavailable(f"{what}: ZooKeeper is not reachable ({type(e).__name__} {e})") from e
+            raise
+        return self.wait(result, what, write=write)
