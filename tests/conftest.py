@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from zookeeper_server import ZkServer
+
 # "default" keeps each property file well under a minute; "thorough" is for local soak runs:
 #   HYPOTHESIS_PROFILE=thorough pytest tests
 settings.register_profile(
@@ -46,3 +48,26 @@ def spark() -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkServer]:
+    """One real ZooKeeper server for the session (pyspark's jars, Java 17), on 127.0.0.1."""
+    pytest.importorskip("kazoo")
+    pytest.importorskip("pyspark")
+    from zookeeper_server import ZkServer
+
+    server = ZkServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[dict[str, str]]:
+    """Moto's S3 server for the session: the AWS settings (endpoint included) that reach it."""
+    pytest.importorskip("moto")
+    from object_store import s3_server
+
+    with s3_server() as settings:
+        yield settings

@@ -11,8 +11,9 @@ ALLOWED = {
     "delayed": {"delayed", "ackstate"},
     "keyshared": {"keyshared", "ackstate"},
     "pipeline": {"pipeline", "delayed", "keyshared", "ackstate"},
+    "stores": {"stores"},
 }
-BASE = {"_core", "errors", "fsio", "proto"}
+BASE = {"_core", "errors", "fsio", "proto", "stores"}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from cursorkit import Cursor, Position, RangeSet
-from cursorkit.ackstate import CursorStore, DispatchPausePolicy
+from cursorkit.ackstate import DispatchPausePolicy, FileCursorStore
 
 PULSAR_MAX_UNACKED_RANGES = 10_000
 """Pulsar's ``managedLedgerMaxUnackedRangesToPersist`` default."""
@@ -100,14 +100,14 @@ def _cursor_tour() -> None:
         f"{policy.should_pause(cursor, 'Key_Shared')}, Failover: {policy.should_pause(cursor, 'Failover')}"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        store = CursorStore.create(Path(tmp) / "tour-sub", name="tour-sub")
+        store = FileCursorStore.create(Path(tmp) / "tour-sub", name="tour-sub")
         first = store.flush(cursor)
         cursor.ack(Position(7, 2))
         t0 = time.perf_counter()
         second = store.flush(cursor)
         took = (time.perf_counter() - t0) * 1e3
         store.close()
-        reopened = CursorStore.open(Path(tmp) / "tour-sub")
+        reopened = FileCursorStore.open(Path(tmp) / "tour-sub")
         recovered = reopened.recover()
         reopened.close()
     print(

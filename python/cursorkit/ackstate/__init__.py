@@ -1,4 +1,4 @@
-"""Ack state: the Cursor, its persisted forms, the durable CursorStore and the PIP-299 pause policy."""
+"""Ack state: the Cursor, its persisted forms, durable cursor stores (files, ZooKeeper) and PIP-299."""
 
 from __future__ import annotations
 
@@ -16,6 +16,14 @@ from cursorkit.ackstate.store import (
     StoreFile,
     StoreOptions,
 )
+from cursorkit.ackstate.store_api import StoreFlush, StoreReport
+from cursorkit.ackstate.zk_store import (
+    ZkCursorProperties,
+    ZkCursorStore,
+    ZkFlushResult,
+    ZkRecoveryReport,
+    flush_many,
+)
 
 __all__ = [
     "ENCODINGS",
@@ -32,6 +40,13 @@ __all__ = [
     "PersistResult",
     "RecoveryReport",
     "StoreFile",
+    "StoreFlush",
     "StoreOptions",
+    "StoreReport",
     "TruncationCounters",
+    "ZkCursorProperties",
+    "ZkCursorStore",
+    "ZkFlushResult",
+    "ZkRecoveryReport",
+    "flush_many",
 ]

@@ -50,6 +50,7 @@ from cursorkit.ackstate.znode import (
 from cursorkit.errors import (
     BudgetExceeded,
     CorruptSnapshot,
+    CursorkitError,
     Fenced,
     InvalidArgument,
     InvalidInputType,
@@ -267,6 +268,7 @@ class ZkCursorStore(CursorStore):
         self._epoch = 0
         self._version = -1
         self._sequence = 0
+        self._sent = 0  # highest write number handed out: never reused, even by a write that failed
         self._last_data = b""
         self._strings: dict[str, str] = {}
         self._ref: zpb.StateObject | None = None
@@ -300,8 +302,9 @@ class ZkCursorStore(CursorStore):
         cls, location: str | os.PathLike[str], name: str, store_options: dict[str, Any], zk: dict[str, Any]
     ) -> ZkCursorStore:
         loc = parse_zk_location(os.fspath(location))
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument(f"name must be a non-empty str, got {name!r}")
+        given: object = name
+        if not isinstance(given, str) or not given:
+            raise InvalidArgument(f"name must be a non-empty str, got {given!r}")
         objects = store_options.get("objects")
         object_options = store_options.get("object_options") or {}
         if not isinstance(object_options, dict):
@@ -358,6 +361,11 @@ class ZkCursorStore(CursorStore):
             store._release()
             raise
         return store
+
+    def _next_sequence(self) -> int:
+        """A write number above every one sent so far (a write in doubt may still land with its own)."""
+        self._sent = max(self._sent, self._sequence) + 1
+        return self._sent
 
     def _where(self) -> str:
         return f"cursor znode {self._location}"
@@ -770,7 +778,7 @@ class ZkCursorStore(CursorStore):
                     skipped=done,
                 )
             md, acked, batches, mutations, _ = self._snapshot(cursor, blobs=False)
-            sequence = self._sequence + 1
+            sequence = self._next_sequence()
             encoded = self._encode(md, acked, batches, props, cursor, sequence, None)
             ref: zpb.StateObject | None = None
             object_bytes = 0
@@ -1053,7 +1061,7 @@ class ZkCursorStore(CursorStore):
             info.ClearField("cursorProperties")
             for key, value in new.items():
                 info.cursorProperties.add(name=key, value=value)
-            sequence = self._sequence + 1
+            sequence = self._next_sequence()
             ck = info.cursorkit
             ck.sequence = sequence
             ck.owner_epoch = self._epoch
@@ -1141,10 +1149,11 @@ class ZkCursorProperties(MutableMapping[str, str]):
             if not isinstance(key, str):
                 raise InvalidInputType(f"cursor property key must be a str, got {type(key).__name__}")
             new.pop(key, None)
-        for key, value in set_items.items():
-            if not isinstance(key, str) or not isinstance(value, str):
+        items: list[tuple[object, object]] = list(set_items.items())
+        for k, v in items:
+            if not isinstance(k, str) or not isinstance(v, str):
                 raise InvalidInputType("cursor property keys and values must be str")
-            new[key] = value
+            new[k] = v
         if new != self._data():
             self._store._write_strings(new)
 
@@ -1156,22 +1165,26 @@ class ZkCursorProperties(MutableMapping[str, str]):
         return f"ZkCursorProperties({self._store.location!r}, {len(self)} keys)"
 
 
-def flush_many(items: Iterable[tuple[ZkCursorStore, Cursor]]) -> list[ZkFlushResult | PersistFailed]:
-    """Flushes many cursors with their writes in flight together; one result or error per item."""
-    pending: list[_Pending | PersistFailed] = []
+def flush_many(items: Iterable[tuple[ZkCursorStore, Cursor]]) -> list[ZkFlushResult | CursorkitError]:
+    """Flushes many cursors with their writes in flight together; one result or error per item.
+
+    The errors are those :meth:`ZkCursorStore.flush` raises (``Fenced``, ``PersistFailed``, a closed
+    store's ``InvalidArgument``...), returned in place so one cursor's failure does not hide the rest.
+    """
+    pending: list[_Pending | CursorkitError] = []
     for store, cursor in items:
         try:
             pending.append(store.flush_async(cursor))
-        except PersistFailed as e:
+        except CursorkitError as e:
             pending.append(e)
-    out: list[ZkFlushResult | PersistFailed] = []
+    out: list[ZkFlushResult | CursorkitError] = []
     for p in pending:
-        if isinstance(p, PersistFailed):
+        if isinstance(p, CursorkitError):
             out.append(p)
             continue
         try:
             out.append(p.result())
-        except PersistFailed as e:
+        except CursorkitError as e:
             out.append(e)
     return out
 

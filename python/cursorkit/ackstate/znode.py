@@ -69,7 +69,7 @@ class ZnodeContent:
     """A cursor znode, decoded."""
 
     info: ml.ManagedCursorInfo
-    """Pulsar's record (ranges left in the bytes: :attr:`state` holds them decoded)."""
+    """Pulsar's record as stored (:attr:`state` holds its ack state decoded)."""
     cursorkit: zpb.CursorkitState | None
     """cursorkit's record; None when Pulsar (or anything else) wrote the znode."""
     state: CursorState | None
@@ -135,9 +135,13 @@ def read_znode(data: bytes, where: str, ledger_sizes: Mapping[int, int] | None =
     state: CursorState | None = None
     if info.cursorsLedgerId == -1:
         md, acked, batches, props = persist.decode_cursor_info(raw, where, ledger_sizes)
+        if ck is not None and len(ck.batch_sizes) == len(batches):
+            batches = [
+                (lid, eid, size, words)
+                for (lid, eid, _, words), size in zip(batches, ck.batch_sizes, strict=True)
+            ]
         state = CursorState(md, acked, batches, props)
     strings = {p.name: p.value for p in info.cursorProperties}
-    info.ClearField("individualDeletedMessages")  # decoded into ``state`` already
     return ZnodeContent(info, ck, state, strings, codec)
 
 
@@ -199,6 +203,7 @@ def encode_znode(
     )
     kept = persist.fit_batches(batches, {}, budget_limits, who)
     persist.add_batch_infos(info.batchedEntryDeletionIndexInfo, kept)
+    info.cursorkit.batch_sizes.extend(size for _, _, size, _ in kept)
     room = max_bytes - info.ByteSize() - 32
     n = persist.ranges_within(acked, limits.max_unacked_ranges_to_persist_in_metadata_store, room)
     info.cursorkit.ranges_total = len(acked)

@@ -83,8 +83,8 @@ class _Chunked:
             if self._head is None:
                 self._head = self._read(min(_HEAD_CHUNK, self.size), 0)
             return self._head[offset:end]
-        data: bytes = self._read(n, offset)
-        return data
+        got: bytes = self._read(n, offset)
+        return got
 
 
 class ObjectStoreBucketSnapshotStorage:
@@ -107,8 +107,9 @@ class ObjectStoreBucketSnapshotStorage:
             self._objects = ObjectStore(location, **options)
         else:
             raise InvalidInputType(f"location must be a str or ObjectStore, got {type(location).__name__}")
-        if owner_epoch is not None and (
-            isinstance(owner_epoch, bool) or not isinstance(owner_epoch, int) or not 0 < owner_epoch < 1 << 21
+        epoch: object = owner_epoch
+        if epoch is not None and (
+            isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 < epoch < 1 << 21
         ):
             raise InvalidArgument(f"owner_epoch must be an int in 1..2^21-1, got {owner_epoch!r}")
         self._owner_epoch = owner_epoch

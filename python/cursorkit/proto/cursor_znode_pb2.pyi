@@ -1,12 +1,13 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CursorkitState(_message.Message):
-    __slots__ = ("format_version", "owner_epoch", "sequence", "owner", "state", "ranges_total", "batches_total", "written_at_ms", "cursor_name")
+    __slots__ = ("format_version", "owner_epoch", "sequence", "owner", "state", "ranges_total", "batches_total", "written_at_ms", "cursor_name", "batch_sizes")
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
     OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +17,7 @@ class CursorkitState(_message.Message):
     BATCHES_TOTAL_FIELD_NUMBER: _ClassVar[int]
     WRITTEN_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
     format_version: int
     owner_epoch: int
     sequence: int
@@ -25,7 +27,8 @@ class CursorkitState(_message.Message):
     batches_total: int
     written_at_ms: int
     cursor_name: str
-    def __init__(self, format_version: _Optional[int] = ..., owner_epoch: _Optional[int] = ..., sequence: _Optional[int] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[StateObject, _Mapping]] = ..., ranges_total: _Optional[int] = ..., batches_total: _Optional[int] = ..., written_at_ms: _Optional[int] = ..., cursor_name: _Optional[str] = ...) -> None: ...
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, format_version: _Optional[int] = ..., owner_epoch: _Optional[int] = ..., sequence: _Optional[int] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[StateObject, _Mapping]] = ..., ranges_total: _Optional[int] = ..., batches_total: _Optional[int] = ..., written_at_ms: _Optional[int] = ..., cursor_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StateObject(_message.Message):
     __slots__ = ("key", "size", "sha256")

@@ -129,6 +129,7 @@ def managed_ledger_path(topic: str) -> str:
 
 def cursor_znode_path(topic: str, subscription: str) -> str:
     """The znode of a subscription's cursor: the managed-ledger path plus the encoded subscription."""
-    if not isinstance(subscription, str) or not subscription:
-        raise InvalidArgument(f"subscription must be a non-empty str, got {subscription!r}")
+    given: object = subscription
+    if not isinstance(given, str) or not given:
+        raise InvalidArgument(f"subscription must be a non-empty str, got {given!r}")
     return _check_path(f"{managed_ledger_path(topic)}/{java_url_encode(subscription)}", f"topic {topic!r}")

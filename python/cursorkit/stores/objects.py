@@ -117,8 +117,9 @@ class ObjectStore:
         region: str | None = None,
         **options: Any,
     ) -> None:
-        if not isinstance(uri, str) or not uri:
-            raise InvalidInputType(f"an object store location must be a non-empty str, got {uri!r}")
+        given: object = uri
+        if not isinstance(given, str) or not given:
+            raise InvalidInputType(f"an object store location must be a non-empty str, got {given!r}")
         self.uri = uri.rstrip("/")
         fsmod = _pafs()
         if filesystem is not None:
@@ -163,7 +164,8 @@ class ObjectStore:
     def key_of(self, uri: str) -> str:
         """The key a URI of this store names; ``InvalidArgument`` for a URI outside it."""
         head = self.uri + "/"
-        if not isinstance(uri, str) or not uri.startswith(head):
+        given: object = uri
+        if not isinstance(given, str) or not given.startswith(head):
             raise InvalidArgument(f"{uri!r} is not an object of {self.uri!r}")
         return _check_key(uri[len(head) :])
 

@@ -93,9 +93,14 @@ class ZkSession:
         otherwise ``kazoo_options`` go to ``KazooClient`` (``timeout`` is the session timeout,
         ``auth_data``, ``default_acl``, ``connection_retry``...).
         """
-        for what, value in (("operation_timeout", operation_timeout), ("connect_timeout", connect_timeout)):
+        given: tuple[tuple[str, object], ...] = (
+            ("operation_timeout", operation_timeout),
+            ("connect_timeout", connect_timeout),
+        )
+        for what, value in given:
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise InvalidArgument(f"{what} must be a positive number of seconds, got {value!r}")
+        key: tuple[str, tuple[tuple[str, str], ...]]
         if client is not None:
             key = (f"client:{id(client)}", (("operation_timeout", repr(operation_timeout)),))
         else:

@@ -11,7 +11,7 @@ from typing import Any, cast
 import numpy as np
 
 from cursorkit import _core
-from cursorkit.ackstate.store import META_FILE, CursorStore
+from cursorkit.ackstate.store import META_FILE, FileCursorStore
 from cursorkit.errors import (
     CorruptSnapshot,
 )
@@ -49,7 +49,7 @@ def inspect_cursor_store(root: Path, *, sample: int) -> CursorStoreSummary:
 
 def _summarise_store(where: Path, root: Path, *, sample: int, copy: bool) -> CursorStoreSummary:
     try:
-        store = CursorStore.open(where)
+        store = FileCursorStore.open(where)
     except (CorruptSnapshot, OSError) as e:
         return CursorStoreSummary(path=str(root), error=str(e), inspected_copy=copy)
     with store:

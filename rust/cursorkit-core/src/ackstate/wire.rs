@@ -179,17 +179,34 @@ impl RangeSet {
     /// The first `max_ranges` ranges as `PositionInfo` field 3 (`repeated MessageRange`), byte for
     /// byte what protobuf writes for them; appended to a serialised `PositionInfo` it adds them.
     pub fn message_range_field_bytes(&self, max_ranges: Option<u64>) -> Vec<u8> {
+        self.message_range_field_bytes_as(max_ranges, 3)
+            .unwrap_or_default()
+    }
+
+    /// The same ranges as field `field` (1..=15) of any message: field 4 of `ManagedCursorInfo`
+    /// holds the same `repeated MessageRange`. Other field numbers are `InvalidArgument`.
+    pub fn message_range_field_bytes_as(
+        &self,
+        max_ranges: Option<u64>,
+        field: u8,
+    ) -> Result<Vec<u8>> {
+        if !(1..=15).contains(&field) {
+            return Err(CoreError::InvalidArgument(format!(
+                "field must be 1..15 (a one-byte tag), got {field}"
+            )));
+        }
+        let tag = (field << 3) | 2;
         let rows = self.ranges_rows(max_ranges);
         let mut out = Vec::with_capacity(rows.iter().map(message_range_field).sum());
         for row in &rows {
             let payload = delimited(nested_position(row[0], row[1]))
                 + delimited(nested_position(row[2], row[3]));
-            out.push(0x1A);
+            out.push(tag);
             put_varint(&mut out, payload as u64);
             put_nested(&mut out, 0x0A, row[0], row[1]);
             put_nested(&mut out, 0x12, row[2], row[3]);
         }
-        out
+        Ok(out)
     }
 
     /// `to_long_list_map(max_entries)` as `PositionInfo` field 6 (`repeated LongListMap`, words
@@ -287,6 +304,24 @@ mod tests {
         let llm = rs.long_list_map_field_bytes(None);
         assert_eq!(llm.len(), rs.long_list_map_wire_size(None));
         assert_eq!(&llm[..4], &[0x32, 4, 0x08, 5]);
+    }
+
+    #[test]
+    fn ranges_as_another_field_differ_only_in_their_tags() {
+        let mut rs = RangeSet::new(false);
+        rs.add_many(&[2, 2, 7], &[0, 9, 300]).unwrap();
+        let three = rs.message_range_field_bytes(None);
+        let four = rs.message_range_field_bytes_as(None, 4).unwrap();
+        assert_eq!(three.len(), four.len());
+        let diffs: Vec<(u8, u8)> = three
+            .iter()
+            .zip(&four)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        assert_eq!(diffs, vec![(0x1A, 0x22); 3]);
+        assert!(rs.message_range_field_bytes_as(None, 0).is_err());
+        assert!(rs.message_range_field_bytes_as(None, 16).is_err());
     }
 
     #[test]

@@ -562,15 +562,32 @@ impl PyRangeSet {
         Ok(self.detached(py, |rs| rs.long_list_map_wire_size(limit)))
     }
 
-    /// The first max_ranges ranges as PositionInfo field 3 bytes (what protobuf would write).
-    #[pyo3(signature = (max_ranges = None))]
+    /// The first max_ranges ranges as field `field` bytes (what protobuf would write): 3 is
+    /// PositionInfo's, 4 ManagedCursorInfo's.
+    #[pyo3(signature = (max_ranges = None, field = None))]
     fn message_range_field_bytes<'py>(
         &self,
         py: Python<'py>,
         max_ranges: Option<&Bound<'py, PyAny>>,
+        field: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let limit = limit_arg(max_ranges, "max_ranges")?;
-        let bytes = self.detached(py, |rs| rs.message_range_field_bytes(limit));
+        let field = match field {
+            None => 3,
+            Some(f) => {
+                let v = int_arg(f, "field")?;
+                match u8::try_from(v) {
+                    Ok(small) if (1..=15).contains(&small) => small,
+                    _ => {
+                        let msg = format!("field must be 1..15 (a one-byte tag), got {v}");
+                        return Err(error(py, "InvalidArgument", msg));
+                    }
+                }
+            }
+        };
+        let bytes = self
+            .detached(py, |rs| rs.message_range_field_bytes_as(limit, field))
+            .py_err(py)?;
         Ok(PyBytes::new(py, &bytes))
     }
 
