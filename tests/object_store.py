@@ -41,6 +41,13 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: 
 @contextmanager
 def s3_server() -> Iterator[dict[str, str]]:
     """Runs the server; yields the AWS settings (endpoint included) that reach it."""
+    with s3_server_process() as (settings, _proc):
+        yield settings
+
+
+@contextmanager
+def s3_server_process() -> Iterator[tuple[dict[str, str], subprocess.Popen[bytes]]]:
+    """Runs the server; yields its settings and its process (to pause it with SIGSTOP)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -50,7 +57,7 @@ def s3_server() -> Iterator[dict[str, str]]:
     )
     try:
         wait_for_port(port, proc, "moto_server")
-        yield SETTINGS | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+        yield SETTINGS | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}, proc
     finally:
         proc.terminate()
         try:

@@ -9,9 +9,10 @@ object's footer and offset table, read once and kept: objects never change).
 
 **Ids** are ``tag << 40 | n``. With ``owner_epoch`` (the epoch of the
 :class:`~cursorkit.ackstate.zk_store.ZkCursorStore` that holds the bucket keys) the tag is that
-epoch, unique to one owner, so two brokers never pick the same id. Without it the tag is random
-(2^21 values), drawn at each :meth:`start`. Either way ``start`` lists the bucket objects and continues
-above every ``n`` already used under its tag, so one writer never reuses an id.
+epoch, unique to one owner, so two brokers never pick the same id; ``n`` comes from a high-water
+mark object of that tag (``ids/tag-<tag>``), written in blocks before any id under it is handed out,
+so the owner never reuses an id, even after deletes and restarts. Without ``owner_epoch`` the tag is
+random (2^21 values), drawn anew at each :meth:`start`.
 
 Damage is reported as by the file storage: ``CorruptSnapshot`` naming the object and byte, and
 ``BucketNotFound`` for a missing bucket; a store that does not answer is ``StoreUnavailable``.
@@ -22,7 +23,9 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import struct
 import threading
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +40,7 @@ from cursorkit.delayed.bucket_format import (
     segment_range,
 )
 from cursorkit.delayed.storage import BucketInfo, bucket_info_of
-from cursorkit.errors import BucketNotFound, InvalidArgument, InvalidInputType, PersistFailed
+from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, InvalidInputType, PersistFailed
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 from cursorkit.stores.objects import ObjectStore
 
@@ -50,6 +53,9 @@ _NAME = re.compile(r"bucket-(\d{20})\.snap")
 _COUNTER_BITS = 40
 _MAX_TAG = (1 << 22) - 1
 _RANDOM_TAGS = (1 << 21, 1 << 22)
+_ID_BLOCK = 64
+_MARK = struct.Struct("<8sQ")  # magic, next id counter
+_MARK_MAGIC = b"\x89CKOID\r\n"
 _TAIL_CHUNK = 64 * 1024
 _HEAD_CHUNK = 8 * 1024
 
@@ -117,6 +123,7 @@ class ObjectStoreBucketSnapshotStorage:
         self._state = "new"
         self._tag = 0
         self._next = 1
+        self._reserved = 1 << _COUNTER_BITS  # random tags: no mark, the whole counter is ours
         self._known: dict[int, _Known] = {}
 
     @property
@@ -155,6 +162,9 @@ class ObjectStoreBucketSnapshotStorage:
             used = [i & ((1 << _COUNTER_BITS) - 1) for i in ids if i >> _COUNTER_BITS == tag]
             self._tag = tag
             self._next = max(used, default=0) + 1
+            if self._owner_epoch is not None:
+                self._next = max(self._next, self._read_mark())
+                self._reserved = self._next
             self._state = "started"
 
     def close(self) -> None:
@@ -179,11 +189,33 @@ class ObjectStoreBucketSnapshotStorage:
         ids.sort()
         return ids
 
+    def _mark_key(self) -> str:
+        return f"ids/tag-{self._tag:07d}"
+
+    def _read_mark(self) -> int:
+        """The id counter every id of this tag is below (1 when the tag has none)."""
+        try:
+            data = self._objects.get(self._mark_key())
+        except FileNotFoundError:
+            return 1
+        where = f"{self._objects.uri}/{self._mark_key()}"
+        if len(data) != _MARK.size + 4 or zlib.crc32(data[: _MARK.size]).to_bytes(4, "little") != data[-4:]:
+            raise CorruptSnapshot(f"{where}: id mark fails its checksum (ids could be reused)")
+        magic, mark = _MARK.unpack_from(data)
+        if magic != _MARK_MAGIC or not 1 <= mark <= 1 << _COUNTER_BITS:
+            raise CorruptSnapshot(f"{where}: not an id mark")
+        return int(mark)
+
     def _allocate_id(self) -> int:
         with self._lock:
             self._check_started()
             if self._next >= 1 << _COUNTER_BITS:
                 raise PersistFailed(28, f"{self._objects.uri}: bucket ids of tag {self._tag} exhausted")
+            if self._next >= self._reserved:
+                mark = min(self._next + _ID_BLOCK, 1 << _COUNTER_BITS)
+                body = _MARK.pack(_MARK_MAGIC, mark)
+                self._objects.put(self._mark_key(), body + zlib.crc32(body).to_bytes(4, "little"))
+                self._reserved = mark
             bucket_id = self._tag << _COUNTER_BITS | self._next
             self._next += 1
             return bucket_id

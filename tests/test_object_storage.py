@@ -1,0 +1,146 @@
+"""ObjectStoreBucketSnapshotStorage on moto's S3 server: round trips, ranged reads, damage, ids, recovery."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from cursorkit.delayed import BucketDelayedDeliveryTracker, MemoryCursorProperties
+from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, StoreUnavailable
+from cursorkit.stores import ObjectStore
+from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket
+
+
+def _store(s3_endpoint: dict[str, str], prefix: str = "") -> ObjectStore:
+    bucket = f"ck-{uuid.uuid4().hex[:10]}"
+    store = ObjectStore(
+        f"s3://{bucket}/{prefix or 'delayed'}",
+        endpoint=s3_endpoint["AWS_ENDPOINT_URL"],
+        access_key=s3_endpoint["AWS_ACCESS_KEY_ID"],
+        secret_key=s3_endpoint["AWS_SECRET_ACCESS_KEY"],
+    )
+    store.filesystem.create_dir(bucket)
+    return store
+
+
+@pytest.fixture
+def objects(s3_endpoint: dict[str, str]) -> ObjectStore:
+    return _store(s3_endpoint)
+
+
+@pytest.fixture
+def storage(objects: ObjectStore) -> Iterator[ObjectStoreBucketSnapshotStorage]:
+    with ObjectStoreBucketSnapshotStorage(objects) as s:
+        yield s
+
+
+def test_round_trip_and_ranged_reads(storage: ObjectStoreBucketSnapshotStorage) -> None:
+    meta, segments = make_bucket(5)
+    bid = storage.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
+    assert storage.get_bucket_snapshot_metadata(bid) == meta
+    assert storage.get_bucket_snapshot_segment(bid, 1, 5) == segments
+    assert storage.get_bucket_snapshot_segment(bid, 2, 3) == segments[1:3]
+    assert storage.get_bucket_snapshot_segment(bid, 4, 99) == segments[3:]
+    assert storage.get_bucket_snapshot_segment(bid, 6, 9) == []
+    info = storage.bucket_info(bid)
+    assert (info.bucket_key, info.topic, info.cursor, info.segments) == (KEY, TOPIC, CURSOR, 5)
+    assert storage.get_bucket_snapshot_length(bid) == info.length_bytes
+    assert storage.list_bucket_snapshots() == [bid]
+    with pytest.raises(InvalidArgument):
+        storage.get_bucket_snapshot_segment(bid, 0, 1)
+    storage.delete_bucket_snapshot(bid)
+    storage.delete_bucket_snapshot(bid)  # idempotent
+    with pytest.raises(BucketNotFound):
+        storage.get_bucket_snapshot_metadata(bid)
+    with pytest.raises(BucketNotFound):
+        storage.get_bucket_snapshot_length(bid)
+
+
+def test_a_fresh_reader_checks_everything_a_cached_one_skips(objects: ObjectStore) -> None:
+    """Every byte flipped and every cut of a stored bucket is found by a reader that never saw it."""
+    with ObjectStoreBucketSnapshotStorage(objects) as writer:
+        meta, segments = make_bucket(2, per_segment=2)
+        bid = writer.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
+    key = f"bucket-{bid:020d}.snap"
+    good = objects.get(key)
+    cases = [good[:cut] for cut in range(0, len(good), 7)]
+    for at in range(0, len(good), 3):
+        flipped = bytearray(good)
+        flipped[at] ^= 0x01
+        cases.append(bytes(flipped))
+    for damaged in cases:
+        objects.put(key, damaged)
+        with ObjectStoreBucketSnapshotStorage(objects) as reader:
+            try:
+                meta_read = reader.get_bucket_snapshot_metadata(bid)
+                got = (meta_read, reader.get_bucket_snapshot_segment(bid, 1, 2))
+            except CorruptSnapshot:
+                continue
+            assert got == (meta, segments), "damage went unnoticed"
+
+
+def test_ids_are_never_reused_by_an_owner(objects: ObjectStore) -> None:
+    meta, segments = make_bucket(1)
+    with ObjectStoreBucketSnapshotStorage(objects, owner_epoch=3) as s:
+        first = [s.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR) for _ in range(3)]
+        s.delete_bucket_snapshot(first[-1])
+    with ObjectStoreBucketSnapshotStorage(objects, owner_epoch=3) as again:
+        nxt = again.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
+    with ObjectStoreBucketSnapshotStorage(objects, owner_epoch=4) as newer:
+        other = newer.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
+    assert first == sorted(first) and nxt > first[1] and all(i >> 40 == 3 for i in [*first, nxt])
+    assert other >> 40 == 4 and len({*first, nxt, other}) == 5
+    with pytest.raises(InvalidArgument):
+        ObjectStoreBucketSnapshotStorage(objects, owner_epoch=0)
+
+
+def test_the_bucket_tracker_recovers_from_it_unchanged(objects: ObjectStore) -> None:
+    now = [1_000_000]
+    props = MemoryCursorProperties()
+
+    def tracker() -> BucketDelayedDeliveryTracker:
+        return BucketDelayedDeliveryTracker(
+            ObjectStoreBucketSnapshotStorage(objects),
+            props,
+            clock=lambda: now[0],
+            background=False,
+            min_index_count_per_bucket=100,
+            max_indexes_per_segment=30,
+            tick_time_ms=1,
+        )
+
+    first = tracker()
+    expected = []
+    for ledger in range(1, 6):
+        for entry in range(120):
+            at = now[0] + 10_000 + (entry * 37 + ledger) % 5_000
+            assert first.add_message(ledger, entry, at)
+            expected.append((at, ledger, entry))
+    first.maintenance()
+    assert first.immutable_buckets
+    first.checkpoint_tail()
+    first.close()
+    second = tracker()
+    assert not second.recovery_report.damaged
+    now[0] += 20_000
+    got = []
+    while second.has_message_available():
+        got.extend(map(tuple, second.get_scheduled_messages(50).tolist()))
+    assert sorted(got) == sorted((ledger, entry) for _, ledger, entry in expected)
+    second.close()
+
+
+def test_a_store_that_does_not_answer_is_unavailable_not_damage(s3_endpoint: dict[str, str]) -> None:
+    dead = ObjectStore(
+        "s3://nowhere/x",
+        endpoint="http://127.0.0.1:9",
+        access_key="a",
+        secret_key="b",
+        connect_timeout=0.5,
+        request_timeout=0.5,
+    )
+    with pytest.raises(StoreUnavailable):
+        ObjectStoreBucketSnapshotStorage(dead).start()

@@ -1,0 +1,186 @@
+"""Faults under the shared stores, each with its own server: nothing acknowledged and flushed is lost.
+
+* the ZooKeeper server SIGKILLed and restarted while a broker flushes;
+* the session expired while the server is paused (SIGSTOP past the session timeout);
+* two owners flushing at once while the second takes the cursor over;
+* the object store paused during a state-object upload and a bucket snapshot upload.
+
+After each, the cursor read back holds every ack of the last flush that returned, and nothing a
+fenced owner tried to write.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cursorkit import Position, RangeSet, errors
+from cursorkit.ackstate import CursorStore, ZkCursorStore
+from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.stores import ObjectStore
+from object_store import s3_server_process
+from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket
+from zookeeper_server import ZkServer
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ZkServer]:
+    pytest.importorskip("kazoo")
+    s = ZkServer(tmp_path / "zk")
+    s.start()
+    yield s
+    s.stop()
+
+
+def _location(server: ZkServer) -> str:
+    return f"zk://{server.hosts}/managed-ledgers/t/ns/persistent/f-{uuid.uuid4().hex[:8]}/sub"
+
+
+def _read_back(location: str, objects: ObjectStore | None = None) -> RangeSet:
+    with CursorStore.open(location, read_only=True, objects=objects, operation_timeout=10) as store:
+        return store.recover().individually_deleted
+
+
+def _contains(outer: RangeSet, inner: RangeSet) -> bool:
+    copy = outer.copy()
+    for row in inner.ranges():
+        copy.add_open_closed(*row)
+    return copy == outer
+
+
+def test_server_killed_and_restarted_during_flushes(server: ZkServer, tmp_path: Path) -> None:
+    objects = ObjectStore(str(tmp_path / "objects"))
+    loc = _location(server)
+    store = CursorStore.create(loc, objects=objects, operation_timeout=1.5, timeout=30.0)
+    cursor = store.recover()
+    confirmed = RangeSet()
+    failures = 0
+    for step in range(60):
+        for e in range(step * 60, step * 60 + 60, 2):  # 30 new holes a step: a state object soon
+            cursor.ack(Position(1, e))
+        if step == 20:
+            server.kill()
+        if step == 26:
+            server.start()
+        try:
+            store.flush(cursor)
+            confirmed = cursor.individually_deleted
+        except errors.PersistFailed as e:
+            assert not isinstance(e, errors.Fenced)
+            failures += 1
+    assert failures >= 5 and len(confirmed) == len(cursor.individually_deleted)
+    store.close()
+    back = _read_back(loc, objects)
+    assert _contains(back, confirmed) and _contains(cursor.individually_deleted, back)
+
+
+def test_session_expired_while_the_server_is_paused(server: ZkServer) -> None:
+    loc = _location(server)
+    store = CursorStore.create(loc, timeout=1.0, operation_timeout=1.0)  # session timeout 1 s
+    assert isinstance(store, ZkCursorStore)
+    session_id = store._client.client_id[0]
+    cursor = store.recover()
+    cursor.ack(Position(2, 1))
+    store.flush(cursor)
+    confirmed = cursor.individually_deleted
+    server.pause()
+    try:
+        cursor.ack(Position(2, 3))
+        with pytest.raises(errors.PersistFailed):
+            store.flush(cursor)
+        time.sleep(2.5)  # past the session timeout
+    finally:
+        server.resume()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            store.flush(cursor)
+            break
+        except errors.PersistFailed as e:
+            assert not isinstance(e, errors.Fenced) and time.monotonic() < deadline
+            time.sleep(0.2)
+    assert store._client.client_id[0] != session_id  # a new session, the same owner
+    back = _read_back(loc)
+    assert _contains(back, confirmed) and back == cursor.individually_deleted
+    store.close()
+
+
+def test_two_owners_flushing_while_the_second_takes_over(server: ZkServer) -> None:
+    loc = _location(server)
+    a = CursorStore.create(loc)
+    cursor_a = a.recover()
+    confirmed_a: list[RangeSet] = []
+    fenced = threading.Event()
+
+    def broker_a() -> None:
+        for e in range(0, 4_000, 2):
+            cursor_a.ack(Position(3, e))
+            try:
+                a.flush(cursor_a)
+                confirmed_a.append(cursor_a.individually_deleted)
+            except errors.Fenced:
+                fenced.set()
+                return
+
+    thread = threading.Thread(target=broker_a)
+    thread.start()
+    while len(confirmed_a) < 20:
+        time.sleep(0.01)
+    b = CursorStore.open(loc)
+    cursor_b = b.recover()
+    thread.join()
+    assert fenced.is_set()
+    assert _contains(cursor_b.individually_deleted, confirmed_a[-1])  # nothing A flushed is lost
+    cursor_b.ack(Position(9, 0))
+    b.flush(cursor_b)
+    assert _read_back(loc) == cursor_b.individually_deleted  # nothing of A's fenced writes is visible
+    a.close()
+    b.close()
+
+
+def test_object_store_paused_during_uploads(server: ZkServer) -> None:
+    with s3_server_process() as (settings, proc):
+        bucket = f"ck-{uuid.uuid4().hex[:8]}"
+        objects = ObjectStore(
+            f"s3://{bucket}/state",
+            endpoint=settings["AWS_ENDPOINT_URL"],
+            access_key=settings["AWS_ACCESS_KEY_ID"],
+            secret_key=settings["AWS_SECRET_ACCESS_KEY"],
+            request_timeout=1.0,
+            connect_timeout=1.0,
+        )
+        objects.filesystem.create_dir(bucket)
+        loc = _location(server)
+        store = CursorStore.create(loc, objects=objects)
+        cursor = store.recover()
+        for e in range(0, 5_000, 2):
+            cursor.ack(Position(4, e))
+        store.flush(cursor)
+        confirmed = cursor.individually_deleted
+        buckets = ObjectStoreBucketSnapshotStorage(objects)
+        buckets.start()
+        meta, segments = make_bucket(3)
+        kept = buckets.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            cursor.ack(Position(4, 9_001))
+            with pytest.raises(errors.PersistFailed):
+                store.flush(cursor)
+            with pytest.raises(errors.PersistFailed):
+                buckets.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        assert _contains(_read_back(loc, objects), confirmed)  # the last flush is what a reader gets
+        store.flush(cursor)
+        assert _read_back(loc, objects) == cursor.individually_deleted
+        assert buckets.get_bucket_snapshot_segment(kept, 1, 3) == segments
+        buckets.close()
+        store.close()
