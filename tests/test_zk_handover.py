@@ -85,8 +85,9 @@ def test_broker_a_closes_then_its_late_writes_are_fenced(zk_server: Any, tmp_pat
     for e in range(0, 5_000, 2):
         cursor_a.ack(Position(1, e))
     tracker_a = _tracker(a, objects, now)
-    for e in range(1, 250, 2):
-        tracker_a.add_message(1, e, NOW + 1_000 + e)
+    delayed = [(lid, e) for lid in (1, 2, 3) for e in range(1, 250, 2)]
+    for lid, e in delayed:
+        tracker_a.add_message(lid, e, NOW + 1_000 + e)
     tracker_a.maintenance()
     tracker_a.checkpoint_tail()
     tracker_a.maintenance()
@@ -102,9 +103,9 @@ def test_broker_a_closes_then_its_late_writes_are_fenced(zk_server: Any, tmp_pat
         a.cursor_properties["#pulsar.internal.delayed.bucket_7_9"] = "1"
     a.close()
     tracker_b = _tracker(b, objects, now)
-    assert tracker_b.immutable_buckets and tracker_b.number_of_delayed_messages == 125
+    assert tracker_b.immutable_buckets and tracker_b.number_of_delayed_messages == len(delayed)
     now[0] += 10_000
-    assert _drain(tracker_b) == [(1, e) for e in range(1, 250, 2)]
+    assert _drain(tracker_b) == delayed
     with CursorStore.open(location, objects=objects, read_only=True) as reader:
         assert reader.recover().individually_deleted == flushed  # none of A's fenced acks
         assert "#pulsar.internal.delayed.bucket_7_9" not in reader.cursor_properties
