@@ -290,8 +290,8 @@ class ZkCursorStore(CursorStore):
         options: dict[str, Any], *, allow_read_only: bool
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         store_keys = {"objects", "object_options", "owner", "max_znode_bytes"}
-        if allow_read_only:
-            store_keys.add("read_only")
+        if allow_read_only:  # open(): read-only, and the cursor's name when the znode has none
+            store_keys.update(("read_only", "name"))
         store = {k: options.pop(k) for k in list(options) if k in store_keys}
         if "read_only" in options:
             raise InvalidArgument("read_only= is an option of open(), not create()")

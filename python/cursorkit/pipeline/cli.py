@@ -68,8 +68,18 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser(
         "inspect", help="summarise a bucket snapshot store, a cursor store or a rebuild output"
     )
-    i.add_argument("path", help="a store, a rebuild output, or an object-store output (s3://...)")
+    i.add_argument(
+        "path",
+        help="a store, a rebuild output, an object-store output (s3://...) or cursor znodes (zk://...)",
+    )
     i.add_argument("--topic", default=None, help="a topic of a many-topic rebuild output")
+    i.add_argument(
+        "--objects",
+        default=None,
+        metavar="LOCATION",
+        help="with zk://: the object store of state objects, checked",
+    )
+    i.add_argument("--limit", type=int, default=10_000, help="with zk://: at most this many znodes visited")
     return p
 
 
@@ -86,6 +96,24 @@ def _rebuild_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--max-delay-ms", type=int, default=365 * 24 * 3_600_000)
     r.add_argument("--consumers", type=int, default=8, help="consumers of the Key_Shared load figures")
     r.add_argument("--no-report", action="store_true", help="skip report.html")
+    r.add_argument(
+        "--cursor-store",
+        default=None,
+        metavar="zk://HOST:PORT[/CHROOT]",
+        help="also publish every rebuilt cursor to its Pulsar znode in this ZooKeeper ensemble",
+    )
+    r.add_argument(
+        "--cursor-objects",
+        default=None,
+        metavar="LOCATION",
+        help="with --cursor-store: object store (s3://...) for cursor state beyond the znode "
+        "(default: cut at Pulsar's 1,000-range metadata-store limit, and reported)",
+    )
+    r.add_argument(
+        "--overwrite-cursors",
+        action="store_true",
+        help="with --cursor-store: replace cursor znodes that already exist (their owners are fenced)",
+    )
 
 
 def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
@@ -154,11 +182,13 @@ def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.cluster import has_topic_column, print_topics, rebuild_topics
     from cursorkit.pipeline.output import is_object_store
 
+    if args.cursor_store is not None and not args.cursor_store.startswith("zk://"):
+        raise InvalidArgument(f"--cursor-store must be zk://host:port[/chroot], got {args.cursor_store!r}")
     if has_topic_column(spark, args.messages):  # a many-topic log: every topic in one job
         with stage_progress(console) as on_stage:
             topics = rebuild_topics(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
         print_topics(console, topics.topics)
-        return 0
+        return _publish(args, console)
     if any(is_object_store(p) for p in (args.messages, args.acks or "", args.out)):
         raise InvalidArgument(
             "object stores are read and written by the many-topic job (logs with a topic column)"
@@ -166,7 +196,29 @@ def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
     with stage_progress(console) as on_stage:
         summary = rebuild(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
     print_summary(console, summary)
-    return 0
+    return _publish(args, console)
+
+
+def _publish(args: argparse.Namespace, console: Console) -> int:
+    """``--cursor-store``: the rebuilt cursors written to their znodes; 1 if any could not be."""
+    if args.cursor_store is None:
+        return 0
+    from cursorkit.pipeline.publish import publish_cursors
+    from cursorkit.stores.objects import ObjectStore
+
+    objects = ObjectStore(args.cursor_objects) if args.cursor_objects else None
+    done = publish_cursors(
+        args.out, args.cursor_store, one_topic=args.topic, objects=objects, overwrite=args.overwrite_cursors
+    )
+    console.print(
+        f"published {len(done.published):,} cursors to {args.cursor_store}; "
+        f"{len(done.existing):,} already there (kept; --overwrite-cursors replaces them), "
+        f"{len(done.truncated):,} cut at the znode's limit, {len(done.failed):,} failed",
+        highlight=False,
+    )
+    for path, why in sorted(done.failed.items())[:20]:
+        console.print(f"  failed {path}: {why}", highlight=False)
+    return 1 if done.failed else 0
 
 
 def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
@@ -189,6 +241,14 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.load import list_topics, topic_root
     from cursorkit.pipeline.output import is_object_store
 
+    if args.path.startswith("zk://"):  # cursor znodes, cursorkit's or Pulsar's own
+        from cursorkit.pipeline.inspector.znodes import inspect_zk, render_zk
+        from cursorkit.stores.objects import ObjectStore
+
+        objects = ObjectStore(args.objects) if args.objects else None
+        found = inspect_zk(args.path, objects=objects, limit=args.limit)
+        render_zk(found, console)
+        return 1 if found.damaged else 0
     if is_object_store(args.path):  # a many-topic output on an object store
         if args.topic is None:
             print_topics(console, read_topic_figures(args.path))

@@ -1,0 +1,120 @@
+"""The operators' side of the ZooKeeper stores: ``inspect zk://`` and ``rebuild --cursor-store zk://``."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from cursorkit import Position
+from cursorkit.ackstate import Cursor, CursorStore
+from cursorkit.pipeline.cli import main
+from cursorkit.pipeline.generate import generate
+from cursorkit.pipeline.generate_topics import generate_topics
+from cursorkit.pipeline.load import list_topics, read_cursors
+from cursorkit.pipeline.publish import publish_cursors
+from cursorkit.stores import ObjectStore, cursor_znode_path
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def client(zk_server: Any) -> Any:
+    c = KazooClient(hosts=zk_server.hosts)
+    c.start(timeout=15)
+    yield c
+    c.stop()
+    c.close()
+
+
+def test_inspect_reads_cursorkits_and_pulsars_znodes(
+    zk_server: Any, client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = f"ns{uuid.uuid4().hex[:6]}"
+    objects = ObjectStore(str(tmp_path / "objects"))
+    ours = f"zk://{zk_server.hosts}{cursor_znode_path(f'persistent://t/{ns}/orders', 'ours')}"
+    with CursorStore.create(ours, objects=objects) as store:
+        cursor = store.recover()
+        for e in range(0, 4_000, 2):
+            cursor.ack(Position(1, e))
+        store.cursor_properties["#pulsar.internal.delayed.bucket_1_1"] = "5"
+        store.flush(cursor)
+    pulsar = Cursor(Position(3, 4))
+    pulsar.ack(Position(3, 9))
+    client.create(
+        cursor_znode_path(f"persistent://t/{ns}/orders", "theirs"),
+        pulsar.encode("managed_cursor_info"),
+        makepath=True,
+    )
+    assert main(["inspect", ours, "--objects", objects.uri]) == 0
+    out = capsys.readouterr().out
+    assert "cursorkit" in out and "1,000 / 2,000" in out and "│ ok " in out
+    assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}"]) == 0
+    out = capsys.readouterr().out
+    assert "2 cursor znodes" in out and "pulsar" in out and "3:4" in out
+    client.create(cursor_znode_path(f"persistent://t/{ns}/orders", "broken"), b"\x08\x01\xff", makepath=True)
+    assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}"]) == 1
+    assert "damaged" in capsys.readouterr().out
+    assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}-none"]) == 2
+
+
+def test_rebuild_publishes_a_topics_cursors_to_zookeeper(
+    spark: Any, zk_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = generate(
+        tmp_path / "logs", messages=20_000, ledgers=4, keys=50, delayed_fraction=0.2, subscriptions=3, seed=5
+    )
+    topic = f"persistent://t/restored/orders-{uuid.uuid4().hex[:6]}"
+    out = tmp_path / "out"
+    args = [
+        "rebuild",
+        "--messages",
+        str(logs.messages_path),
+        "--acks",
+        str(logs.acks_path),
+        "--out",
+        str(out),
+    ]
+    store = f"zk://{zk_server.hosts}/chroot-{uuid.uuid4().hex[:6]}"
+    assert main([*args, "--topic", topic, "--no-report", "--cursor-store", store]) == 0
+    assert "published 3 cursors" in capsys.readouterr().out
+    expected = read_cursors(out)
+    for subscription, cursor in expected.items():
+        location = f"{store}{cursor_znode_path(topic, subscription)}"
+        with CursorStore.open(location, read_only=True) as znode:
+            got = znode.recover()
+            assert got.mark_delete_position == cursor.mark_delete_position
+            assert got.individually_deleted.ranges() == cursor.individually_deleted.ranges()[:1_000]
+    again = publish_cursors(out, store, one_topic=topic)  # existing znodes are kept unless told
+    assert len(again.existing) == 3 and not again.published
+    replaced = publish_cursors(out, store, one_topic=topic, overwrite=True)
+    assert len(replaced.published) == 3
+
+
+def test_a_many_topic_rebuild_publishes_every_topic(spark: Any, zk_server: Any, tmp_path: Path) -> None:
+    from cursorkit.pipeline import cluster
+    from cursorkit.pipeline.rebuild import RebuildConfig
+
+    generate_topics(
+        tmp_path / "logs", topics=3, messages=3_000, keys=20, delayed_fraction=0.2, subscriptions=2, seed=4
+    )
+    out = tmp_path / "out"
+    cluster.rebuild_topics(
+        spark, tmp_path / "logs" / "messages", tmp_path / "logs" / "acks", out, RebuildConfig(report=False)
+    )
+    objects = ObjectStore(str(tmp_path / "objects"))
+    store = f"zk://{zk_server.hosts}/many-{uuid.uuid4().hex[:6]}"
+    done = publish_cursors(out, store, objects=objects)
+    assert not done.failed and not done.truncated
+    count = 0
+    for topic in list_topics(out):
+        for subscription, cursor in read_cursors(out, topic=topic).items():
+            with CursorStore.open(
+                f"{store}{cursor_znode_path(topic, subscription)}", read_only=True, objects=objects
+            ) as znode:
+                assert znode.recover().individually_deleted == cursor.individually_deleted
+            count += 1
+    assert count == len(done.published) > 3
