@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the shared workload module, whatever the import mode
+sys.path.insert(1, str(Path(__file__).parent.parent / "tests"))  # the test servers and bucket builder
 # numpy's OpenBLAS worker threads spin on the second core of a 2-core machine; no benchmark uses BLAS.
 # (Effective only when numpy is not imported yet, e.g. ``pytest benches``.)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -24,6 +25,7 @@ TABLE_MODULES = (
     "test_bench_dispatcher",
     "test_bench_pipeline",
     "test_bench_topics",
+    "test_bench_shared_stores",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

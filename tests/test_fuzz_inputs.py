@@ -10,11 +10,13 @@ per-decoder tallies (cases, outcomes, worst time, worst heap) are printed with `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import shutil
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -139,6 +141,58 @@ def test_cursor_encodings(encoding: str) -> None:
     seeds = [sample_cursor().encode(encoding), Cursor().encode(encoding)]
     sizes = {1: 80_000, 2: 100, 3: 2**32}
     hammer(f"Cursor.decode({encoding})", seeds, lambda d: Cursor.decode(d, encoding, ledger_sizes=sizes))
+
+
+def _znode_seeds() -> list[bytes]:
+    from cursorkit.ackstate.znode import encode_znode
+    from cursorkit.proto import cursor_znode_pb2 as zpb
+    from cursorkit.proto import pulsar_ml_pb2 as ml
+
+    c = sample_cursor()
+    ck = zpb.CursorkitState(format_version=1, owner_epoch=3, sequence=9, owner="fuzz", cursor_name="fuzz")
+    ck.state.key, ck.state.size, ck.state.sha256 = "cursors/x/1-2.state", 99, bytes(32)
+    ours = encode_znode(
+        mark_delete=c.mark_delete_position,
+        acked=c.individually_deleted,
+        batches=c.batches(),
+        properties=c.properties,
+        string_properties={"#pulsar.internal.delayed.bucket_1_2": "7"},
+        cursorkit=ck,
+        limits=c.limits,
+        max_bytes=4096,
+        last_active_ms=5,
+        who="fuzz",
+    ).data
+    raw = c.encode("managed_cursor_info")
+    meta = ml.ManagedCursorInfoMetadata(
+        compressionType=ml.ZLIB, uncompressedSize=len(raw)
+    ).SerializeToString()
+    zlibbed = (0x4778).to_bytes(2, "big") + len(meta).to_bytes(4, "big") + meta + zlib.compress(raw)
+    return [ours, raw, zlibbed]
+
+
+def test_cursor_znodes() -> None:
+    from cursorkit.ackstate.znode import read_znode
+
+    hammer("read_znode", _znode_seeds(), lambda d: read_znode(d, "fuzz", {1: 80_000, 2: 100, 3: 2**32}))
+
+
+def test_cursor_state_objects() -> None:
+    from cursorkit.ackstate.znode import read_state_object, state_object
+    from cursorkit.proto import cursor_znode_pb2 as zpb
+
+    c = sample_cursor()
+    md, ledgers, _live, batches, _ = c.flush_state(dirty_only=False, clear_dirty=False)
+    blobs = [(lid, b) for lid, b in ledgers if b is not None]
+    seed = state_object(
+        path="/a/b", epoch=2, sequence=7, mark_delete=md, blobs=blobs, batches=batches, properties={}
+    )
+
+    def decode(d: bytes) -> object:
+        ref = zpb.StateObject(key="k", size=len(d), sha256=hashlib.sha256(d).digest())  # past the checksum
+        return read_state_object(d, ref, path="/a/b", epoch=2, sequence=7, where="fuzz")
+
+    hammer("read_state_object", [seed], decode)
 
 
 def test_snapshot_segments() -> None:

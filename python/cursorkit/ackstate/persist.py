@@ -209,9 +209,15 @@ def add_batch_infos(field: Any, batches: list[BatchRow]) -> None:
         item.deleteSet.extend(np.frombuffer(words, dtype="<i8").tolist())
 
 
+_MAX_RANGE_BYTES = 50
+"""Upper bound of one MessageRange field: tag and length, two endpoints of two 10-byte varints each."""
+
+
 def ranges_within(acked: RangeSet, limit: int, budget: int) -> int:
     """How many leading ranges fit both the range limit and ``budget`` bytes as MessageRanges."""
     n = min(len(acked), limit)
+    if n * _MAX_RANGE_BYTES <= budget:  # fits whatever the ids: no need to size them
+        return n
     if acked.message_range_wire_size(n) > budget:
         n = _largest_prefix(n, lambda k: acked.message_range_wire_size(k) <= budget)
     return n

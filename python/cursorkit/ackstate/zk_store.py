@@ -207,6 +207,8 @@ class _Pending:
     def result(self) -> ZkFlushResult:
         """The flush's result once ZooKeeper confirmed it; raises what made it fail."""
         with self.store._lock:
+            if self.outcome is None and self.call is None:
+                self.store._send(self)
             if self.outcome is None:
                 try:
                     self.outcome = self.store._settle(self)
@@ -253,6 +255,7 @@ class ZkCursorStore(CursorStore):
         read_only: bool,
     ) -> None:
         self._location = location
+        self._who = f"cursor znode {location}"
         self._session = session
         self._client = session.client
         self._path = location.path
@@ -368,7 +371,7 @@ class ZkCursorStore(CursorStore):
         return self._sent
 
     def _where(self) -> str:
-        return f"cursor znode {self._location}"
+        return self._who
 
     def _record(self, sequence: int, ref: zpb.StateObject | None = None) -> zpb.CursorkitState:
         ck = zpb.CursorkitState(
@@ -737,13 +740,19 @@ class ZkCursorStore(CursorStore):
         Flushes of many stores sent this way travel together on the session (one round trip
         for all); flushes of one store are still applied in order.
         """
+        pending = self._prepare(cursor, full=full, force=force)
+        self._send(pending)
+        return pending
+
+    def _prepare(self, cursor: Cursor, *, full: bool, force: bool) -> _Pending:
+        """Encodes a flush (and stores its state object, if any); :meth:`_send` sends it."""
         if not isinstance(cursor, Cursor):
             raise InvalidInputType(f"cursor must be a Cursor, got {type(cursor).__name__}")
         started = time.perf_counter()
         with self._lock:
             self._check_writable()
             self._settle_inflight()
-            props = persist.checked_properties(cursor.properties, f"cursor {cursor.name!r}")
+            props = persist.checked_properties(cursor.properties, self._who) if cursor.properties else {}
             if (
                 not (full or force)
                 and cursor is self._bound
@@ -800,16 +809,9 @@ class ZkCursorStore(CursorStore):
                         encoded.batches_inline,
                     )
                 )
-            try:
-                call = self._client.set_async(self._path, data, self._version)
-            except Exception as e:
-                self._drop_object(ref)
-                raise PersistFailed(
-                    errno.EIO, f"{self._where()}: flush not sent ({type(e).__name__} {e})"
-                ) from e
             pending = _Pending(
                 self,
-                call,
+                None,
                 data=data,
                 sequence=sequence,
                 ref=ref,
@@ -821,6 +823,18 @@ class ZkCursorStore(CursorStore):
             )
             self._inflight = pending
             return pending
+
+    def _send(self, pending: _Pending) -> None:
+        """Sends a prepared flush with the version this store holds (nothing to send when skipped)."""
+        if pending.outcome is not None:
+            return
+        try:
+            pending.call = self._client.set_async(self._path, pending.data, self._version)
+        except Exception as e:
+            self._drop_object(pending.ref)
+            pending.outcome = PersistFailed(
+                errno.EIO, f"{self._who}: flush not sent ({type(e).__name__} {e})"
+            )
 
     def _encode(
         self,
@@ -842,7 +856,7 @@ class ZkCursorStore(CursorStore):
             limits=cursor.limits,
             max_bytes=self._max_bytes,
             last_active_ms=_now_ms(),
-            who=self._where(),
+            who=self._who,
         )
 
     def _snapshot(
@@ -1165,6 +1179,36 @@ class ZkCursorProperties(MutableMapping[str, str]):
         return f"ZkCursorProperties({self._store.location!r}, {len(self)} keys)"
 
 
+def _send_together(prepared: list[_Pending]) -> None:
+    """Sends prepared flushes, those of each ZooKeeper session queued together.
+
+    Then waits for the last of each session (ZooKeeper answers a session's requests in order), so
+    the caller collects ready results instead of waking once per answer.
+    """
+    by_session: dict[int, list[_Pending]] = {}
+    for p in prepared:
+        if p.outcome is None and p.call is None:
+            by_session.setdefault(id(p.store._session), []).append(p)
+    for group in by_session.values():
+        session = group[0].store._session
+        writes = [(p.store._path, p.data, p.store._version) for p in group]
+        try:
+            calls = session.set_many(writes)
+        except Exception as e:  # noqa: BLE001 - each flush reports it
+            for p in group:
+                p.store._drop_object(p.ref)
+                p.outcome = PersistFailed(
+                    errno.EIO, f"{p.store._who}: flush not sent ({type(e).__name__} {e})"
+                )
+            continue
+        for p, call in zip(group, calls, strict=True):
+            p.call = call
+    for group in by_session.values():
+        last = group[-1]
+        if last.call is not None:
+            last.call.wait(last.store._session.operation_timeout)
+
+
 def flush_many(items: Iterable[tuple[ZkCursorStore, Cursor]]) -> list[ZkFlushResult | CursorkitError]:
     """Flushes many cursors with their writes in flight together; one result or error per item.
 
@@ -1172,11 +1216,12 @@ def flush_many(items: Iterable[tuple[ZkCursorStore, Cursor]]) -> list[ZkFlushRes
     store's ``InvalidArgument``...), returned in place so one cursor's failure does not hide the rest.
     """
     pending: list[_Pending | CursorkitError] = []
-    for store, cursor in items:
+    for store, cursor in items:  # every flush encoded first, then all sent back to back
         try:
-            pending.append(store.flush_async(cursor))
+            pending.append(store._prepare(cursor, full=False, force=False))
         except CursorkitError as e:
             pending.append(e)
+    _send_together([p for p in pending if isinstance(p, _Pending)])
     out: list[ZkFlushResult | CursorkitError] = []
     for p in pending:
         if isinstance(p, CursorkitError):

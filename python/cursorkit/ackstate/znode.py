@@ -189,27 +189,37 @@ def encode_znode(
         info.properties.add(name=name, value=value)
     for key, text in string_properties.items():
         info.cursorProperties.add(name=key, value=text)
-    info.cursorkit.CopyFrom(cursorkit)
-    fixed = info.ByteSize() + 32  # room for the totals set below
-    if fixed > max_bytes:
-        raise InvalidArgument(
-            f"{who}: properties and cursor properties take {fixed} bytes, more than the znode's {max_bytes}"
+    ck = info.cursorkit
+    ck.CopyFrom(cursorkit)
+    ck.ranges_total = len(acked)
+    ck.batches_total = len(batches)
+    kept: list[persist.BatchRow] = []
+    if batches:
+        fixed = info.ByteSize()
+        if fixed > max_bytes:
+            raise InvalidArgument(
+                f"{who}: properties and cursor properties take {fixed} bytes, "
+                f"more than the znode's {max_bytes}"
+            )
+        budget_limits = PersistLimits(
+            max_unacked_ranges_to_persist=limits.max_unacked_ranges_to_persist,
+            max_unacked_ranges_to_persist_in_metadata_store=limits.max_unacked_ranges_to_persist_in_metadata_store,
+            max_batch_deleted_index_to_persist=limits.max_batch_deleted_index_to_persist,
+            max_entry_bytes=max(max_bytes - fixed, 64),
         )
-    budget_limits = PersistLimits(
-        max_unacked_ranges_to_persist=limits.max_unacked_ranges_to_persist,
-        max_unacked_ranges_to_persist_in_metadata_store=limits.max_unacked_ranges_to_persist_in_metadata_store,
-        max_batch_deleted_index_to_persist=limits.max_batch_deleted_index_to_persist,
-        max_entry_bytes=max(max_bytes - fixed, 64),
+        kept = persist.fit_batches(batches, {}, budget_limits, who)
+        persist.add_batch_infos(info.batchedEntryDeletionIndexInfo, kept)
+        ck.batch_sizes.extend(size for _, _, size, _ in kept)
+    head = info.SerializeToString()
+    if len(head) > max_bytes:
+        raise InvalidArgument(
+            f"{who}: properties and cursor properties take {len(head)} bytes, "
+            f"more than the znode's {max_bytes}"
+        )
+    n = persist.ranges_within(
+        acked, limits.max_unacked_ranges_to_persist_in_metadata_store, max_bytes - len(head)
     )
-    kept = persist.fit_batches(batches, {}, budget_limits, who)
-    persist.add_batch_infos(info.batchedEntryDeletionIndexInfo, kept)
-    info.cursorkit.batch_sizes.extend(size for _, _, size, _ in kept)
-    room = max_bytes - info.ByteSize() - 32
-    n = persist.ranges_within(acked, limits.max_unacked_ranges_to_persist_in_metadata_store, room)
-    info.cursorkit.ranges_total = len(acked)
-    info.cursorkit.batches_total = len(batches)
-    data = info.SerializeToString() + acked.message_range_field_bytes(n, 4)
-    return EncodedZnode(data, len(acked), n, len(batches), len(kept))
+    return EncodedZnode(head + acked.message_range_field_bytes(n, 4), len(acked), n, len(batches), len(kept))
 
 
 def state_object(

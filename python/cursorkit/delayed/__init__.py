@@ -4,6 +4,8 @@
 * ``BucketDelayedDeliveryTracker``: a mutable tail, immutable buckets with durable segment snapshots
   (``FileBucketSnapshotStorage``), merge, recovery; bucket pointers in the cursor properties
   (``FileCursorProperties``).
+* ``ObjectStoreBucketSnapshotStorage``: the same snapshots on an object store (``s3://...``), for
+  brokers that hand topics over; its bucket keys then live in ``ZkCursorStore.cursor_properties``.
 * ``SharedDelayedIndex``: one index per topic for all subscriptions.
 * ``DelayedDeliveryCollector``: PIP-195's Prometheus metrics.
 """
@@ -15,6 +17,7 @@ from cursorkit.delayed.bucket_tracker import BucketCounters, BucketDelayedDelive
 from cursorkit.delayed.in_memory import InMemoryDelayedDeliveryTracker
 from cursorkit.delayed.merge import select_merged_buckets
 from cursorkit.delayed.metrics import DelayedDeliveryCollector
+from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
 from cursorkit.delayed.properties import FileCursorProperties, MemoryCursorProperties
 from cursorkit.delayed.recovery import RecoveryReport
 from cursorkit.delayed.shared import SharedDelayedIndex, SubscriptionView
@@ -31,6 +34,7 @@ __all__ = [
     "ImmutableBucket",
     "InMemoryDelayedDeliveryTracker",
     "MemoryCursorProperties",
+    "ObjectStoreBucketSnapshotStorage",
     "RecoveryReport",
     "SharedDelayedIndex",
     "SubscriptionView",

@@ -36,15 +36,21 @@ class InDoubt(Exception):
     """
 
 
+_EXCEPTIONS: Any = None
+
+
 def kazoo_errors() -> Any:
     """The kazoo exception module (imported on first use)."""
-    try:
-        from kazoo import exceptions
-    except ModuleNotFoundError as e:  # pragma: no cover - the dev venv has kazoo
-        raise ModuleNotFoundError(
-            "zk:// stores need kazoo: pip install 'cursorkit[zookeeper]'", name="kazoo"
-        ) from e
-    return exceptions
+    global _EXCEPTIONS
+    if _EXCEPTIONS is None:
+        try:
+            from kazoo import exceptions
+        except ModuleNotFoundError as e:  # pragma: no cover - the dev venv has kazoo
+            raise ModuleNotFoundError(
+                "zk:// stores need kazoo: pip install 'cursorkit[zookeeper]'", name="kazoo"
+            ) from e
+        _EXCEPTIONS = exceptions
+    return _EXCEPTIONS
 
 
 def _transient(e: BaseException) -> bool:
@@ -61,6 +67,23 @@ def _transient(e: BaseException) -> bool:
         | kex.SessionMovedError
         | KazooTimeoutError,
     )
+
+
+def _fast_path(client: Any) -> tuple[Any, Any] | None:
+    """Kazoo's request type and path helper when its request queue is as expected, else None."""
+    try:
+        from kazoo.protocol.paths import _prefix_root
+        from kazoo.protocol.serialization import SetData
+        from kazoo.protocol.states import KeeperState
+    except ImportError:  # pragma: no cover - another kazoo layout
+        return None
+    queue = getattr(client, "_queue", None)
+    connection = getattr(client, "_connection", None)
+    if queue is None or not hasattr(queue, "append") or getattr(connection, "_write_sock", None) is None:
+        return None
+    if getattr(client, "_state", None) != KeeperState.CONNECTED:
+        return None
+    return SetData, _prefix_root
 
 
 class ZkSession:
@@ -166,6 +189,35 @@ class ZkSession:
                     raise InDoubt(f"{what}: {type(e).__name__} {e}".rstrip()) from e
                 raise StoreUnavailable(f"{what}: ZooKeeper did not answer ({type(e).__name__} {e})") from e
             raise
+
+    def set_many(self, writes: list[tuple[str, bytes, int]]) -> list[IAsyncResult]:
+        """Versioned ``set_data`` of many znodes, queued together and sent with one wake-up.
+
+        kazoo wakes its connection thread with one byte per request; queuing the requests and
+        writing all their wake-up bytes at once saves a system call and a GIL hand-over per write.
+        This uses kazoo's request queue (as kazoo 2.10 and 2.11 lay it out); with any other layout,
+        or a client that is not connected, each write goes through ``set_async`` instead.
+        """
+        client = self.client
+        fast = _fast_path(client)
+        if fast is None or len(writes) < 2:
+            return [client.set_async(path, data, version) for path, data, version in writes]
+        set_data, prefix_root = fast
+        results: list[IAsyncResult] = []
+        queue = client._queue
+        for path, data, version in writes:
+            result = client.handler.async_result()
+            queue.append((set_data(prefix_root(client.chroot, path), data, version), result))
+            results.append(result)
+        sock = client._connection._write_sock
+        try:
+            sock.sendall(b"\0" * len(writes))
+        except (OSError, AttributeError):
+            kex = kazoo_errors()
+            for result in results:  # as kazoo's own _call does when the connection is gone
+                if not result.ready():
+                    result.set_exception(kex.ConnectionClosedError("Connection has been closed"))
+        return results
 
     def call(self, start: Callable[..., IAsyncResult], *args: Any, what: str, write: bool = False) -> Any:
         """Starts ``start(*args)`` (a kazoo ``*_async`` method) and waits for it (see :meth:`wait`)."""

@@ -22,6 +22,9 @@ pub fn lock<'a, T: Send>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
     }
 }
 
+/// Elements (ranges, entries) below which a call keeps the GIL: see [`Shared::detached_if_large`].
+pub const SMALL_WORK: u64 = 4096;
+
 /// Runs `f` on the locked value with the GIL released.
 pub fn detached<T: Send, R: Send>(
     py: Python<'_>,
@@ -111,6 +114,23 @@ pub trait Shared {
     /// Runs `f` on the locked value with the GIL released (work proportional to its size).
     fn detached<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Self::Core) -> R + Send) -> R {
         detached(py, self.cell(), f)
+    }
+
+    /// [`Shared::detached`] when `size` of the value passes [`SMALL_WORK`], else `f` with the GIL
+    /// held: releasing it costs more than a small call, and another thread may keep it for
+    /// milliseconds once it is released.
+    fn detached_if_large<R: Send>(
+        &self,
+        py: Python<'_>,
+        size: impl FnOnce(&Self::Core) -> u64,
+        f: impl FnOnce(&mut Self::Core) -> R + Send,
+    ) -> R {
+        let mut guard = self.lock(py);
+        if size(&guard) <= SMALL_WORK {
+            return f(&mut guard);
+        }
+        drop(guard);
+        self.detached(py, f)
     }
 
     /// Runs `f` on the locked value (GIL held): core errors become `cursorkit.errors`, a panic

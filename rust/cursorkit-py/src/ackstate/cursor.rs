@@ -182,7 +182,11 @@ impl PyCursorState {
     /// A copy of the individually acknowledged entries after mark-delete.
     #[getter]
     fn individually_deleted(&self, py: Python<'_>) -> PyRangeSet {
-        PyRangeSet::from_core(self.detached(py, |c| c.acked().clone()))
+        PyRangeSet::from_core(self.detached_if_large(
+            py,
+            |c| c.acked().len(),
+            |c| c.acked().clone(),
+        ))
     }
 
     /// Number of ack ranges (Pulsar's nonContiguousDeletedMessagesRanges), in O(1).

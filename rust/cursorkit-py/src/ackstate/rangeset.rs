@@ -548,7 +548,7 @@ impl PyRangeSet {
         max_ranges: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
         let limit = limit_arg(max_ranges, "max_ranges")?;
-        Ok(self.detached(py, |rs| rs.message_range_wire_size(limit)))
+        Ok(self.detached_if_large(py, |rs| rs.len(), |rs| rs.message_range_wire_size(limit)))
     }
 
     /// Exact bytes of to_long_list_map(max_entries) as PositionInfo's LongListMap list (field 6).
@@ -586,7 +586,11 @@ impl PyRangeSet {
             }
         };
         let bytes = self
-            .detached(py, |rs| rs.message_range_field_bytes_as(limit, field))
+            .detached_if_large(
+                py,
+                |rs| rs.len(),
+                |rs| rs.message_range_field_bytes_as(limit, field),
+            )
             .py_err(py)?;
         Ok(PyBytes::new(py, &bytes))
     }
