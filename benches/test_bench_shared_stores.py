@@ -70,28 +70,18 @@ def _ratio(row: str, metric: str) -> None:
 @pytest.fixture(scope="module")
 def zk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     pytest.importorskip("kazoo")
-    from zookeeper_server import ZkServer
+    from zookeeper_server import running
 
-    server = ZkServer(tmp_path_factory.mktemp("zk-bench"))
-    server.start()
-    yield server
-    server.stop()
+    with running(tmp_path_factory.mktemp("zk-bench")) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[ObjectStore]:
-    from object_store import s3_server
+    from object_store import s3_prefix, s3_server
 
     with s3_server() as settings:
-        bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        store = ObjectStore(
-            f"s3://{bucket}/b",
-            endpoint=settings["AWS_ENDPOINT_URL"],
-            access_key=settings["AWS_ACCESS_KEY_ID"],
-            secret_key=settings["AWS_SECRET_ACCESS_KEY"],
-        )
-        store.filesystem.create_dir(bucket)
-        yield store
+        yield s3_prefix(settings, "b")
 
 
 def _cursors(zk: Any, tag: str, n: int) -> tuple[list[ZkCursorStore], list[Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -55,12 +55,22 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZkServer]:
     """One real ZooKeeper server for the session (pyspark's jars, Java 17), on 127.0.0.1."""
     pytest.importorskip("kazoo")
     pytest.importorskip("pyspark")
-    from zookeeper_server import ZkServer
+    from zookeeper_server import running
 
-    server = ZkServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
+    with running(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture
+def zk_client(zk_server: ZkServer) -> Iterator[Any]:
+    """A started kazoo client of the session's server (the raw view beside a store's)."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_server.hosts)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,13 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cursorkit.stores import ObjectStore
 
 SETTINGS = {
     "AWS_ACCESS_KEY_ID": "cursorkit-test",
@@ -65,3 +70,19 @@ def s3_server_process() -> Iterator[tuple[dict[str, str], subprocess.Popen[bytes
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def s3_prefix(settings: dict[str, str], prefix: str = "state", **options: Any) -> ObjectStore:
+    """A prefix in a new bucket of the server ``settings`` reach (``options``: more ObjectStore settings)."""
+    from cursorkit.stores import ObjectStore
+
+    bucket = f"ck-{uuid.uuid4().hex[:10]}"
+    store = ObjectStore(
+        f"s3://{bucket}/{prefix}",
+        endpoint=settings["AWS_ENDPOINT_URL"],
+        access_key=settings["AWS_ACCESS_KEY_ID"],
+        secret_key=settings["AWS_SECRET_ACCESS_KEY"],
+        **options,
+    )
+    store.filesystem.create_dir(bucket)
+    return store

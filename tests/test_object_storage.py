@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -11,24 +10,13 @@ from cursorkit.delayed import BucketDelayedDeliveryTracker, MemoryCursorProperti
 from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
 from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, StoreUnavailable
 from cursorkit.stores import ObjectStore
+from object_store import s3_prefix
 from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket
-
-
-def _store(s3_endpoint: dict[str, str], prefix: str = "") -> ObjectStore:
-    bucket = f"ck-{uuid.uuid4().hex[:10]}"
-    store = ObjectStore(
-        f"s3://{bucket}/{prefix or 'delayed'}",
-        endpoint=s3_endpoint["AWS_ENDPOINT_URL"],
-        access_key=s3_endpoint["AWS_ACCESS_KEY_ID"],
-        secret_key=s3_endpoint["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.filesystem.create_dir(bucket)
-    return store
 
 
 @pytest.fixture
 def objects(s3_endpoint: dict[str, str]) -> ObjectStore:
-    return _store(s3_endpoint)
+    return s3_prefix(s3_endpoint, "delayed")
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kazoo.client import KazooClient
 
 from cursorkit import Position
 from cursorkit.ackstate import Cursor, CursorStore
@@ -21,17 +20,8 @@ from cursorkit.stores import ObjectStore, cursor_znode_path
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def client(zk_server: Any) -> Any:
-    c = KazooClient(hosts=zk_server.hosts)
-    c.start(timeout=15)
-    yield c
-    c.stop()
-    c.close()
-
-
 def test_inspect_reads_cursorkits_and_pulsars_znodes(
-    zk_server: Any, client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    zk_server: Any, zk_client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ns = f"ns{uuid.uuid4().hex[:6]}"
     objects = ObjectStore(str(tmp_path / "objects"))
@@ -44,7 +34,7 @@ def test_inspect_reads_cursorkits_and_pulsars_znodes(
         store.flush(cursor)
     pulsar = Cursor(Position(3, 4))
     pulsar.ack(Position(3, 9))
-    client.create(
+    zk_client.create(
         cursor_znode_path(f"persistent://t/{ns}/orders", "theirs"),
         pulsar.encode("managed_cursor_info"),
         makepath=True,
@@ -55,7 +45,9 @@ def test_inspect_reads_cursorkits_and_pulsars_znodes(
     assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}"]) == 0
     out = capsys.readouterr().out
     assert "2 cursor znodes" in out and "pulsar" in out and "3:4" in out
-    client.create(cursor_znode_path(f"persistent://t/{ns}/orders", "broken"), b"\x08\x01\xff", makepath=True)
+    zk_client.create(
+        cursor_znode_path(f"persistent://t/{ns}/orders", "broken"), b"\x08\x01\xff", makepath=True
+    )
     assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}"]) == 1
     assert "damaged" in capsys.readouterr().out
     assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}-none"]) == 2

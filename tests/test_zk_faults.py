@@ -24,7 +24,7 @@ from cursorkit import Position, RangeSet, errors
 from cursorkit.ackstate import CursorStore, ZkCursorStore
 from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
-from object_store import s3_server_process
+from object_store import s3_prefix, s3_server_process
 from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket
 from zookeeper_server import ZkServer
 
@@ -148,16 +148,7 @@ def test_two_owners_flushing_while_the_second_takes_over(server: ZkServer) -> No
 
 def test_object_store_paused_during_uploads(server: ZkServer) -> None:
     with s3_server_process() as (settings, proc):
-        bucket = f"ck-{uuid.uuid4().hex[:8]}"
-        objects = ObjectStore(
-            f"s3://{bucket}/state",
-            endpoint=settings["AWS_ENDPOINT_URL"],
-            access_key=settings["AWS_ACCESS_KEY_ID"],
-            secret_key=settings["AWS_SECRET_ACCESS_KEY"],
-            request_timeout=1.0,
-            connect_timeout=1.0,
-        )
-        objects.filesystem.create_dir(bucket)
+        objects = s3_prefix(settings, request_timeout=1.0, connect_timeout=1.0)
         loc = _location(server)
         store = CursorStore.create(loc, objects=objects)
         cursor = store.recover()

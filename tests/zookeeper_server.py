@@ -14,7 +14,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from object_store import free_port, wait_for_port
 
@@ -135,3 +138,14 @@ class ZkServer:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+
+
+@contextmanager
+def running(data_dir: Path, **options: Any) -> Iterator[ZkServer]:
+    """A started server, stopped on exit."""
+    server = ZkServer(data_dir, **options)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

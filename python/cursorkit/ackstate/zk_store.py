@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
@@ -78,6 +79,9 @@ __all__ = [
 
 DEFAULT_MAX_ZNODE_BYTES = 512 * 1024
 """Largest znode a flush writes (ZooKeeper's ``jute.maxbuffer`` is 1 MB by default)."""
+DEFAULT_OWNERS_ROOT = "/cursorkit/owners"
+"""Where claim znodes live: ``<root><cursor path>``, outside Pulsar's ``/managed-ledgers``."""
+_CLAIM = struct.Struct(">Q")
 _MAX_ZNODE_BYTES = 0xFFFFF - 1024
 _CONFLICT_RETRIES = 16
 _OBJECT_NAME = re.compile(r"(\d{20})-(\d{20})\.state")
@@ -253,8 +257,12 @@ class ZkCursorStore(CursorStore):
         owner: str | None,
         max_znode_bytes: int,
         read_only: bool,
+        claim_path: str,
     ) -> None:
         self._location = location
+        self._claim_path = claim_path
+        self._claimed = 0  # the highest epoch an opener has claimed, as the claim watch saw it
+        self._watch_gen = -1  # the session generation the claim watch was armed in (-1: not armed)
         self._who = f"cursor znode {location}"
         self._session = session
         self._client = session.client
@@ -292,7 +300,7 @@ class ZkCursorStore(CursorStore):
     def _split_options(
         options: dict[str, Any], *, allow_read_only: bool
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        store_keys = {"objects", "object_options", "owner", "max_znode_bytes"}
+        store_keys = {"objects", "object_options", "owner", "max_znode_bytes", "owners_root"}
         if allow_read_only:  # open(): read-only, and the cursor's name when the znode has none
             store_keys.update(("read_only", "name"))
         store = {k: options.pop(k) for k in list(options) if k in store_keys}
@@ -329,6 +337,10 @@ class ZkCursorStore(CursorStore):
         read_only = store_options.get("read_only", False)
         if not isinstance(read_only, bool):
             raise InvalidInputType(f"read_only must be a bool, got {type(read_only).__name__}")
+        owners_root = store_options.get("owners_root", DEFAULT_OWNERS_ROOT)
+        if not isinstance(owners_root, str):
+            raise InvalidInputType(f"owners_root must be a str, got {type(owners_root).__name__}")
+        claim = parse_zk_location(f"zk://{loc.hosts}{owners_root.rstrip('/')}{loc.path}").path
         session = ZkSession.acquire(loc.hosts, **zk)
         return cls(
             loc,
@@ -338,6 +350,7 @@ class ZkCursorStore(CursorStore):
             owner=owner,
             max_znode_bytes=max_bytes,
             read_only=read_only,
+            claim_path=claim,
         )
 
     @classmethod
@@ -386,9 +399,89 @@ class ZkCursorStore(CursorStore):
             ck.state.CopyFrom(ref)
         return ck
 
+    def _read_claim(self) -> tuple[int, int | None]:
+        """The epoch in the claim znode and its version (``0, None`` when there is none)."""
+        kex = kazoo_errors()
+        what = f"{self._who}: read claim"
+        try:
+            data, stat = self._session.call(self._client.get_async, self._claim_path, what=what)
+        except kex.NoNodeError:
+            return 0, None
+        except kex.KazooException as e:
+            raise StoreUnavailable(f"{what} failed ({type(e).__name__} {e})") from e
+        return (_CLAIM.unpack_from(data)[0] if len(data) >= _CLAIM.size else 0), stat.version
+
+    def _claim(self, floor: int) -> int:
+        """Claims the cursor: an epoch above ``floor`` and every earlier claim, in the claim znode.
+
+        The claim znode holds nothing but the newest owner epoch; owners watch it, and one that sees
+        a newer claim stops writing at once, so a new owner never has to out-race a busy old one.
+        The fencing itself is the versioned write of the epoch into the cursor znode.
+        """
+        kex = kazoo_errors()
+        what = f"{self._who}: claim"
+        for _ in range(_CONFLICT_RETRIES):
+            current, version = self._read_claim()
+            epoch = max(current, floor) + 1
+            data = _CLAIM.pack(epoch) + self._label.encode()
+            try:
+                if version is None:
+                    self._session.call(
+                        self._client.create_async,
+                        self._claim_path,
+                        data,
+                        None,
+                        False,
+                        False,
+                        True,
+                        what=what,
+                        write=True,
+                    )
+                else:
+                    self._session.call(
+                        self._client.set_async, self._claim_path, data, version, what=what, write=True
+                    )
+            except (kex.NodeExistsError, kex.BadVersionError):
+                continue
+            except InDoubt:
+                again, _ = self._read_claim()
+                if again != epoch:
+                    continue
+            except kex.KazooException as e:
+                raise StoreUnavailable(f"{what} failed ({type(e).__name__} {e})") from e
+            return epoch
+        raise StoreUnavailable(f"{what}: other openers kept claiming the cursor ({_CONFLICT_RETRIES} tries)")
+
+    def _watch_claims(self) -> None:
+        """Arms a one-shot watch on the claim znode: a newer claim fences this store before its next write.
+
+        Nothing here blocks: the read and the re-arm are asynchronous, and a watch lost with the
+        session is armed again before the next flush.
+        """
+        self._watch_gen = self._session.generation
+        try:
+            result = self._client.get_async(self._claim_path, watch=self._claim_changed)
+        except Exception:  # noqa: BLE001 - not connected: armed again before the next flush
+            self._watch_gen = -1
+            return
+        result.rawlink(self._claim_read)
+
+    def _claim_changed(self, _event: object) -> None:
+        self._watch_gen = -1
+        if not self._closed:
+            self._watch_claims()
+
+    def _claim_read(self, result: IAsyncResult) -> None:
+        if not result.successful():
+            self._watch_gen = -1  # no claim znode (or no answer): no watch is set
+            return
+        data, _stat = result.value
+        if len(data) >= _CLAIM.size:
+            self._claimed = max(self._claimed, _CLAIM.unpack_from(data)[0])
+
     def _create_node(self) -> None:
         kex = kazoo_errors()
-        self._epoch = 1
+        self._epoch = self._read_claim()[0] + 1
         encoded = encode_znode(
             mark_delete=_INITIAL,
             acked=RangeSet(),
@@ -430,10 +523,15 @@ class ZkCursorStore(CursorStore):
         self._last_data = encoded.data
         self._state = CursorState(_INITIAL, RangeSet(), [], {})
         self._gc_due = False
+        claimed = self._claim(self._epoch - 1)
+        if claimed != self._epoch:  # another opener claimed it meanwhile: write our epoch in
+            self._open_node(name_given=True, claimed=claimed)
+            return
+        self._watch_claims()
         self._report = ZkRecoveryReport(
             location=str(self._location),
             version=0,
-            owner_epoch=1,
+            owner_epoch=self._epoch,
             previous_epoch=0,
             previous_owner=None,
             sequence=1,
@@ -528,10 +626,11 @@ class ZkCursorStore(CursorStore):
         m = _OBJECT_NAME.fullmatch(key.rpartition("/")[2])
         return int(m.group(2)) if m else -1
 
-    def _open_node(self, *, name_given: bool) -> None:
+    def _open_node(self, *, name_given: bool, claimed: int | None = None) -> None:
         kex = kazoo_errors()
         conflicts = 0
-        for _ in range(_CONFLICT_RETRIES):
+        epoch = claimed
+        for attempt in range(_CONFLICT_RETRIES):
             content, stat = self._read(ledger_sizes=None)
             fallbacks: list[str] = []
             state, source = self._load_state(content, fallbacks)
@@ -543,7 +642,19 @@ class ZkCursorStore(CursorStore):
             if self._read_only:
                 self._version = stat.version
                 break
-            self._epoch = previous_epoch + 1
+            if epoch is None:  # claim first: the old owner stops writing once its watch sees it
+                epoch = self._claim(previous_epoch)
+                continue
+            if previous_epoch > epoch:
+                raise Fenced(
+                    f"{self._who}: owner epoch {previous_epoch} took the cursor over while this store "
+                    f"was opening it with epoch {epoch}",
+                    owner_epoch=epoch,
+                    current_epoch=previous_epoch,
+                )
+            if attempt > 1:
+                time.sleep(0.002 * attempt)  # the old owner's last write is still landing
+            self._epoch = epoch
             info = ml.ManagedCursorInfo()
             info.CopyFrom(content.info)
             info.cursorkit.CopyFrom(
@@ -579,6 +690,8 @@ class ZkCursorStore(CursorStore):
             raise StoreUnavailable(
                 f"{self._where()}: other writers changed the znode {conflicts} times while opening it"
             )
+        if not self._read_only:
+            self._watch_claims()
         self._sequence = sequence
         self._state = state
         self._raw_state = None
@@ -653,7 +766,7 @@ class ZkCursorStore(CursorStore):
     @property
     def fenced(self) -> bool:
         """Whether another owner has taken the znode over (every later write raises ``Fenced``)."""
-        return self._fenced is not None
+        return self._fenced is not None or self._claimed > self._epoch
 
     @property
     def objects(self) -> ObjectStore | None:
@@ -673,6 +786,15 @@ class ZkCursorStore(CursorStore):
             raise InvalidArgument(f"{self._where()}: the store is closed")
         if self._read_only:
             raise InvalidArgument(f"{self._where()}: opened read-only")
+        if self._watch_gen != self._session.generation:
+            self._watch_claims()
+        if self._fenced is None and self._claimed > self._epoch:
+            self._fenced = Fenced(
+                f"{self._who}: fenced: owner epoch {self._claimed} claimed the cursor; "
+                f"this store's epoch is {self._epoch}",
+                owner_epoch=self._epoch,
+                current_epoch=self._claimed,
+            )
         if self._fenced is not None:
             raise Fenced(
                 str(self._fenced),

@@ -36,10 +36,8 @@ from cursorkit.delayed.bucket_format import (
     bucket_id_arg,
     bucket_records,
     encode_bucket,
-    read_metadata,
-    segment_range,
 )
-from cursorkit.delayed.storage import BucketInfo, bucket_info_of
+from cursorkit.delayed.storage import BucketReads
 from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, InvalidInputType, PersistFailed
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 from cursorkit.stores.objects import ObjectStore
@@ -93,7 +91,7 @@ class _Chunked:
         return got
 
 
-class ObjectStoreBucketSnapshotStorage:
+class ObjectStoreBucketSnapshotStorage(BucketReads):
     """PIP-195 bucket snapshots under an object-store prefix: immutable, checksummed, ranged reads.
 
     ``location`` is an :class:`~cursorkit.stores.objects.ObjectStore` or its location
@@ -276,21 +274,6 @@ class ObjectStoreBucketSnapshotStorage:
         except FileNotFoundError as e:
             raise BucketNotFound(f"bucket snapshot {bid} not found ({self._objects.uri}/{key})") from e
 
-    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
-        """Entry 0, after verifying the header, the offset table and the metadata record."""
-        with self._reader(bucket_id) as (reader, index):
-            return read_metadata(reader, index)
-
-    def get_bucket_snapshot_segment(
-        self, bucket_id: int, first_segment_entry_id: int, last_segment_entry_id: int
-    ) -> list[bytes]:
-        """Encoded segments ``first..last`` (inclusive, 1-based) in one ranged read; ``[]`` past the end."""
-        first, last = segment_range(first_segment_entry_id, last_segment_entry_id)
-        with self._reader(bucket_id, direct=True) as (reader, index):
-            if first > index.segments:
-                return []
-            return reader.records(index, first, min(last, index.segments))
-
     def get_bucket_snapshot_length(self, bucket_id: int) -> int:
         """Stored bytes of the bucket object."""
         bid = bucket_id_arg(bucket_id)
@@ -317,11 +300,6 @@ class ObjectStoreBucketSnapshotStorage:
         """Ids of every bucket object under the prefix, ascending (leaked ones included)."""
         self._check_started()
         return self._scan_ids()
-
-    def bucket_info(self, bucket_id: int) -> BucketInfo:
-        """Owner fields and size of a bucket, after verifying its header, offset table and footer."""
-        with self._reader(bucket_id) as (reader, _index):
-            return bucket_info_of(reader)
 
 
 if TYPE_CHECKING:

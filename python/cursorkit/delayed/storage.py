@@ -11,6 +11,7 @@ same on an object store.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import errno
 import fcntl
@@ -19,7 +20,7 @@ import re
 import struct
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from cursorkit.delayed.bucket_format import (
     FORMAT_VERSION,
     MAX_ID,
+    BucketIndex,
     BucketReader,
     bucket_id_arg,
     bucket_records,
@@ -52,7 +54,7 @@ __all__ = [
     "BucketSnapshotStorage",
     "FileBucketSnapshotStorage",
     "InspectableBucketSnapshotStorage",
-    "bucket_info_of",
+    "BucketReads",
 ]
 
 
@@ -137,21 +139,53 @@ class InspectableBucketSnapshotStorage(BucketSnapshotStorage, Protocol):
         ...
 
 
-def bucket_info_of(reader: BucketReader) -> BucketInfo:
-    """Owner fields and size of a stored bucket, after verifying its header, offset table and footer."""
-    index = reader.index()
-    key, topic, cursor = reader.header(index)
-    return BucketInfo(
-        bucket_id=reader.bucket_id,
-        bucket_key=key,
-        topic=topic,
-        cursor=cursor,
-        segments=index.segments,
-        length_bytes=reader.size,
-    )
+class BucketReads(abc.ABC):
+    """The reading half of a snapshot storage, written once over ``_reader`` (files, objects).
+
+    ``_reader(bucket_id, direct=...)`` yields a verified reader of one stored bucket and its offset
+    table; ``direct`` marks a read of segment records only.
+    """
+
+    @abc.abstractmethod
+    def _reader(
+        self, bucket_id: object, *, direct: bool = False
+    ) -> contextlib.AbstractContextManager[tuple[BucketReader, BucketIndex]]:
+        """A verified reader of one stored bucket and its offset table."""
+
+    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
+        """Entry 0, after verifying the header, the offset table and the metadata record."""
+        with self._reader(bucket_id) as (reader, index):
+            return read_metadata(reader, index)
+
+    def get_bucket_snapshot_segment(
+        self, bucket_id: int, first_segment_entry_id: int, last_segment_entry_id: int
+    ) -> list[bytes]:
+        """Encoded segments ``first..last`` (inclusive, 1-based), reading only their bytes.
+
+        ``last`` past the end is cut to the last segment; ``first`` past the end gives ``[]`` (how
+        the tracker notices a bucket is used up). ``first < 1`` or ``first > last``: ``InvalidArgument``.
+        """
+        first, last = segment_range(first_segment_entry_id, last_segment_entry_id)
+        with self._reader(bucket_id, direct=True) as (reader, index):
+            if first > index.segments:
+                return []
+            return reader.records(index, first, min(last, index.segments))
+
+    def bucket_info(self, bucket_id: int) -> BucketInfo:
+        """Owner fields and size of a bucket, after verifying its header, offset table and footer."""
+        with self._reader(bucket_id) as (reader, index):
+            key, topic, cursor = reader.header(index)
+            return BucketInfo(
+                bucket_id=reader.bucket_id,
+                bucket_key=key,
+                topic=topic,
+                cursor=cursor,
+                segments=index.segments,
+                length_bytes=reader.size,
+            )
 
 
-class FileBucketSnapshotStorage:
+class FileBucketSnapshotStorage(BucketReads):
     """PIP-195 bucket snapshots in a local directory: one checksummed, atomically written file each.
 
     The embedded default behind :class:`BucketSnapshotStorage`. Call :meth:`start` (or use it as a
@@ -345,30 +379,14 @@ class FileBucketSnapshotStorage:
             raise
         return bucket_id
 
-    def _reader(self, bucket_id: object) -> contextlib.AbstractContextManager[BucketReader]:
+    @contextlib.contextmanager
+    def _reader(
+        self, bucket_id: object, *, direct: bool = False
+    ) -> Iterator[tuple[BucketReader, BucketIndex]]:
         bid = bucket_id_arg(bucket_id)
         self._check_started()
-        return BucketReader.of_file(self._file_for(bid), bid)
-
-    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
-        """Entry 0, after verifying the header, the offset table and the metadata record."""
-        with self._reader(bucket_id) as reader:
-            return read_metadata(reader, reader.index())
-
-    def get_bucket_snapshot_segment(
-        self, bucket_id: int, first_segment_entry_id: int, last_segment_entry_id: int
-    ) -> list[bytes]:
-        """Encoded segments ``first..last`` (inclusive, 1-based), reading only their bytes.
-
-        ``last`` past the end is cut to the last segment; ``first`` past the end gives ``[]`` (how
-        the tracker notices a bucket is used up). ``first < 1`` or ``first > last``: ``InvalidArgument``.
-        """
-        first, last = segment_range(first_segment_entry_id, last_segment_entry_id)
-        with self._reader(bucket_id) as reader:
-            index = reader.index()
-            if first > index.segments:
-                return []
-            return reader.records(index, first, min(last, index.segments))
+        with BucketReader.of_file(self._file_for(bid), bid) as reader:
+            yield reader, reader.index()
 
     def get_bucket_snapshot_length(self, bucket_id: int) -> int:
         """Stored bytes of the bucket file (header, records, table and footer)."""
@@ -405,11 +423,6 @@ class FileBucketSnapshotStorage:
         """Ids of every bucket file in the directory, ascending (leaked ones included)."""
         self._check_started()
         return self._scan_ids()
-
-    def bucket_info(self, bucket_id: int) -> BucketInfo:
-        """Owner fields and size of a bucket, after verifying its header, offset table and footer."""
-        with self._reader(bucket_id) as reader:
-            return bucket_info_of(reader)
 
 
 if TYPE_CHECKING:

@@ -69,6 +69,14 @@ def _transient(e: BaseException) -> bool:
     )
 
 
+def _raise_transient(e: Exception, what: str, *, write: bool) -> None:
+    """Raises ``InDoubt`` (a write) or ``StoreUnavailable`` (a read) for a call whose fate is unknown."""
+    if _transient(e):
+        if write:
+            raise InDoubt(f"{what}: {type(e).__name__} {e}".rstrip()) from e
+        raise StoreUnavailable(f"{what}: ZooKeeper did not answer ({type(e).__name__} {e})") from e
+
+
 def _fast_path(client: Any) -> tuple[Any, Any] | None:
     """Kazoo's request type and path helper when its request queue is as expected, else None."""
     try:
@@ -99,6 +107,9 @@ class ZkSession:
         self.client = client
         self.operation_timeout = timeout
         self._refs = 0
+        self.generation = 0
+        """Counts connection state changes: watches armed in an older generation may be gone."""
+        client.add_listener(self._state_changed)
 
     @classmethod
     def acquire(
@@ -143,6 +154,9 @@ class ZkSession:
 
     _owned = False
 
+    def _state_changed(self, _state: object) -> None:
+        self.generation += 1
+
     @staticmethod
     def _start(hosts: str, connect_timeout: float, kazoo_options: dict[str, Any]) -> KazooClient:
         kazoo_errors()
@@ -184,10 +198,7 @@ class ZkSession:
         try:
             return result.get(timeout=self.operation_timeout)
         except Exception as e:
-            if _transient(e):
-                if write:
-                    raise InDoubt(f"{what}: {type(e).__name__} {e}".rstrip()) from e
-                raise StoreUnavailable(f"{what}: ZooKeeper did not answer ({type(e).__name__} {e})") from e
+            _raise_transient(e, what, write=write)
             raise
 
     def set_many(self, writes: list[tuple[str, bytes, int]]) -> list[IAsyncResult]:
@@ -224,9 +235,6 @@ class ZkSession:
         try:
             result = start(*args)
         except Exception as e:
-            if _transient(e):
-                if write:
-                    raise InDoubt(f"{what}: {type(e).__name__} {e}".rstrip()) from e
-                raise StoreUnavailable(f"{what}: ZooKeeper is not reachable ({type(e).__name__} {e})") from e
+            _raise_transient(e, what, write=write)
             raise
         return self.wait(result, what, write=write)
