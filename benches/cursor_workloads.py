@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyroaring
 
 import cursorkit
 from cursorkit import Cursor, PersistLimits, Position
+from cursorkit.bench import peers
 
 CURSORKIT = "cursorkit"
 PYROARING = "pyroaring cursor (Python)"
@@ -71,50 +70,8 @@ def touch_ledgers(cursor: Cursor, count: int, step: int = 0) -> None:
 # ----------------------------------------------------------------------------------------- the peer
 
 
-class PyroaringCursor:
-    """Mark-delete + one pyroaring BitMap per ledger, rolled forward like Pulsar (no ledger sizes)."""
-
-    def __init__(self, mark_delete: tuple[int, int]) -> None:
-        """Start after ``mark_delete``."""
-        self.md = mark_delete
-        self.ledgers: dict[int, Any] = {}
-
-    def ack(self, ledger: int, entry: int) -> bool:
-        """Individual ack with Pulsar's no-op and roll-forward rules."""
-        md_ledger, md_entry = self.md
-        if ledger < md_ledger or (ledger == md_ledger and entry <= md_entry):
-            return False
-        bm = self.ledgers.get(ledger)
-        if bm is None:
-            bm = self.ledgers[ledger] = pyroaring.BitMap()
-        elif entry in bm:
-            return False
-        if ledger == md_ledger and entry == md_entry + 1:
-            end = entry
-            while end + 1 in bm:
-                end += 1
-            if end > entry:
-                bm.remove_range(entry + 1, end + 1)
-            self.md = (ledger, end)
-        else:
-            bm.add(entry)
-        return True
-
-    def ack_many(self, ledgers: npt.NDArray[np.int64], entries: npt.NDArray[np.int64]) -> None:
-        """Bulk ack: one ``update`` per ledger (numpy grouping), then a roll-forward check."""
-        order = np.argsort(ledgers, kind="stable")
-        ls, es = ledgers[order], entries[order]
-        cuts = np.flatnonzero(np.diff(ls)) + 1
-        for chunk_l, chunk_e in zip(np.split(ls, cuts), np.split(es, cuts), strict=True):
-            if chunk_l.size:
-                ledger = int(chunk_l[0])
-                bm = self.ledgers.setdefault(ledger, pyroaring.BitMap())
-                bm.update(chunk_e.astype(np.uint32))
-        md_ledger, md_entry = self.md
-        bm = self.ledgers.get(md_ledger)
-        if bm is not None and md_entry + 1 in bm:
-            bm.discard(md_entry + 1)
-            self.ack(md_ledger, md_entry + 1)
+PyroaringCursor = peers.PyroaringCursor
+"""The pyroaring-per-ledger cursor peer (shared with ``cursorkit bench``)."""
 
 
 # ------------------------------------------------------------------------------------ persistence

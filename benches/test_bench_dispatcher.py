@@ -6,7 +6,7 @@ one consumer leaves and a new one joins. The figure is messages published / wall
 one is acked: publish, read, dispatch, ack, permits, the whole loop, with the ordering checker off
 (the keys are drawn before the clock starts).
 The broker reads ``READ_BATCH`` entries a round. The peer is a naive pure-Python dispatcher with no
-ordering guarantee (``dispatch_peers.NaiveDispatcher``) driven by the same loop in the same run; a
+ordering guarantee (``cursorkit.bench.peers.NaiveDispatcher``) driven by the same loop in the same run; a
 uniform-keys row shows the loop without hot keys. A second run with the checker on verifies the
 same workload, so the smoke run is a real test.
 
@@ -27,10 +27,10 @@ import numpy as np
 import cursor_workloads as cw
 import delayed_workloads as dw
 from cursorkit import Cursor, Position
+from cursorkit.bench.peers import NaiveDispatcher
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
 from cursorkit.keyshared.selectors import ConsistentHashingSelector
 from cursorkit.keyshared.sim import Simulation
-from dispatch_peers import NaiveDispatcher
 
 N = 400_000
 SMOKE_N = 4_000

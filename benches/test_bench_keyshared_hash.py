@@ -10,7 +10,6 @@ The closing table is printed by ``conftest.py`` from this module's ``TABLE``.
 from __future__ import annotations
 
 import importlib
-import struct
 from collections import deque
 from functools import cache
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 import cursor_workloads as cw
 import delayed_workloads as dw
 import rangeset_workloads as rw
+from cursorkit.bench.peers import murmur3_py
 from cursorkit.keyshared.hashing import hash_many, slots, sticky_key_hash
 
 N = 1_000_000
@@ -87,36 +87,6 @@ def chunked_large_keys(n: int) -> pa.ChunkedArray:
 
 
 # ------------------------------------------------------------------------------------------- the peer
-
-_M32 = 0xFFFFFFFF
-
-
-@cache
-def _blocks(count: int) -> struct.Struct:
-    return struct.Struct(f"<{count}I")
-
-
-def murmur3_py(key: bytes, seed: int = 0) -> int:
-    """Murmur3 x86_32 in plain Python (blocks unpacked by ``struct``), masked to 31 bits."""
-    n = len(key)
-    full = n & ~3
-    h = seed
-    for k in _blocks(n >> 2).unpack_from(key):
-        k = (k * 0xCC9E2D51) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        h ^= (k * 0x1B873593) & _M32
-        h = ((h << 13) | (h >> 19)) & _M32
-        h = (h * 5 + 0xE6546B64) & _M32
-    if n > full:
-        k = (int.from_bytes(key[full:], "little") * 0xCC9E2D51) & _M32
-        k = ((k << 15) | (k >> 17)) & _M32
-        h ^= (k * 0x1B873593) & _M32
-    h ^= n
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _M32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _M32
-    return (h ^ (h >> 16)) & 0x7FFFFFFF
 
 
 def _mmh3() -> Any:

@@ -12,6 +12,7 @@ ALLOWED = {
     "keyshared": {"keyshared", "ackstate"},
     "pipeline": {"pipeline", "delayed", "keyshared", "ackstate"},
     "stores": {"stores"},
+    "bench": {"bench", "pipeline", "delayed", "keyshared", "ackstate"},
 }
 BASE = {"_core", "errors", "fsio", "proto", "stores"}
 

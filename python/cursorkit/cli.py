@@ -1,0 +1,83 @@
+"""``cursorkit``: the command line (generate, rebuild, demo, inspect, bench, completion).
+
+The pipeline's commands come from :mod:`cursorkit.pipeline.cli` (which spark-submit also runs as a
+script); this entry point adds ``bench`` and ``completion``. Exit status: 0 done, 1 damage found or a
+publish failed, 2 unusable input or arguments, 3 an internal error (with its traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from cursorkit.pipeline.cli import COMMANDS, parser_with_commands, run_command
+
+__all__ = ["main", "parser"]
+
+BENCH_EXAMPLES = """examples:
+  cursorkit bench --quick                          every group, small sizes (about a minute)
+  cursorkit bench --only rangeset --only cursor --json before.json
+  cursorkit bench --compare before.json after.json
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    """Every command of ``cursorkit``."""
+    from cursorkit.pipeline.cli import _Help
+
+    p, sub = parser_with_commands()
+    b = sub.add_parser(
+        "bench",
+        help="benchmark the library against the peers installed here",
+        description=(
+            "Run the standard workloads (range sets, cursors, delayed delivery, hashing, selectors,\n"
+            "the Key_Shared dispatcher, a small rebuild when Spark is installed) beside whichever\n"
+            "peers are installed (pyroaring, sortedcontainers, mmh3, heapq), with a CPython\n"
+            "call-floor calibration, and print the ratio tables."
+        ),
+        epilog=BENCH_EXAMPLES,
+        formatter_class=_Help,
+    )
+    b.add_argument("--quick", action="store_true", help="small sizes, one round each (a smoke run)")
+    b.add_argument(
+        "--only", action="append", default=None, metavar="GROUP", help="run only this group (repeatable)"
+    )
+    b.add_argument("--json", type=str, default=None, metavar="FILE", help="also write the results as JSON")
+    b.add_argument(
+        "--compare", nargs=2, default=None, metavar=("A.json", "B.json"), help="compare two results and exit"
+    )
+    b.add_argument("--list", action="store_true", help="list the groups and their workloads and exit")
+    c = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print a completion script for bash or zsh.",
+        epilog='example:\n  eval "$(cursorkit completion bash)"\n',
+        formatter_class=_Help,
+    )
+    c.add_argument("shell", choices=["bash", "zsh"], help="the shell")
+    return p
+
+
+def _bench(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.bench.cli import run_bench
+
+    return run_bench(args, console)
+
+
+def _completion(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.pipeline.completion import script
+
+    sys.stdout.write(script(parser(), args.shell))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one ``cursorkit`` command; returns the exit status."""
+    return run_command(parser().parse_args(argv), {**COMMANDS, "bench": _bench, "completion": _completion})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
