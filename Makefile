@@ -5,11 +5,11 @@
 #   make demo-cluster  the README's cluster recipe (wheel, packed env, spark-submit, S3 in and out)
 #                against a standalone cluster and an S3 server started on 127.0.0.1
 #   make tour    release build, then the guided tour of the library (python -m cursorkit.tour)
-#   make bench   release build, then the benchmarks with their ratio tables
+#   make bench   release build, then `cursorkit bench` (JSON in .benchmarks/) and the issue benchmarks
 #   make fuzz    release build, then the model and fuzz suites at their long counts (an hour or more)
 #   make lint    static checks only (no build): cargo fmt/clippy, ruff, mypy
 #   make fmt     rewrite Rust and Python sources in the house style
-#   make wheel   an abi3 release wheel in dist/
+#   make wheel   abi3 release wheels (manylinux2014 x86_64/aarch64, musllinux_1_2 x86_64) + sdist in dist/
 #   make proto   regenerate python/cursorkit/proto/*_pb2.py[i] from the .proto sources
 #   make clean   build outputs and tool caches; `make distclean` also removes the venv
 
@@ -47,6 +47,7 @@ tour: develop-release
 	$(PY) -m cursorkit.tour
 
 bench: develop-release
+	$(PY) -m cursorkit.cli bench --json .benchmarks/cursorkit-bench.json
 	$(PY) -m pytest benches --benchmark-enable --benchmark-only -s
 
 # The same model/fuzz tests CI runs at a bounded count, here at their long counts; Rust's randomised
@@ -63,7 +64,7 @@ fmt: venv
 	$(BIN)/ruff format $(PY_DIRS)
 
 wheel: venv
-	$(MATURIN) build --release --out dist
+	$(PY) scripts/build_wheels.py --out dist
 
 proto: venv
 	$(PY) -m grpc_tools.protoc -Ipython --python_out=python --pyi_out=python python/cursorkit/proto/*.proto

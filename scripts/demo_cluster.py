@@ -66,7 +66,8 @@ def main() -> int:
     ap.add_argument("--topics", type=int, default=60)
     ap.add_argument("--messages", type=int, default=300_000)
     args = ap.parse_args()
-    wheels = sorted(args.wheel_dir.glob("cursorkit-*.whl"), key=lambda p: p.stat().st_mtime)
+    # this machine's wheel (make wheel also builds aarch64 and musllinux ones beside it)
+    wheels = sorted(args.wheel_dir.glob("cursorkit-*manylinux*x86_64.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         raise SystemExit(f"no cursorkit wheel in {args.wheel_dir}: run make wheel")
     work: Path = args.dir
