@@ -9,6 +9,7 @@
 #   make fuzz    release build, then the model and fuzz suites at their long counts (an hour or more)
 #   make lint    static checks only (no build): cargo fmt/clippy, ruff, mypy
 #   make fmt     rewrite Rust and Python sources in the house style
+#   make docs    the API reference and guides in site/ (and the Rust crate's docs), warnings as errors
 #   make wheel   abi3 release wheels (manylinux2014 x86_64/aarch64, musllinux_1_2 x86_64) + sdist in dist/
 #   make proto   regenerate python/cursorkit/proto/*_pb2.py[i] from the .proto sources
 #   make clean   build outputs and tool caches; `make distclean` also removes the venv
@@ -32,10 +33,10 @@ export PYO3_PYTHON := $(abspath $(PY))
 MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
 
 .NOTPARALLEL:
-.PHONY: test demo demo-cluster tour bench fuzz lint fmt wheel proto clean distclean venv develop develop-release \
+.PHONY: test demo demo-cluster tour bench fuzz lint fmt wheel docs proto clean distclean venv develop develop-release \
 	rust-lint rust-test python-lint typecheck stubtest pytest
 
-test: lint rust-test develop stubtest pytest
+test: lint rust-test develop stubtest docs pytest
 
 demo: develop-release
 	$(PY) -m cursorkit.pipeline.cli demo --dir cursorkit-demo
@@ -66,12 +67,18 @@ fmt: venv
 wheel: venv
 	$(PY) scripts/build_wheels.py --out dist
 
+# The API reference and guides (mkdocs-material + mkdocstrings) into site/, warnings as errors, and the
+# Rust crate's docs (every public item documented: #![deny(missing_docs)]).
+docs: develop
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	RUSTDOCFLAGS="-D warnings" cargo doc -p cursorkit-core --no-deps --locked --quiet
+
 proto: venv
 	$(PY) -m grpc_tools.protoc -Ipython --python_out=python --pyi_out=python python/cursorkit/proto/*.proto
 
 clean:
 	cargo clean
-	rm -rf dist .pytest_cache .hypothesis .benchmarks .ruff_cache .mypy_cache
+	rm -rf dist site .pytest_cache .hypothesis .benchmarks .ruff_cache .mypy_cache
 	find python tests benches -name __pycache__ -type d -prune -exec rm -rf {} +
 	find python -name '*.so' -type f -exec rm -f {} +
 
@@ -101,6 +108,7 @@ develop-release: venv
 rust-lint: venv
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cargo package -p cursorkit-core --locked --allow-dirty --quiet
 
 rust-test: venv
 	cargo test --workspace --locked

@@ -1,6 +1,6 @@
 //! Ack state: which positions of a topic a cursor has acknowledged.
 //!
-//! [`position`] addresses, [`ledger_bits`] one ledger's roaring bitmap, [`rangeset`] the set of
+//! [`position`] addresses, `ledger_bits` (private) one ledger's roaring bitmap, [`rangeset`] the set of
 //! acknowledged positions, [`batch`] partial batches, [`cursor`] mark-delete + all of them, and
 //! the byte forms: [`codec`] (compact, roaring portable, `LongListMap` words) and [`wire`]
 //! (Pulsar's `PositionInfo` fields on the wire).
