@@ -53,7 +53,7 @@ def blocks(path: Path) -> list[Block]:
     return out
 
 
-DRIVER = r'''
+DRIVER = r"""
 import json, os, subprocess, sys
 blocks = json.load(open(sys.argv[1]))
 namespace = {"__name__": "__doc_example__"}
@@ -67,7 +67,7 @@ for b in blocks:
         if done.returncode != 0:
             sys.exit(f"{where}: shell block exited {done.returncode}")
 print("--- all blocks ran", flush=True)
-'''
+"""
 
 
 def write_driver(tmp: Path, doc: list[Block]) -> list[str]:

@@ -78,8 +78,8 @@ def test_rust_blocks_run_as_doc_tests(tmp_path: Path) -> None:
     crate = tmp_path / "doc-examples"
     (crate / "src").mkdir(parents=True)
     (crate / "Cargo.toml").write_text(
-        "[package]\nname = \"cursorkit-doc-examples\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n"
-        f"[dependencies]\ncursorkit-core = {{ path = \"{REPO / 'rust' / 'cursorkit-core'}\" }}\n\n[workspace]\n"
+        '[package]\nname = "cursorkit-doc-examples"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
+        f'[dependencies]\ncursorkit-core = {{ path = "{REPO / "rust" / "cursorkit-core"}" }}\n\n[workspace]\n'
     )
     shutil.copy(REPO / "Cargo.lock", crate / "Cargo.lock")  # the project's versions of everything
     lib = ["//! The Rust code blocks of cursorkit's README and docs, as doc tests."]
