@@ -6,7 +6,8 @@ one consumer leaves and a new one joins. The figure is messages published / wall
 one is acked: publish, read, dispatch, ack, permits, the whole loop, with the ordering checker off
 (the keys are drawn before the clock starts).
 The broker reads ``READ_BATCH`` entries a round. The peer is a naive pure-Python dispatcher with no
-ordering guarantee (``cursorkit.bench.peers.NaiveDispatcher``) driven by the same loop in the same run; a
+ordering guarantee (``cursorkit.bench.peers.NaiveDispatcher``) driven by the same loop
+(``cursorkit.bench.workloads.simulate``, which ``cursorkit bench`` runs too) in the same run; a
 uniform-keys row shows the loop without hot keys. A second run with the checker on verifies the
 same workload, so the smoke run is a real test.
 
@@ -18,7 +19,6 @@ a long-running broker would after start-up.
 
 from __future__ import annotations
 
-import gc
 import time
 from typing import Any
 
@@ -27,7 +27,7 @@ import numpy as np
 import cursor_workloads as cw
 import delayed_workloads as dw
 from cursorkit import Cursor, Position
-from cursorkit.bench.peers import NaiveDispatcher
+from cursorkit.bench.workloads import simulate
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
 from cursorkit.keyshared.selectors import ConsistentHashingSelector
 from cursorkit.keyshared.sim import Simulation
@@ -71,41 +71,8 @@ def render(smoke: bool) -> str:
 def run(
     n: int, churn_every: int, *, check: bool, naive: bool = False, distribution: str = "zipf"
 ) -> tuple[float, Simulation]:
-    """Publishes ``n`` messages in churn-sized chunks and drains them; returns (seconds, simulation)."""
-    selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
-    d: Any = (
-        NaiveDispatcher(selector=selector, cursor=Cursor(Position(1, -1)))
-        if naive
-        else KeySharedDispatcher(selector=selector, cursor=Cursor(Position(1, -1)), mode="draining")
-    )
-    sim = Simulation(
-        d,
-        seed=5,
-        keys=KEYS,
-        distribution=distribution,
-        ledger_size=1_000_000,
-        read_batch=READ_BATCH,
-        check=check,
-    )
-    for i in range(CONSUMERS):
-        sim.join(f"c{i}", 1000)
-    joined = CONSUMERS
-    keys = sim.draw_keys(n)  # the producers' random draws and the topic's memory: before the clock
-    sim.reserve(n)
-    gc.collect()
-    gc.freeze()  # set-up objects are long-lived, as a broker's are after start-up
-    t0 = time.perf_counter()
-    for chunk in range(n // churn_every):
-        sim.publish_keys(keys[chunk * churn_every : (chunk + 1) * churn_every])
-        target = (chunk + 1) * churn_every
-        while sim.read_upto < target or any(c.inbox for c in sim.consumers.values()):
-            sim.step()
-        sim.leave(sorted(sim.consumers)[chunk % len(sim.consumers)])
-        sim.join(f"c{joined}", 1000)
-        joined += 1
-    sim.drain()
-    seconds = time.perf_counter() - t0
-    gc.unfreeze()
+    """Publishes ``n`` messages in churn-sized chunks and drains them (``cursorkit bench``'s loop)."""
+    seconds, sim = simulate(n, churn_every, naive=naive, check=check, distribution=distribution)
     return seconds, sim
 
 

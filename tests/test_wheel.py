@@ -167,36 +167,31 @@ def build_wheels_version() -> str:
     raise AssertionError("no version in Cargo.toml")
 
 
+def _install(artefact: Path, tmp_path: Path, **env: str) -> Path:
+    """A fresh venv with ``artefact`` pip-installed into it (by the dev venv's pip: no bootstrap)."""
+    env_dir = _fresh_venv(tmp_path)
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(env_dir / "bin" / "python"),
+        "--disable-pip-version-check",
+    ]
+    _run([*pip, "install", "--quiet", str(artefact)], cwd=tmp_path, timeout=1200, **env)
+    return env_dir
+
+
 def test_manylinux_wheel_installs_and_works_in_a_fresh_venv(
     dist: dict[str, Path | str], tmp_path: Path
 ) -> None:
-    env_dir = _fresh_venv(tmp_path)
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        str(env_dir / "bin" / "python"),
-        "--disable-pip-version-check",
-    ]
-    _run([*pip, "install", "--quiet", str(_artefact(dist, "x86_64-manylinux"))], cwd=tmp_path, timeout=600)
-    _smoke(env_dir, tmp_path)
+    _smoke(_install(_artefact(dist, "x86_64-manylinux"), tmp_path), tmp_path)
 
 
 def test_sdist_builds_and_installs_in_a_fresh_venv(dist: dict[str, Path | str], tmp_path: Path) -> None:
-    env_dir = _fresh_venv(tmp_path)
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        str(env_dir / "bin" / "python"),
-        "--disable-pip-version-check",
-    ]
-    _run(
-        [*pip, "install", "--quiet", str(_artefact(dist, "sdist"))],
-        cwd=tmp_path,
-        timeout=1200,
+    env_dir = _install(
+        _artefact(dist, "sdist"),
+        tmp_path,
         MATURIN_PEP517_ARGS="--profile wheel-test",  # quick to compile; the build itself is what is tested
         CARGO_TARGET_DIR=str(TARGET_DIR),
     )
