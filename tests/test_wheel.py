@@ -158,6 +158,11 @@ def _smoke(env_dir: Path, cwd: Path) -> None:
     assert "rebuild" in helped.stdout and "bench" in helped.stdout
     version = _run([str(env_dir / "bin" / "cursorkit"), "--version"], cwd=cwd, timeout=60)
     assert version.stdout.strip() == f"cursorkit {build_wheels_version()}"
+    # the benchmark suite ships in the wheel and runs with no peer installed (they are skipped)
+    bench = _run(
+        [str(env_dir / "bin" / "cursorkit"), "bench", "--quick", "--only", "rangeset"], cwd=cwd, timeout=300
+    )
+    assert "W1 add_many" in bench.stdout and "call floor" in bench.stdout, bench.stdout
 
 
 def build_wheels_version() -> str:
