@@ -147,7 +147,10 @@ def _holes(n: int, ledgers: int) -> tuple[np.ndarray, np.ndarray]:
 
 def cursor(plan: Plan) -> list[Row]:
     """Acks per call and in bulk (1M holes over 20 ledgers), and a flush against Pulsar's rewrite."""
+    from cursorkit.ackstate import persist
+    from cursorkit.ackstate.limits import PersistLimits
     from cursorkit.ackstate.store import FileCursorStore
+    from cursorkit.fsio import atomic_write
 
     n = plan.size(1_000_000)
     ls, es = _holes(n, 20)
@@ -186,10 +189,20 @@ def cursor(plan: Plan) -> list[Row]:
             full.ack(Position(7, next(extra)))
             store.flush(full)
 
+        unlimited = PersistLimits(
+            max_unacked_ranges_to_persist=2**62,
+            max_batch_deleted_index_to_persist=2**62,
+            max_entry_bytes=2**62,
+        )
+
+        def rewrite() -> None:
+            data = persist.encode(full, "message_range", unlimited).data
+            atomic_write(root / "pulsar-position-info", data, sync=True)
+
         row = Row("cursor", f"flush after one more ack ({ls.size:,} holes, fsync)", "ms", False)
         row.values[CURSORKIT] = best(one_dirty, tuple, plan.rounds) * 1e3
-        row.values[PULSAR_REWRITE] = best(lambda: full.encode("message_range"), tuple, plan.rounds) * 1e3
-        row.note = "Pulsar rewrites the whole state every flush (encoding only, no I/O, counted here)"
+        row.values[PULSAR_REWRITE] = best(rewrite, tuple, plan.rounds) * 1e3
+        row.note = "Pulsar rewrites the whole PositionInfo every flush: every range encoded, written, fsynced"
         rows.append(row)
         store.close()
     finally:
@@ -231,6 +244,7 @@ def delayed(plan: Plan) -> list[Row]:
     rows.append(row)
 
     def filled() -> tuple[InMemoryDelayedDeliveryTracker]:
+        clock[0] = now  # not yet due while they are added
         t = tracker()
         t.add_many(ls, es, at)
         clock[0] = now + 4_000_000
