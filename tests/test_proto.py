@@ -97,3 +97,21 @@ def test_rust_field_bytes_are_what_protobuf_writes() -> None:
     head = ml.PositionInfo(ledgerId=1, entryId=2).SerializeToString()
     back = ml.PositionInfo.FromString(head + rs.long_list_map_field_bytes() + rs.message_range_field_bytes())
     assert len(back.individualDeletedMessages) == len(rs)
+
+
+def test_range_field_bytes_as_managed_cursor_info_field_4() -> None:
+    """``field=4`` writes what protobuf writes for ManagedCursorInfo's ranges; other tags are refused."""
+    from cursorkit.errors import InvalidArgument, InvalidInputType
+
+    rs = _sample()
+    info = ml.ManagedCursorInfo()
+    for lk, lv, uk, uv in rs.to_message_ranges().tolist():
+        r = info.individualDeletedMessages.add()
+        r.lowerEndpoint.ledgerId, r.lowerEndpoint.entryId = lk, lv
+        r.upperEndpoint.ledgerId, r.upperEndpoint.entryId = uk, uv
+    assert rs.message_range_field_bytes(None, 4) == info.SerializePartialToString()
+    for bad in (0, 16, -1, 1 << 40):
+        with pytest.raises(InvalidArgument, match="1..15"):
+            rs.message_range_field_bytes(None, bad)
+    with pytest.raises(InvalidInputType):
+        rs.message_range_field_bytes(None, True)

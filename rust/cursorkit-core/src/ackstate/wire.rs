@@ -179,8 +179,7 @@ impl RangeSet {
     /// The first `max_ranges` ranges as `PositionInfo` field 3 (`repeated MessageRange`), byte for
     /// byte what protobuf writes for them; appended to a serialised `PositionInfo` it adds them.
     pub fn message_range_field_bytes(&self, max_ranges: Option<u64>) -> Vec<u8> {
-        self.message_range_field_bytes_as(max_ranges, 3)
-            .unwrap_or_default()
+        self.message_ranges_tagged(max_ranges, 0x1A)
     }
 
     /// The same ranges as field `field` (1..=15) of any message: field 4 of `ManagedCursorInfo`
@@ -188,14 +187,19 @@ impl RangeSet {
     pub fn message_range_field_bytes_as(
         &self,
         max_ranges: Option<u64>,
-        field: u8,
+        field: i64,
     ) -> Result<Vec<u8>> {
-        if !(1..=15).contains(&field) {
-            return Err(CoreError::InvalidArgument(format!(
+        match u8::try_from(field) {
+            Ok(small) if (1..=15).contains(&small) => {
+                Ok(self.message_ranges_tagged(max_ranges, (small << 3) | 2))
+            }
+            _ => Err(CoreError::InvalidArgument(format!(
                 "field must be 1..15 (a one-byte tag), got {field}"
-            )));
+            ))),
         }
-        let tag = (field << 3) | 2;
+    }
+
+    fn message_ranges_tagged(&self, max_ranges: Option<u64>, tag: u8) -> Vec<u8> {
         let rows = self.ranges_rows(max_ranges);
         let mut out = Vec::with_capacity(rows.iter().map(message_range_field).sum());
         for row in &rows {
@@ -206,7 +210,7 @@ impl RangeSet {
             put_nested(&mut out, 0x0A, row[0], row[1]);
             put_nested(&mut out, 0x12, row[2], row[3]);
         }
-        Ok(out)
+        out
     }
 
     /// `to_long_list_map(max_entries)` as `PositionInfo` field 6 (`repeated LongListMap`, words

@@ -574,16 +574,7 @@ impl PyRangeSet {
         let limit = limit_arg(max_ranges, "max_ranges")?;
         let field = match field {
             None => 3,
-            Some(f) => {
-                let v = int_arg(f, "field")?;
-                match u8::try_from(v) {
-                    Ok(small) if (1..=15).contains(&small) => small,
-                    _ => {
-                        let msg = format!("field must be 1..15 (a one-byte tag), got {v}");
-                        return Err(error(py, "InvalidArgument", msg));
-                    }
-                }
-            }
+            Some(f) => int_arg(f, "field")?,
         };
         let bytes = self
             .detached_if_large(
