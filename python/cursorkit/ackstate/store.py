@@ -389,11 +389,6 @@ class FileCursorStore(CursorStore):
         return str(self._path)
 
     @property
-    def name(self) -> str:
-        """The cursor's name, as recorded in the store."""
-        return self._name
-
-    @property
     def report(self) -> RecoveryReport:
         """What :meth:`open` found (for a new store: its first, empty marker)."""
         return self._report
@@ -427,11 +422,6 @@ class FileCursorStore(CursorStore):
     def dead_bytes(self) -> int:
         """Bytes of the current log that compaction would drop."""
         return self._log_size - self.live_bytes
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return self._closed
 
     def _check_open(self) -> None:
         if self._closed:

@@ -30,7 +30,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -223,6 +223,11 @@ class _Pending:
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
+
+    def not_sent(self, e: Exception) -> None:
+        """Records that the flush never left (its state object, if any, is taken back)."""
+        self.store._drop_object(self.ref)
+        self.outcome = PersistFailed(errno.EIO, f"{self.store._who}: flush not sent ({type(e).__name__} {e})")
 
     def done(self) -> bool:
         """Whether the outcome is known (it may still have to be collected by :meth:`result`)."""
@@ -589,13 +594,9 @@ class ZkCursorStore(CursorStore):
         where = f"{self._objects.uri}/{ck.state.key}"
         try:
             data = self._objects.get(ck.state.key)
+            epoch, sequence = self._object_id(ck.state.key) or (-1, -1)
             full = read_state_object(
-                data,
-                ck.state,
-                path=self._path,
-                epoch=self._epoch_of(ck.state.key),
-                sequence=self._seq_of(ck.state.key),
-                where=where,
+                data, ck.state, path=self._path, epoch=epoch, sequence=sequence, where=where
             )
         except FileNotFoundError:
             reason = "is missing"
@@ -617,14 +618,10 @@ class ZkCursorStore(CursorStore):
         return content.state, "znode"
 
     @staticmethod
-    def _epoch_of(key: str) -> int:
+    def _object_id(key: str) -> tuple[int, int] | None:
+        """The owner epoch and write number a state object's key names (``None``: not one of ours)."""
         m = _OBJECT_NAME.fullmatch(key.rpartition("/")[2])
-        return int(m.group(1)) if m else -1
-
-    @staticmethod
-    def _seq_of(key: str) -> int:
-        m = _OBJECT_NAME.fullmatch(key.rpartition("/")[2])
-        return int(m.group(2)) if m else -1
+        return (int(m.group(1)), int(m.group(2))) if m else None
 
     def _open_node(self, *, name_given: bool, claimed: int | None = None) -> None:
         kex = kazoo_errors()
@@ -733,11 +730,6 @@ class ZkCursorStore(CursorStore):
         return self._path
 
     @property
-    def name(self) -> str:
-        """The cursor's name (recorded in the znode by cursorkit)."""
-        return self._name
-
-    @property
     def report(self) -> ZkRecoveryReport:
         """What :meth:`open` found."""
         assert self._report is not None
@@ -757,11 +749,6 @@ class ZkCursorStore(CursorStore):
     def owner_epoch(self) -> int:
         """This store's owner epoch (0: read-only)."""
         return 0 if self._read_only else self._epoch
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return self._closed
 
     @property
     def fenced(self) -> bool:
@@ -952,11 +939,8 @@ class ZkCursorStore(CursorStore):
             return
         try:
             pending.call = self._client.set_async(self._path, pending.data, self._version)
-        except Exception as e:
-            self._drop_object(pending.ref)
-            pending.outcome = PersistFailed(
-                errno.EIO, f"{self._who}: flush not sent ({type(e).__name__} {e})"
-            )
+        except Exception as e:  # noqa: BLE001 - the flush's result() reports it
+            pending.not_sent(e)
 
     def _encode(
         self,
@@ -1042,18 +1026,25 @@ class ZkCursorStore(CursorStore):
             with contextlib.suppress(Exception):  # its own caller gets the error from result()
                 pending.result()
 
-    def _settle(self, pending: _Pending) -> ZkFlushResult:
-        """Waits for a sent flush and resolves a version conflict; called with the lock held."""
+    def _landed(
+        self,
+        answer: Callable[[], ZnodeStat],
+        data: bytes,
+        sequence: int,
+        ref: zpb.StateObject | None,
+        what: str,
+    ) -> tuple[ZnodeStat, int]:
+        """The znode's stat once the versioned write ``answer`` waits for has landed, and its conflicts.
+
+        Conflicts are settled by re-reading; every failure is ``PersistFailed`` (or ``Fenced``).
+        """
         kex = kazoo_errors()
-        assert pending.call is not None
-        what = f"{self._where()}: flush"
-        conflicts = 0
         try:
-            stat = self._session.wait(pending.call, what, write=True)
+            return answer(), 0
         except kex.BadVersionError:
-            stat, conflicts = self._write_over_conflict(pending.data, pending.sequence, pending.ref, what)
+            return self._write_over_conflict(data, sequence, ref, what)
         except kex.NoNodeError as e:
-            self._drop_object(pending.ref)
+            self._drop_object(ref)
             raise PersistFailed(errno.ENOENT, f"{what}: the znode was deleted (cursor removed)") from e
         except InDoubt as e:
             self._gc_due = True
@@ -1061,8 +1052,21 @@ class ZkCursorStore(CursorStore):
                 errno.EIO, f"{what}: outcome unknown ({e}); the previous flush stays recoverable"
             ) from e
         except kex.KazooException as e:
-            self._drop_object(pending.ref)
+            self._drop_object(ref)
             raise PersistFailed(errno.EIO, f"{what} refused ({type(e).__name__} {e})") from e
+
+    def _settle(self, pending: _Pending) -> ZkFlushResult:
+        """Waits for a sent flush and resolves a version conflict; called with the lock held."""
+        call = pending.call
+        assert call is not None
+        what = f"{self._where()}: flush"
+        stat, conflicts = self._landed(
+            lambda: self._session.wait(call, what, write=True),
+            pending.data,
+            pending.sequence,
+            pending.ref,
+            what,
+        )
         self._confirm(stat.version, pending.sequence, pending.data, pending.ref, replace_ref=True)
         if pending.cursor is not None:
             self._bound = pending.cursor
@@ -1172,10 +1176,10 @@ class ZkCursorStore(CursorStore):
                 return 0
             removed = 0
             for item in listed:
-                m = _OBJECT_NAME.fullmatch(item.key.rpartition("/")[2])
-                if item.key == current or m is None:
+                found = self._object_id(item.key)
+                if item.key == current or found is None:
                     continue
-                epoch, sequence = int(m.group(1)), int(m.group(2))
+                epoch, sequence = found
                 if epoch > self._epoch or (epoch == self._epoch and sequence >= self._sequence):
                     continue
                 try:
@@ -1189,7 +1193,6 @@ class ZkCursorStore(CursorStore):
 
     def _write_strings(self, new: dict[str, str]) -> None:
         """Rewrites the znode's cursorProperties, the ack state untouched; durable on return."""
-        kex = kazoo_errors()
         with self._lock:
             self._check_writable()
             self._settle_inflight()
@@ -1210,19 +1213,16 @@ class ZkCursorStore(CursorStore):
                     f"(budget {self._max_bytes})"
                 )
             what = f"{self._where()}: cursor properties"
-            try:
-                stat = self._session.call(
-                    self._client.set_async, self._path, data, self._version, what=what, write=True
-                )
-            except kex.BadVersionError:
-                stat, _ = self._write_over_conflict(data, sequence, None, what)
-            except InDoubt as e:
-                self._gc_due = True
-                raise PersistFailed(errno.EIO, f"{what}: outcome unknown ({e})") from e
-            except kex.NoNodeError as e:
-                raise PersistFailed(errno.ENOENT, f"{what}: the znode was deleted (cursor removed)") from e
-            except kex.KazooException as e:
-                raise PersistFailed(errno.EIO, f"{what} refused ({type(e).__name__} {e})") from e
+            version = self._version
+            stat, _ = self._landed(
+                lambda: self._session.call(
+                    self._client.set_async, self._path, data, version, what=what, write=True
+                ),
+                data,
+                sequence,
+                None,
+                what,
+            )
             self._confirm(stat.version, sequence, data, self._ref, replace_ref=False)
             self._strings = dict(new)
 
@@ -1318,10 +1318,7 @@ def _send_together(prepared: list[_Pending]) -> None:
             calls = session.set_many(writes)
         except Exception as e:  # noqa: BLE001 - each flush reports it
             for p in group:
-                p.store._drop_object(p.ref)
-                p.outcome = PersistFailed(
-                    errno.EIO, f"{p.store._who}: flush not sent ({type(e).__name__} {e})"
-                )
+                p.not_sent(e)
             continue
         for p, call in zip(group, calls, strict=True):
             p.call = call
