@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 import cursorkit
-from cursorkit import Cursor, PersistLimits, Position
+from cursorkit import Cursor, Position
+from cursorkit.ackstate import limits
 from cursorkit.bench import peers
 
 CURSORKIT = "cursorkit"
@@ -24,9 +25,7 @@ PULSAR_MR = "Pulsar rewrite, MessageRange"
 PULSAR_LLM = "Pulsar rewrite, LongListMap"
 PEERS = (PYROARING, PULSAR_MR, PULSAR_LLM)
 KB = 1_000
-UNLIMITED = PersistLimits(
-    max_unacked_ranges_to_persist=2**62, max_batch_deleted_index_to_persist=2**62, max_entry_bytes=2**62
-)
+UNLIMITED = limits.UNLIMITED
 
 
 # ------------------------------------------------------------------------------------------ workloads

@@ -5,7 +5,7 @@ The workload of the issue: draining mode, 100 consumers with 1,000 permits each 
 one consumer leaves and a new one joins. The figure is messages published / wall time until every
 one is acked: publish, read, dispatch, ack, permits, the whole loop, with the ordering checker off
 (the keys are drawn before the clock starts).
-The broker reads ``READ_BATCH`` entries a round. The peer is a naive pure-Python dispatcher with no
+The broker reads ``SIM_READ_BATCH`` entries a round. The peer is a naive pure-Python dispatcher with no
 ordering guarantee (``cursorkit.bench.peers.NaiveDispatcher``) driven by the same loop
 (``cursorkit.bench.workloads.simulate``, which ``cursorkit bench`` runs too) in the same run; a
 uniform-keys row shows the loop without hot keys. A second run with the checker on verifies the
@@ -27,6 +27,8 @@ import numpy as np
 import cursor_workloads as cw
 import delayed_workloads as dw
 from cursorkit import Cursor, Position
+from cursorkit.bench.workloads import SIM_CONSUMERS as CONSUMERS
+from cursorkit.bench.workloads import SIM_KEYS as KEYS
 from cursorkit.bench.workloads import simulate
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
 from cursorkit.keyshared.selectors import ConsistentHashingSelector
@@ -34,11 +36,8 @@ from cursorkit.keyshared.sim import Simulation
 
 N = 400_000
 SMOKE_N = 4_000
-CONSUMERS = 100
-KEYS = 100_000
 CHURN_EVERY = 10_000
 SMOKE_CHURN_EVERY = 1_000
-READ_BATCH = 5_000
 
 CURSORKIT = "cursorkit"
 NAIVE = "naive Python (no ordering)"
@@ -68,14 +67,6 @@ def render(smoke: bool) -> str:
     return TABLE.render(f"Key_Shared dispatcher - {mode}", judge=not smoke)
 
 
-def run(
-    n: int, churn_every: int, *, check: bool, naive: bool = False, distribution: str = "zipf"
-) -> tuple[float, Simulation]:
-    """Publishes ``n`` messages in churn-sized chunks and drains them (``cursorkit bench``'s loop)."""
-    seconds, sim = simulate(n, churn_every, naive=naive, check=check, distribution=distribution)
-    return seconds, sim
-
-
 def test_dispatcher_throughput(benchmark: Any, smoke: bool) -> None:
     """Messages per second through the whole broker loop, cursorkit and the naive peer alternately."""
     n, churn = (SMOKE_N, SMOKE_CHURN_EVERY) if smoke else (N, CHURN_EVERY)
@@ -84,9 +75,9 @@ def test_dispatcher_throughput(benchmark: Any, smoke: bool) -> None:
     theirs: list[float] = []
 
     def timed() -> Simulation:
-        seconds, sim = run(n, churn, check=False)
+        seconds, sim = simulate(n, churn, check=False)
         ours.append(seconds)
-        naive_seconds, naive = run(n, churn, check=False, naive=True)
+        naive_seconds, naive = simulate(n, churn, check=False, naive=True)
         theirs.append(naive_seconds)
         assert naive.acked_count == n
         return sim
@@ -96,14 +87,17 @@ def test_dispatcher_throughput(benchmark: Any, smoke: bool) -> None:
     TABLE.record(ZIPF, CURSORKIT, n / min(ours) / 1e3, lower=False)
     TABLE.record(ZIPF, NAIVE, n / min(theirs) / 1e3, lower=False)
     TABLE.record(RATIO, CURSORKIT, min(theirs) / min(ours), lower=False)
-    uniform = min(run(n, churn, check=False, distribution="uniform")[0] for _ in range(1 if smoke else 3))
+    uniform = min(
+        simulate(n, churn, check=False, distribution="uniform")[0] for _ in range(1 if smoke else 3)
+    )
     naive_uniform = min(
-        run(n, churn, check=False, distribution="uniform", naive=True)[0] for _ in range(1 if smoke else 2)
+        simulate(n, churn, check=False, distribution="uniform", naive=True)[0]
+        for _ in range(1 if smoke else 2)
     )
     TABLE.record(UNIFORM, CURSORKIT, n / uniform / 1e3, lower=False)
     TABLE.record(UNIFORM, NAIVE, n / naive_uniform / 1e3, lower=False)
     check_n = min(n, 100_000)
-    seconds, sim = run(check_n, churn, check=True)
+    seconds, sim = simulate(check_n, churn, check=True)
     assert not sim.checker.violations, sim.checker.violations[:3]
     assert sim.checker.acked == {p for p, _ in sim.log}
     TABLE.record(CHECKED, CURSORKIT, check_n / seconds / 1e3, lower=False)

@@ -9,7 +9,6 @@ The closing table is printed by ``conftest.py`` from this module's ``TABLE``.
 
 from __future__ import annotations
 
-import importlib
 from collections import deque
 from functools import cache
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 import cursor_workloads as cw
 import delayed_workloads as dw
 import rangeset_workloads as rw
-from cursorkit.bench.peers import murmur3_py
+from cursorkit.bench.peers import murmur3_py, optional
 from cursorkit.keyshared.hashing import hash_many, slots, sticky_key_hash
 
 N = 1_000_000
@@ -87,13 +86,6 @@ def chunked_large_keys(n: int) -> pa.ChunkedArray:
 
 
 # ------------------------------------------------------------------------------------------- the peer
-
-
-def _mmh3() -> Any:
-    try:
-        return importlib.import_module("mmh3")
-    except ImportError:
-        return None
 
 
 def _check(hashes: npt.NDArray[np.uint32], ks: list[bytes]) -> None:
@@ -174,7 +166,7 @@ def test_peers(benchmark: Any, smoke: bool) -> None:
     note = f"({len(ks) // 1000}k keys)"
     for metric in (ARROW, LIST, PER_CALL):
         TABLE.record(metric, PURE_PYTHON, rate, note, lower=False)
-    mmh3 = _mmh3()
+    mmh3 = optional("mmh3")
     if mmh3 is not None:
         hash32 = mmh3.hash
 

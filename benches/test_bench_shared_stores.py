@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import cursor_workloads as cw
@@ -84,13 +85,19 @@ def s3() -> Iterator[ObjectStore]:
         yield s3_prefix(settings, "b")
 
 
+@pytest.fixture
+def storage(s3: ObjectStore) -> Iterator[ObjectStoreBucketSnapshotStorage]:
+    """A started bucket storage on the S3 prefix, closed afterwards."""
+    with ObjectStoreBucketSnapshotStorage(s3) as started:
+        yield started
+
+
 def _cursors(zk: Any, tag: str, n: int) -> tuple[list[ZkCursorStore], list[Any]]:
     root = f"zk://{zk.hosts}/managed-ledgers/bench/ns/persistent/{tag}-{uuid.uuid4().hex[:6]}"
     stores = [CursorStore.create(f"{root}/sub-{i}") for i in range(n)]
     cursors = [s.recover() for s in stores]
-    for c in cursors:
-        for e in range(0, 200, 2):  # 100 ranges each
-            c.ack(Position(1, e))
+    for c in cursors:  # 100 ranges each
+        c.ack_many(np.ones(100, np.int64), np.arange(0, 200, 2, dtype=np.int64))
     assert all(not isinstance(r, Exception) for r in flush_many(zip(stores, cursors, strict=True)))
     assert all(isinstance(s, ZkCursorStore) for s in stores)
     return [s for s in stores if isinstance(s, ZkCursorStore)], cursors
@@ -140,12 +147,12 @@ def _bucket(smoke: bool) -> tuple[Any, list[bytes]]:
 
 
 @pytest.mark.parametrize("impl", [CURSORKIT, RAW])
-def test_bucket_snapshot_write(benchmark: Any, smoke: bool, s3: ObjectStore, impl: str) -> None:
+def test_bucket_snapshot_write(
+    benchmark: Any, smoke: bool, s3: ObjectStore, storage: ObjectStoreBucketSnapshotStorage, impl: str
+) -> None:
     from test_bucket_storage import CURSOR, KEY, TOPIC
 
     meta, segments = _bucket(smoke)
-    storage = ObjectStoreBucketSnapshotStorage(s3)
-    storage.start()
     size = storage.get_bucket_snapshot_length(
         storage.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
     )
@@ -166,16 +173,15 @@ def test_bucket_snapshot_write(benchmark: Any, smoke: bool, s3: ObjectStore, imp
     benchmark.pedantic(timer, rounds=1 if smoke else 10, warmup_rounds=0 if smoke else 1)
     TABLE.record(PUT, impl, size / timer.best / 1e6, lower=False)
     _ratio(PUT_RATIO, PUT)
-    storage.close()
 
 
 @pytest.mark.parametrize("impl", [CURSORKIT, RAW])
-def test_segment_read(benchmark: Any, smoke: bool, s3: ObjectStore, impl: str) -> None:
+def test_segment_read(
+    benchmark: Any, smoke: bool, s3: ObjectStore, storage: ObjectStoreBucketSnapshotStorage, impl: str
+) -> None:
     from test_bucket_storage import CURSOR, KEY, TOPIC
 
     meta, segments = _bucket(smoke)
-    storage = ObjectStoreBucketSnapshotStorage(s3)
-    storage.start()
     bid = storage.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)
     storage.get_bucket_snapshot_metadata(bid)
     middle = len(segments) // 2 + 1
@@ -184,7 +190,7 @@ def test_segment_read(benchmark: Any, smoke: bool, s3: ObjectStore, impl: str) -
         def run() -> None:
             storage.get_bucket_snapshot_segment(bid, middle, middle)
     else:
-        key = f"bucket-{bid:020d}.snap"
+        key = storage._key(bid)
         data = s3.get(key)
         offset = data.index(segments[middle - 1])
         length = len(segments[middle - 1]) + 4
@@ -202,7 +208,6 @@ def test_segment_read(benchmark: Any, smoke: bool, s3: ObjectStore, impl: str) -
     benchmark.pedantic(timer, rounds=1 if smoke else 5, warmup_rounds=0 if smoke else 1)
     TABLE.record(GET, impl, (5 if smoke else 50) / timer.best, lower=False)
     _ratio(GET_RATIO, GET)
-    storage.close()
 
 
 def test_handover(benchmark: Any, smoke: bool, zk: Any, s3: ObjectStore, tmp_path: Path) -> None:
@@ -210,8 +215,7 @@ def test_handover(benchmark: Any, smoke: bool, zk: Any, s3: ObjectStore, tmp_pat
     ranges = 1_000 if smoke else 10_000
     a = CursorStore.create(location, objects=s3)
     cursor = a.recover()
-    for e in range(0, 2 * ranges, 2):
-        cursor.ack(Position(1, e))
+    cursor.ack_many(np.ones(ranges, np.int64), np.arange(0, 2 * ranges, 2, dtype=np.int64))
     a.flush(cursor)
     holder = [a]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from cursorkit._core import CursorState, Position
 from cursorkit.ackstate import persist
-from cursorkit.ackstate.limits import PersistLimits
+from cursorkit.ackstate.limits import UNLIMITED, PersistLimits
 from cursorkit.errors import BudgetExceeded, CorruptSnapshot, InvalidArgument
 
 
@@ -61,12 +61,6 @@ class CursorStats:
     memory_bytes: int
     counters: Mapping[str, int]
     truncations: TruncationCounters = field(default_factory=TruncationCounters)
-
-
-_UNLIMITED = PersistLimits(
-    max_unacked_ranges_to_persist=2**62, max_batch_deleted_index_to_persist=2**62, max_entry_bytes=2**62
-)
-"""Limits for pickling, which must keep everything."""
 
 
 class Cursor(CursorState):
@@ -196,7 +190,7 @@ class Cursor(CursorState):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        data = persist.encode(self, "compact", _UNLIMITED).data
+        data = persist.encode(self, "compact", UNLIMITED).data
         return (_rebuild, (data, self.name, self.ledger_sizes, self.limits, self.pulsar_quirks))
 
 

@@ -35,3 +35,9 @@ class PersistLimits:
                 raise InvalidArgument(f"{name} must be a non-negative int, got {value!r}")
         if self.max_entry_bytes < 64:
             raise InvalidArgument(f"max_entry_bytes must be at least 64, got {self.max_entry_bytes}")
+
+
+UNLIMITED = PersistLimits(
+    max_unacked_ranges_to_persist=2**62, max_batch_deleted_index_to_persist=2**62, max_entry_bytes=2**62
+)
+"""Limits that keep everything: pickling, and the benchmarks' whole-state rewrites."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import struct
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ def optional(name: str) -> Any:
         return None
 
 
+@cache
 def _blocks(count: int) -> struct.Struct:
     return struct.Struct(f"<{count}I")
 

@@ -124,8 +124,8 @@ def render(rows: list[Row], console: Console, *, floor: float, quick: bool) -> N
     )
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], console: Console) -> int:
-    """Shows B against A per workload and implementation; returns how many got noticeably worse."""
+def compare(a: dict[str, Any], b: dict[str, Any], console: Console) -> None:
+    """Shows B against A per workload and implementation, flagging noticeable changes."""
 
     def index(doc: dict[str, Any]) -> dict[tuple[str, str, str], tuple[float, str, bool]]:
         out = {}
@@ -147,7 +147,6 @@ def compare(a: dict[str, Any], b: dict[str, Any], console: Console) -> int:
     )
     for col in ("group", "workload", "implementation", "A", "B", "change"):
         table.add_column(col)
-    worse = 0
     for key in sorted(set(ia) & set(ib)):
         (va, unit, higher), (vb, _, _) = ia[key], ib[key]
         if not va:
@@ -156,7 +155,6 @@ def compare(a: dict[str, Any], b: dict[str, Any], console: Console) -> int:
         flag = ""
         if gain <= -_NOTICEABLE:
             flag = " worse"
-            worse += key[2] == "cursorkit"
         elif gain >= _NOTICEABLE:
             flag = " better"
         table.add_row(*key, _fmt(va, unit), _fmt(vb, unit), f"{gain:+.0%}{flag}")
@@ -164,4 +162,3 @@ def compare(a: dict[str, Any], b: dict[str, Any], console: Console) -> int:
     only = sorted({k[:2] for k in set(ia) ^ set(ib)})
     if only:
         console.print(f"{len(only)} workloads are in one file only (different groups or versions).")
-    return worse

@@ -41,6 +41,12 @@ BISECT = "bisect per slot (Python)"
 NAIVE = "naive Python dispatcher"
 PULSAR_REWRITE = "Pulsar's full rewrite (MessageRange)"
 REFERENCE = "single process (pyarrow + Cursor)"
+SIM_CONSUMERS = 100
+"""Consumers of the Key_Shared simulation (each with 1,000 permits, acking at once)."""
+SIM_KEYS = 100_000
+"""Distinct keys the simulation draws from."""
+SIM_READ_BATCH = 5_000
+"""Entries the simulated broker reads a round."""
 
 
 def _rate(n: int, seconds: float) -> float:
@@ -95,12 +101,14 @@ def rangeset(plan: Plan) -> list[Row]:
     ls, es = _w2(n)
     rs = RangeSet()
     rs.add_many(ls, es)
+    packed = (ls << 32) | es
+    packed_l = packed.tolist()
     probe = np.random.default_rng(SEED).integers(0, 2 * n, n, dtype=np.int64)
     zeros = np.zeros_like(probe)
     row = Row("rangeset", f"W2 contains_many, random ({n:,})", "M/s", True)
     row.values[CURSORKIT] = _rate(n, best(lambda: rs.contains_many(zeros, probe), tuple, plan.rounds))
-    if pyroaring is not None:
-        bm = pyroaring.BitMap64(((ls << 32) | es).astype(np.uint64))
+    bm = pyroaring.BitMap64(packed.astype(np.uint64)) if pyroaring is not None else None
+    if bm is not None:
         keys = probe.tolist()
         row.values[PYROARING] = _rate(
             n, best(lambda: deque(map(bm.__contains__, keys), 0), tuple, plan.rounds)
@@ -113,12 +121,10 @@ def rangeset(plan: Plan) -> list[Row]:
         n, best(lambda r: deque(map(r.add, lsl, esl), 0), lambda: (RangeSet(),), plan.rounds)
     )
     if pyroaring is not None:
-        packed_l = ((ls << 32) | es).tolist()
         row.values[PYROARING] = _rate(
             n, best(lambda b: deque(map(b.add, packed_l), 0), lambda: (pyroaring.BitMap64(),), plan.rounds)
         )
     if sortedcontainers is not None:
-        packed_l = ((ls << 32) | es).tolist()
         row.values[SORTED] = _rate(
             n,
             best(
@@ -128,10 +134,8 @@ def rangeset(plan: Plan) -> list[Row]:
     rows.append(row)
     mem = Row("rangeset", f"W2 memory ({n:,} holes)", "KB", False)
     mem.values[CURSORKIT] = rs.memory_usage() / 1024
-    if pyroaring is not None:
-        mem.values[PYROARING] = (
-            len(pyroaring.BitMap64(((ls << 32) | es).astype(np.uint64)).serialize()) / 1024
-        )
+    if bm is not None:
+        mem.values[PYROARING] = len(bm.serialize()) / 1024
         mem.note = "pyroaring: serialized size"
     rows.append(mem)
     return rows
@@ -148,7 +152,7 @@ def _holes(n: int, ledgers: int) -> tuple[np.ndarray, np.ndarray]:
 def cursor(plan: Plan) -> list[Row]:
     """Acks per call and in bulk (1M holes over 20 ledgers), and a flush against Pulsar's rewrite."""
     from cursorkit.ackstate import persist
-    from cursorkit.ackstate.limits import PersistLimits
+    from cursorkit.ackstate.limits import UNLIMITED
     from cursorkit.ackstate.store import FileCursorStore
     from cursorkit.fsio import atomic_write
 
@@ -189,14 +193,8 @@ def cursor(plan: Plan) -> list[Row]:
             full.ack(Position(7, next(extra)))
             store.flush(full)
 
-        unlimited = PersistLimits(
-            max_unacked_ranges_to_persist=2**62,
-            max_batch_deleted_index_to_persist=2**62,
-            max_entry_bytes=2**62,
-        )
-
         def rewrite() -> None:
-            data = persist.encode(full, "message_range", unlimited).data
+            data = persist.encode(full, "message_range", UNLIMITED).data
             atomic_write(root / "pulsar-position-info", data, sync=True)
 
         row = Row("cursor", f"flush after one more ack ({ls.size:,} holes, fsync)", "ms", False)
@@ -355,15 +353,15 @@ def simulate(
     sim = Simulation(
         d,
         seed=5,
-        keys=100_000,
+        keys=SIM_KEYS,
         distribution=distribution,
         ledger_size=1_000_000,
-        read_batch=5_000,
+        read_batch=SIM_READ_BATCH,
         check=check,
     )
-    for i in range(100):
+    for i in range(SIM_CONSUMERS):
         sim.join(f"c{i}", 1000)
-    joined = 100
+    joined = SIM_CONSUMERS
     keys = sim.draw_keys(n)
     sim.reserve(n)
     gc.collect()
