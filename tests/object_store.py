@@ -72,11 +72,16 @@ def s3_server_process() -> Iterator[tuple[dict[str, str], subprocess.Popen[bytes
             proc.wait()
 
 
-def s3_prefix(settings: dict[str, str], prefix: str = "state", **options: Any) -> ObjectStore:
-    """A prefix in a new bucket of the server ``settings`` reach (``options``: more ObjectStore settings)."""
+def s3_prefix(
+    settings: dict[str, str], prefix: str = "state", *, bucket: str | None = None, **options: Any
+) -> ObjectStore:
+    """A prefix in a new bucket (``bucket``, or a fresh name) of the server ``settings`` reach.
+
+    ``options``: more ObjectStore settings.
+    """
     from cursorkit.stores import ObjectStore
 
-    bucket = f"ck-{uuid.uuid4().hex[:10]}"
+    bucket = bucket or f"ck-{uuid.uuid4().hex[:10]}"
     store = ObjectStore(
         f"s3://{bucket}/{prefix}",
         endpoint=settings["AWS_ENDPOINT_URL"],

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from doc_blocks import KNOWN, blocks, write_driver
+from object_store import s3_prefix
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -37,7 +38,7 @@ def test_every_block_says_what_it_is() -> None:
 def test_python_and_shell_blocks_run(
     doc: Path, tmp_path: Path, zk_server: Any, s3_endpoint: dict[str, str]
 ) -> None:
-    s3_prefix_named(s3_endpoint, "broker-state")  # the README's bucket exists, as a reader's would
+    s3_prefix(s3_endpoint, "x", bucket="broker-state")  # the README's bucket exists, as a reader's would
     env = {
         **os.environ,
         **s3_endpoint,
@@ -57,19 +58,6 @@ def test_python_and_shell_blocks_run(
     )
     assert done.returncode == 0, f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
     assert done.stdout.rstrip().endswith("--- all blocks ran")
-
-
-def s3_prefix_named(settings: dict[str, str], bucket: str) -> None:
-    """Creates ``bucket`` on the server (the README's examples name it)."""
-    from cursorkit.stores import ObjectStore
-
-    store = ObjectStore(
-        f"s3://{bucket}/x",
-        endpoint=settings["AWS_ENDPOINT_URL"],
-        access_key=settings["AWS_ACCESS_KEY_ID"],
-        secret_key=settings["AWS_SECRET_ACCESS_KEY"],
-    )
-    store.filesystem.create_dir(bucket)
 
 
 def test_rust_blocks_run_as_doc_tests(tmp_path: Path) -> None:
