@@ -133,7 +133,7 @@ def encode(cursor: PersistedCursor, encoding: str, limits: PersistLimits) -> Per
     form = check_encoding(encoding)
     md, ledgers, _live, batches, _ = cursor.flush_state(dirty_only=False, clear_dirty=False)
     properties = checked_properties(cursor.properties, f"cursor {cursor.name!r}")
-    kept_batches = fit_batches(batches, properties, limits, f"cursor {cursor.name!r}")
+    kept_batches = _fit_batches(batches, properties, limits, f"cursor {cursor.name!r}")
     if form == "compact":
         blobs = [(ledger, blob) for ledger, blob in ledgers if blob is not None]
         return _encode_compact(cursor, md, blobs, batches, kept_batches, properties, limits)
@@ -163,7 +163,7 @@ def checked_properties(properties: Mapping[Any, Any], who: str) -> dict[str, int
     return out
 
 
-def fit_batches(
+def _fit_batches(
     batches: list[BatchRow], properties: Mapping[str, int], limits: PersistLimits, who: str
 ) -> list[BatchRow]:
     """The prefix of partial batches within the count limit and the byte limit.
@@ -178,7 +178,12 @@ def fit_batches(
         raise InvalidArgument(
             f"{who}: properties take about {props} bytes, more than max_entry_bytes={limits.max_entry_bytes}"
         )
-    kept = batches[: limits.max_batch_deleted_index_to_persist]
+    return batches_within(batches, limits.max_batch_deleted_index_to_persist, budget)
+
+
+def batches_within(batches: list[BatchRow], limit: int, budget: int) -> list[BatchRow]:
+    """The prefix of at most ``limit`` partial batches whose sizes' upper bounds fit ``budget`` bytes."""
+    kept = batches[:limit]
     used = 0
     for i, (_ledger, _entry, _size, words) in enumerate(kept):
         used += _BATCH_OVERHEAD + 11 * (len(words) // 8)
@@ -283,6 +288,13 @@ def decode_cursor_info(
         info = parse(ml.ManagedCursorInfo, data)
     except DecodeError as e:
         raise CorruptSnapshot(f"{where}: ManagedCursorInfo does not parse ({e})") from e
+    return cursor_info_state(info, data, where, ledger_sizes)
+
+
+def cursor_info_state(
+    info: ml.ManagedCursorInfo, data: bytes, where: str, ledger_sizes: Mapping[int, int] | None
+) -> tuple[Position, RangeSet, list[BatchRow], dict[str, int]]:
+    """:func:`decode_cursor_info` of a record already parsed (``data``: its bytes, for the ranges)."""
     if info.cursorsLedgerId != -1:
         raise InvalidArgument(
             f"{where}: the ack state lives in cursor ledger {info.cursorsLedgerId}, not in this record"
@@ -290,7 +302,7 @@ def decode_cursor_info(
     try:
         md = mark_delete_of(info.markDeleteLedgerId, info.markDeleteEntryId)
         acked = RangeSet.from_message_range_field(data, 4, ledger_sizes)
-        batches = [batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+        batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
     except BudgetExceeded:
         raise
     except (ValueError, TypeError) as e:
@@ -466,7 +478,7 @@ def decode_position_info(
     try:
         md = mark_delete_of(info.ledgerId, info.entryId)
         acked = _acked_from_info(info, data, ledger_sizes)
-        batches = [batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
+        batches = [_batch_row(b) for b in info.batchedEntryDeletionIndexInfo]
     except BudgetExceeded:
         raise
     except (ValueError, TypeError) as e:
@@ -482,7 +494,7 @@ def _acked_from_info(info: ml.PositionInfo, data: bytes, ledger_sizes: Mapping[i
     return RangeSet.from_long_list_map(words)
 
 
-def batch_row(item: ml.BatchedEntryDeletionIndexInfo) -> BatchRow:
+def _batch_row(item: ml.BatchedEntryDeletionIndexInfo) -> BatchRow:
     """A persisted partial batch as a row (its batch size is unknown to Pulsar's form: 0)."""
     words = np.array(item.deleteSet, dtype="<i8").tobytes()
     return (item.position.ledgerId, item.position.entryId, 0, words)

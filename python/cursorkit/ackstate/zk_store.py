@@ -24,7 +24,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
 import secrets
 import socket
 import struct
@@ -44,6 +43,8 @@ from cursorkit.ackstate.znode import (
     EncodedZnode,
     ZnodeContent,
     encode_znode,
+    object_id,
+    object_key,
     read_state_object,
     read_znode,
     state_object,
@@ -84,7 +85,6 @@ DEFAULT_OWNERS_ROOT = "/cursorkit/owners"
 _CLAIM = struct.Struct(">Q")
 _MAX_ZNODE_BYTES = 0xFFFFF - 1024
 _CONFLICT_RETRIES = 16
-_OBJECT_NAME = re.compile(r"(\d{20})-(\d{20})\.state")
 _INITIAL = Position(0, -1)
 
 
@@ -563,8 +563,14 @@ class ZkCursorStore(CursorStore):
             raise StoreUnavailable(f"{what} failed ({type(e).__name__} {e})") from e
         return read_znode(data, self._where(), ledger_sizes), stat
 
-    def _load_state(self, content: ZnodeContent, fallbacks: list[str]) -> tuple[CursorState, str]:
-        """The state a znode's content leads to (its state object when it names one)."""
+    def _load_state(
+        self, content: ZnodeContent, fallbacks: list[str], reads: dict[tuple[str, bytes], CursorState | str]
+    ) -> tuple[CursorState, str]:
+        """The state a znode's content leads to (its state object when it names one).
+
+        ``reads`` keeps each state object's outcome by key and digest (objects are immutable), so
+        re-reading the znode while opening does not fetch and decode the same object again.
+        """
         info = content.info
         ck = content.cursorkit
         if content.state is None:
@@ -592,16 +598,11 @@ class ZkCursorStore(CursorStore):
                 "open it with objects= (the object store that holds it)"
             )
         where = f"{self._objects.uri}/{ck.state.key}"
-        try:
-            data = self._objects.get(ck.state.key)
-            epoch, sequence = self._object_id(ck.state.key) or (-1, -1)
-            full = read_state_object(
-                data, ck.state, path=self._path, epoch=epoch, sequence=sequence, where=where
-            )
-        except FileNotFoundError:
-            reason = "is missing"
-        except CorruptSnapshot as e:
-            reason = f"is damaged ({e})"
+        full = reads.get((ck.state.key, ck.state.sha256))
+        if full is None:
+            full = reads[(ck.state.key, ck.state.sha256)] = self._read_object(ck.state, where)
+        if isinstance(full, str):
+            reason = full
         else:
             if full.mark_delete != content.state.mark_delete:
                 reason = f"holds mark-delete {full.mark_delete}, the znode {content.state.mark_delete}"
@@ -617,20 +618,27 @@ class ZkCursorStore(CursorStore):
         )
         return content.state, "znode"
 
-    @staticmethod
-    def _object_id(key: str) -> tuple[int, int] | None:
-        """The owner epoch and write number a state object's key names (``None``: not one of ours)."""
-        m = _OBJECT_NAME.fullmatch(key.rpartition("/")[2])
-        return (int(m.group(1)), int(m.group(2))) if m else None
+    def _read_object(self, ref: zpb.StateObject, where: str) -> CursorState | str:
+        """The state in the object ``ref`` names, or why it cannot be used."""
+        assert self._objects is not None
+        epoch, sequence = object_id(ref.key) or (-1, -1)
+        try:
+            data = self._objects.get(ref.key)
+            return read_state_object(data, ref, path=self._path, epoch=epoch, sequence=sequence, where=where)
+        except FileNotFoundError:
+            return "is missing"
+        except CorruptSnapshot as e:
+            return f"is damaged ({e})"
 
     def _open_node(self, *, name_given: bool, claimed: int | None = None) -> None:
         kex = kazoo_errors()
         conflicts = 0
         epoch = claimed
+        reads: dict[tuple[str, bytes], CursorState | str] = {}
         for attempt in range(_CONFLICT_RETRIES):
             content, stat = self._read(ledger_sizes=None)
             fallbacks: list[str] = []
-            state, source = self._load_state(content, fallbacks)
+            state, source = self._load_state(content, fallbacks, reads)
             ck = content.cursorkit
             previous_epoch = ck.owner_epoch if ck is not None else 0
             sequence = ck.sequence if ck is not None else 0
@@ -1006,7 +1014,7 @@ class ZkCursorStore(CursorStore):
             batches=batches,
             properties=props,
         )
-        key = f"{self._object_dir}/{self._epoch:020d}-{sequence:020d}.state"
+        key = object_key(self._object_dir, self._epoch, sequence)
         self._objects.put(key, body)
         ref = zpb.StateObject(key=key, size=len(body), sha256=hashlib.sha256(body).digest())
         return ref, len(body)
@@ -1176,7 +1184,7 @@ class ZkCursorStore(CursorStore):
                 return 0
             removed = 0
             for item in listed:
-                found = self._object_id(item.key)
+                found = object_id(item.key)
                 if item.key == current or found is None:
                     continue
                 epoch, sequence = found

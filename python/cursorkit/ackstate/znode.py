@@ -18,6 +18,7 @@ and the znode names it with its size and SHA-256. Reading Pulsar's compressed fo
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import zlib
 from collections.abc import Mapping
@@ -40,6 +41,8 @@ __all__ = [
     "EncodedZnode",
     "ZnodeContent",
     "encode_znode",
+    "object_id",
+    "object_key",
     "read_state_object",
     "read_znode",
     "state_object",
@@ -52,6 +55,8 @@ _OBJECT_HEAD = struct.Struct("<8sHHQQI")  # magic, version, flags, epoch, sequen
 _PULSAR_MAGIC = 0x4778
 _COMPRESSED_HEAD = struct.Struct(">hi")  # magic, metadata length (Java's writeShort / writeInt)
 _MAX_UNCOMPRESSED = 64 * 1024 * 1024
+_BATCH_SIZES_ROOM = 64
+_OBJECT_NAME = re.compile(r"(\d{20})-(\d{20})\.state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +139,7 @@ def read_znode(data: bytes, where: str, ledger_sizes: Mapping[int, int] | None =
         )
     state: CursorState | None = None
     if info.cursorsLedgerId == -1:
-        md, acked, batches, props = persist.decode_cursor_info(raw, where, ledger_sizes)
+        md, acked, batches, props = persist.cursor_info_state(info, raw, where, ledger_sizes)
         if ck is not None and len(ck.batch_sizes) == len(batches):
             batches = [
                 (lid, eid, size, words)
@@ -195,19 +200,9 @@ def encode_znode(
     ck.batches_total = len(batches)
     kept: list[persist.BatchRow] = []
     if batches:
-        fixed = info.ByteSize()
-        if fixed > max_bytes:
-            raise InvalidArgument(
-                f"{who}: properties and cursor properties take {fixed} bytes, "
-                f"more than the znode's {max_bytes}"
-            )
-        budget_limits = PersistLimits(
-            max_unacked_ranges_to_persist=limits.max_unacked_ranges_to_persist,
-            max_unacked_ranges_to_persist_in_metadata_store=limits.max_unacked_ranges_to_persist_in_metadata_store,
-            max_batch_deleted_index_to_persist=limits.max_batch_deleted_index_to_persist,
-            max_entry_bytes=max(max_bytes - fixed, 64),
-        )
-        kept = persist.fit_batches(batches, {}, budget_limits, who)
+        # Room is kept for the cursorkit record's batch_sizes field, written below.
+        budget = max_bytes - info.ByteSize() - _BATCH_SIZES_ROOM
+        kept = persist.batches_within(batches, limits.max_batch_deleted_index_to_persist, budget)
         persist.add_batch_infos(info.batchedEntryDeletionIndexInfo, kept)
         ck.batch_sizes.extend(size for _, _, size, _ in kept)
     head = info.SerializeToString()
@@ -220,6 +215,17 @@ def encode_znode(
         acked, limits.max_unacked_ranges_to_persist_in_metadata_store, max_bytes - len(head)
     )
     return EncodedZnode(head + acked.message_range_field_bytes(n, 4), len(acked), n, len(batches), len(kept))
+
+
+def object_key(directory: str, epoch: int, sequence: int) -> str:
+    """The key of the state object an owner's write publishes (unique per epoch and write number)."""
+    return f"{directory}/{epoch:020d}-{sequence:020d}.state"
+
+
+def object_id(key: str) -> tuple[int, int] | None:
+    """The owner epoch and write number a state object's key names (``None``: not a state object's)."""
+    m = _OBJECT_NAME.fullmatch(key.rpartition("/")[2])
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def state_object(

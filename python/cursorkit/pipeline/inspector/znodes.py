@@ -18,7 +18,7 @@ from urllib.parse import unquote_plus
 from rich.console import Console
 from rich.table import Table
 
-from cursorkit.ackstate.znode import read_state_object, read_znode
+from cursorkit.ackstate.znode import object_id, read_state_object, read_znode
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, StoreUnavailable
 from cursorkit.stores.location import MANAGED_LEDGERS, parse_zk_location
 from cursorkit.stores.objects import ObjectStore
@@ -129,21 +129,15 @@ def _summarise(path: str, data: bytes, version: int, objects: ObjectStore | None
 def _check_object(path: str, ck: Any, objects: ObjectStore | None) -> str:
     if objects is None:
         return "not checked (pass --objects)"
-    name = ck.state.key.rsplit("/", 1)[-1]
-    epoch, _, rest = name.partition("-")
+    epoch, sequence = object_id(ck.state.key) or (-1, -1)
     try:
         data = objects.get(ck.state.key)
         read_state_object(
-            data,
-            ck.state,
-            path=path,
-            epoch=int(epoch),
-            sequence=int(rest.partition(".")[0]),
-            where=f"{objects.uri}/{ck.state.key}",
+            data, ck.state, path=path, epoch=epoch, sequence=sequence, where=f"{objects.uri}/{ck.state.key}"
         )
     except FileNotFoundError:
         return "missing"
-    except (CorruptSnapshot, ValueError) as e:
+    except CorruptSnapshot as e:
         return f"damaged: {e}"
     return "ok"
 
