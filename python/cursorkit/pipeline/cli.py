@@ -19,6 +19,7 @@ from rich.console import Console
 
 from cursorkit.errors import CursorkitError, InvalidArgument
 from cursorkit.pipeline.display import print_summary, stage_progress
+from cursorkit.stores.location import is_zk_location, parse_zk_root
 
 __all__ = ["main"]
 
@@ -79,14 +80,6 @@ def parser_with_commands() -> tuple[
     argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]
 ]:
     """The parser of the pipeline's commands and its sub-parser set (``cursorkit.cli`` adds more)."""
-    p = _parser()
-    for action in p._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return p, action
-    raise AssertionError("the parser has no commands")  # pragma: no cover
-
-
-def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cursorkit",
         description=(
@@ -193,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
         "--limit", type=_count(1), default=10_000, help="with zk://: at most this many znodes visited"
     )
 
-    return p
+    return p, sub
 
 
 def _version() -> str:
@@ -326,13 +319,16 @@ def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
 
     cfg = _config(args)
     assert isinstance(cfg, RebuildConfig)
+    if args.cursor_store is not None:  # checked before Spark starts
+        try:
+            parse_zk_root(args.cursor_store)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"--cursor-store must be zk://host:port[/chroot] ({e})") from None
     conf = parse_conf(args.conf)
     spark = spark_session(args.master, conf)
     from cursorkit.pipeline.cluster import has_topic_column, print_topics, rebuild_topics
     from cursorkit.pipeline.output import is_object_store
 
-    if args.cursor_store is not None and not args.cursor_store.startswith("zk://"):
-        raise InvalidArgument(f"--cursor-store must be zk://host:port[/chroot], got {args.cursor_store!r}")
     if has_topic_column(spark, args.messages):  # a many-topic log: every topic in one job
         with stage_progress(console) as on_stage:
             topics = rebuild_topics(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
@@ -390,7 +386,7 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.load import list_topics, topic_root
     from cursorkit.pipeline.output import is_object_store
 
-    if args.path.startswith("zk://"):  # cursor znodes, cursorkit's or Pulsar's own
+    if is_zk_location(args.path):  # cursor znodes, cursorkit's or Pulsar's own
         from cursorkit.pipeline.inspector.znodes import inspect_zk, render_zk
         from cursorkit.stores.objects import ObjectStore
 
@@ -454,7 +450,7 @@ def run_command(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one pipeline command (this file is also what spark-submit runs); returns the exit status."""
-    return run_command(_parser().parse_args(argv), COMMANDS)
+    return run_command(parser_with_commands()[0].parse_args(argv), COMMANDS)
 
 
 if __name__ == "__main__":

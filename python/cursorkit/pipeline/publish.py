@@ -22,7 +22,7 @@ from cursorkit.ackstate.zk_store import ZkCursorStore, flush_many
 from cursorkit.errors import CursorkitError, InvalidArgument
 from cursorkit.pipeline.load import fetch_topic, list_topics, read_cursors
 from cursorkit.pipeline.output import is_object_store
-from cursorkit.stores.location import cursor_znode_path
+from cursorkit.stores.location import ZkLocation, cursor_znode_path, parse_zk_root
 from cursorkit.stores.objects import ObjectStore
 
 __all__ = ["PublishSummary", "publish_cursors"]
@@ -38,17 +38,6 @@ class PublishSummary:
     truncated: dict[str, int] = field(default_factory=dict)
     """Znode → ack ranges no durable copy holds (no object store for state beyond the znode)."""
     failed: dict[str, str] = field(default_factory=dict)
-
-
-def _split(location: str) -> tuple[str, str]:
-    """Hosts and chroot of ``zk://hosts[/chroot]``."""
-    if not location.startswith("zk://"):
-        raise InvalidArgument(f"--cursor-store must be a zk:// location, got {location!r}")
-    rest = location[len("zk://") :]
-    hosts, slash, chroot = rest.partition("/")
-    if not hosts:
-        raise InvalidArgument(f"{location!r}: no ZooKeeper host")
-    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
 
 
 def publish_cursors(
@@ -67,80 +56,72 @@ def publish_cursors(
     A many-topic output publishes every topic (or those in ``topics``); a one-topic output's cursors
     belong to ``one_topic`` (the rebuild's ``--topic``).
     """
-    hosts, chroot = _split(location)
-    summary = PublishSummary()
+    publisher = _Publisher(parse_zk_root(location), objects, overwrite, zk)
     text = os.fspath(out)
-    many = list_topics(text) if not is_object_store(text) else None
-    if is_object_store(text) or many:
-        names = topics if topics is not None else sorted(_topics_of(text))
-        for topic in names:
-            if on_topic is not None:
-                on_topic(topic)
-            if is_object_store(text):
-                with tempfile.TemporaryDirectory(prefix="cursorkit-publish-") as tmp:
-                    _publish_topic(
-                        fetch_topic(text, topic, tmp),
-                        None,
-                        topic,
-                        hosts,
-                        chroot,
-                        objects,
-                        overwrite,
-                        summary,
-                        zk,
-                    )
-            else:
-                _publish_topic(Path(text), topic, topic, hosts, chroot, objects, overwrite, summary, zk)
-        return summary
-    if one_topic is None:
-        raise InvalidArgument("a one-topic output needs the topic its cursors belong to")
-    _publish_topic(Path(text), None, one_topic, hosts, chroot, objects, overwrite, summary, zk)
-    return summary
+    remote = is_object_store(text)
+    local_topics = {} if remote else list_topics(text)
+    if not remote and not local_topics:
+        if one_topic is None:
+            raise InvalidArgument("a one-topic output needs the topic its cursors belong to")
+        publisher.topic(Path(text), None, one_topic)
+        return publisher.summary
+    if topics is None:
+        topics = sorted(_remote_topics(text) if remote else local_topics)
+    for topic in topics:
+        if on_topic is not None:
+            on_topic(topic)
+        if remote:
+            with tempfile.TemporaryDirectory(prefix="cursorkit-publish-") as tmp:
+                publisher.topic(fetch_topic(text, topic, tmp), None, topic)
+        else:
+            publisher.topic(Path(text), topic, topic)
+    return publisher.summary
 
 
-def _topics_of(out: str) -> list[str]:
-    if is_object_store(out):
-        from cursorkit.pipeline.cluster import read_topic_figures
+def _remote_topics(out: str) -> list[str]:
+    from cursorkit.pipeline.cluster import read_topic_figures
 
-        return list(read_topic_figures(out))
-    return list(list_topics(out))
+    return list(read_topic_figures(out))
 
 
-def _publish_topic(
-    root: Path,
-    topic_in_output: str | None,
-    topic: str,
-    hosts: str,
-    chroot: str,
-    objects: ObjectStore | None,
-    overwrite: bool,
-    summary: PublishSummary,
-    zk: dict[str, Any],
-) -> None:
-    cursors = read_cursors(root, topic=topic_in_output)
-    stores: list[tuple[ZkCursorStore, Any]] = []
-    try:
-        for subscription, cursor in sorted(cursors.items()):
-            path = chroot + cursor_znode_path(topic, subscription)
-            location = f"zk://{hosts}{path}"
-            try:
-                store = ZkCursorStore.create(location, name=subscription, objects=objects, **zk)
-            except FileExistsError:
-                if not overwrite:
-                    summary.existing.append(path)
+@dataclass(slots=True)
+class _Publisher:
+    """Where cursors go (ensemble and chroot, object store) and what publishing them did."""
+
+    root: ZkLocation
+    objects: ObjectStore | None
+    overwrite: bool
+    zk: dict[str, Any]
+    summary: PublishSummary = field(default_factory=PublishSummary)
+
+    def topic(self, output: Path, topic_in_output: str | None, topic: str) -> None:
+        """Writes one topic's cursors (read from ``output``) to their znodes, pipelined."""
+        summary = self.summary
+        cursors = read_cursors(output, topic=topic_in_output)
+        stores: list[tuple[ZkCursorStore, Any]] = []
+        try:
+            for subscription, cursor in sorted(cursors.items()):
+                path = self.root.path + cursor_znode_path(topic, subscription)
+                location = f"zk://{self.root.hosts}{path}"
+                options = {"name": subscription, "objects": self.objects, **self.zk}
+                try:
+                    store = ZkCursorStore.create(location, **options)
+                except FileExistsError:
+                    if not self.overwrite:
+                        summary.existing.append(path)
+                        continue
+                    store = ZkCursorStore.open(location, **options)
+                except CursorkitError as e:
+                    summary.failed[path] = str(e)
                     continue
-                store = ZkCursorStore.open(location, name=subscription, objects=objects, **zk)
-            except CursorkitError as e:
-                summary.failed[path] = str(e)
-                continue
-            stores.append((store, cursor))
-        for (store, _cursor), result in zip(stores, flush_many(stores), strict=True):
-            if isinstance(result, CursorkitError):
-                summary.failed[store.path] = str(result)
-                continue
-            summary.published.append(store.path)
-            if result.ranges_cut:
-                summary.truncated[store.path] = result.ranges_cut
-    finally:
-        for store, _ in stores:
-            store.close()
+                stores.append((store, cursor))
+            for (store, _cursor), result in zip(stores, flush_many(stores), strict=True):
+                if isinstance(result, CursorkitError):
+                    summary.failed[store.path] = str(result)
+                    continue
+                summary.published.append(store.path)
+                if result.ranges_cut:
+                    summary.truncated[store.path] = result.ranges_cut
+        finally:
+            for store, _ in stores:
+                store.close()

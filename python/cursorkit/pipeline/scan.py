@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from cursorkit.errors import InvalidInput
 from cursorkit.pipeline.inputs import TOPIC, ddl, log_format, missing_column, wrong_type
 from cursorkit.pipeline.schema import Column
+from cursorkit.stores.objects import s3_filesystem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,17 +48,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """
     if "://" not in uri:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
-    if uri.startswith("s3://"):
-        endpoint = os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            scheme, _, host = endpoint.partition("://")
-            fs: pafs.FileSystem = pafs.S3FileSystem(
-                endpoint_override=host or scheme,
-                scheme=scheme if host else "https",
-                region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-                allow_bucket_creation=True,
-            )
-            return fs, uri.removeprefix("s3://").rstrip("/")
+    if uri.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):
+        return s3_filesystem(), uri.removeprefix("s3://").rstrip("/")
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path.rstrip("/") or path
 

@@ -80,13 +80,30 @@ def parse_zk_location(location: str | os.PathLike[str]) -> ZkLocation:
     hosts, path = rest[:slash], rest[slash:]
     if "?" in path or "#" in path:
         raise InvalidArgument(f"{location!r}: options go in keyword arguments, not in the location")
+    _check_hosts(hosts, location)
+    return ZkLocation(hosts, _check_path(path, repr(location)))
+
+
+def parse_zk_root(location: str) -> ZkLocation:
+    """The ensemble and chroot of ``zk://hosts[/chroot]`` (``path`` is ``""`` for the root)."""
+    if not is_zk_location(location):
+        raise InvalidArgument(f"not a zk:// location: {location!r}")
+    hosts, _, chroot = location[len("zk://") :].partition("/")
+    if not hosts:
+        raise InvalidArgument(f"{location!r}: no ZooKeeper host")
+    if not chroot.strip("/"):
+        return ZkLocation(_check_hosts(hosts, location), "")
+    return parse_zk_location(f"zk://{hosts}/{chroot.strip('/')}")
+
+
+def _check_hosts(hosts: str, location: str) -> str:
     for host in filter(None, hosts.split(",")):
         if not _HOST.fullmatch(host):
             raise InvalidArgument(f"{location!r}: {host!r} is not host[:port]")
         port = host.rpartition(":")[2] if host.count(":") == 1 or "]:" in host else ""
         if port and not 0 < int(port) < 65536:
             raise InvalidArgument(f"{location!r}: port {port} is out of range")
-    return ZkLocation(hosts, _check_path(path, repr(location)))
+    return hosts
 
 
 def java_url_encode(name: str) -> str:

@@ -161,14 +161,6 @@ class ObjectStore:
         """The URI of ``key`` (what a reference to the object records)."""
         return f"{self.uri}/{_check_key(key)}"
 
-    def key_of(self, uri: str) -> str:
-        """The key a URI of this store names; ``InvalidArgument`` for a URI outside it."""
-        head = self.uri + "/"
-        given: object = uri
-        if not isinstance(given, str) or not given.startswith(head):
-            raise InvalidArgument(f"{uri!r} is not an object of {self.uri!r}")
-        return _check_key(uri[len(head) :])
-
     def put(self, key: str, data: bytes) -> None:
         """Stores ``data`` as ``key`` in one write a reader sees whole or not at all."""
         path = self.path_of(key)
@@ -223,18 +215,6 @@ class ObjectStore:
             yield int(src.size()), read
         finally:
             src.close()
-
-    def get_ranges(self, key: str, ranges: list[tuple[int, int]]) -> tuple[int, list[bytes]]:
-        """The object's size and the bytes at each ``(offset, length)`` (cut short at its end)."""
-        path = self.path_of(key)
-        try:
-            with self.filesystem.open_input_file(path) as src:
-                size = src.size()
-                return size, [src.read_at(length, offset) for offset, length in ranges]
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            raise self._unavailable(key, "ranged get", e) from e
 
     def size(self, key: str) -> int:
         """Stored bytes of the object; ``FileNotFoundError`` when there is none."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -160,24 +161,37 @@ def inspect_zk(
         while queue and visited < limit:
             path = queue.popleft()
             visited += 1
+            depth = _depth_under_managed_ledgers(path)
+            # A cursor znode is read, not listed; a parent is listed, not read; the start is read.
+            where = f"zk://{loc.hosts}{path}"
+            data, stat, children = b"", None, []
             try:
-                data, stat = session.call(client.get_async, path, what=f"zk://{loc.hosts}{path}: read")
-                children = session.call(client.get_children_async, path, what=f"zk://{loc.hosts}{path}: list")
+                if depth == _CURSOR_DEPTH or path == loc.path:
+                    data, stat = session.call(client.get_async, path, what=f"{where}: read")
+                if depth is None or depth < _CURSOR_DEPTH:
+                    children = session.call(client.get_children_async, path, what=f"{where}: list")
             except kex.NoNodeError:
                 if path == loc.path:
                     raise FileNotFoundError(2, "no such znode", str(loc)) from None
                 continue
             except kex.KazooException as e:
-                raise StoreUnavailable(f"zk://{loc.hosts}{path}: {type(e).__name__} {e}") from e
-            depth = _depth_under_managed_ledgers(path)
-            if depth == _CURSOR_DEPTH or (depth is None and path == loc.path and data):
+                raise StoreUnavailable(f"{where}: {type(e).__name__} {e}") from e
+            if stat is not None and (depth == _CURSOR_DEPTH or (depth is None and data)):
                 found.append(_summarise(path, data, stat.version, objects))
                 continue
-            if depth is None or depth < _CURSOR_DEPTH:
-                queue.extend(f"{path.rstrip('/')}/{c}" for c in sorted(children))
+            queue.extend(f"{path.rstrip('/')}/{c}" for c in sorted(children))
     finally:
         session.release()
     return ZnodeInspection(location=str(loc), cursors=found, znodes_visited=visited, truncated=bool(queue))
+
+
+def _utc(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    try:  # the znode's value, whatever a writer put there
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms since the epoch (out of range)"
 
 
 def render_zk(inspection: ZnodeInspection, console: Console) -> None:
@@ -192,6 +206,7 @@ def render_zk(inspection: ZnodeInspection, console: Console) -> None:
             ("write sequence, znode version", f"{c.sequence}, {c.version}"),
             ("state in", c.state_in),
             ("mark-delete", c.mark_delete),
+            ("last active", _utc(c.last_active_ms)),
             ("ranges (in znode / recorded)", f"{c.ranges:,} / {c.ranges_recorded:,}"),
             ("partial batches (in znode / recorded)", f"{c.batches:,} / {c.batches_recorded:,}"),
             (
