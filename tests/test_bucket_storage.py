@@ -577,3 +577,56 @@ def test_threads_create_read_and_delete_concurrently(storage: FileBucketSnapshot
     assert errors == []
     assert sorted(bid for bid, _ in kept) == storage.list_bucket_snapshots()
     assert len(kept) == 24
+
+
+@given(
+    start=st.integers(0, 200),
+    room=st.integers(1, 300),
+    takes=st.integers(0, 400),
+    fail_at=st.one_of(st.none(), st.integers(0, 10)),
+)
+def test_id_counter_saves_each_block_before_handing_out_its_ids(
+    start: int, room: int, takes: int, fail_at: int | None
+) -> None:
+    """No id twice; every id handed out is below a mark saved before it; a failed save hands out nothing."""
+    from cursorkit.delayed.bucket_format import IdCounter
+
+    saved: list[int] = []
+
+    def save(mark: int) -> None:
+        if fail_at is not None and len(saved) == fail_at:
+            raise PersistFailed(errno.EIO, "mark not saved")
+        saved.append(mark)
+
+    counter = IdCounter(start, start + room, save)
+    handed: list[int] = []
+    for _ in range(takes):
+        try:
+            got = counter.take("test")
+        except PersistFailed as e:
+            assert e.errno in (errno.ENOSPC, errno.EIO)
+            if e.errno == errno.ENOSPC:
+                assert len(handed) == room
+            continue
+        assert saved and got < saved[-1] <= start + room
+        handed.append(got)
+    assert handed == list(range(start, start + len(handed)))
+    assert len(handed) == min(takes, room) or fail_at is not None
+
+
+def test_id_marks_round_trip_and_every_flip_is_caught() -> None:
+    from cursorkit.delayed.bucket_format import decode_id_mark, encode_id_mark
+
+    data = encode_id_mark(65)
+    assert decode_id_mark(data, "m", 1 << 40) == 65
+    with pytest.raises(CorruptSnapshot, match="out of range"):
+        decode_id_mark(data, "m", 64)
+    for i in range(len(data)):
+        for bit in range(8):
+            bad = bytearray(data)
+            bad[i] ^= 1 << bit
+            with pytest.raises((CorruptSnapshot, UnsupportedVersion)):
+                decode_id_mark(bytes(bad), "m", 1 << 40)
+    for n in range(len(data)):
+        with pytest.raises(CorruptSnapshot):
+            decode_id_mark(data[:n], "m", 1 << 40)

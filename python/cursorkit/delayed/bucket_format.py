@@ -20,6 +20,7 @@ as it reads it, whatever the bytes come from.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 import zlib
@@ -34,6 +35,7 @@ from cursorkit.errors import (
     CorruptSnapshot,
     InvalidArgument,
     InvalidInputType,
+    PersistFailed,
     UnsupportedVersion,
 )
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
@@ -44,9 +46,12 @@ __all__ = [
     "MAX_ID",
     "BucketIndex",
     "BucketReader",
+    "IdCounter",
     "bucket_id_arg",
     "bucket_records",
+    "decode_id_mark",
     "encode_bucket",
+    "encode_id_mark",
     "entry_id_arg",
     "read_metadata",
     "segment_range",
@@ -70,6 +75,58 @@ _FOOTER = _FOOTER_BODY.size + _U32.size
 _MIN_HEADER = _U64.size + 3 * _U32.size
 TAIL_BYTES = _FOOTER
 """Bytes of the footer, which ends every bucket."""
+
+
+_ID_MAGIC = b"\x89CKBID\r\n"
+_ID_BODY = struct.Struct("<8sHHQ")  # magic, version, flags, next id
+_ID_BLOCK = 64
+
+
+def encode_id_mark(mark: int) -> bytes:
+    """An id high-water mark record: every id below ``mark`` may have been used."""
+    body = _ID_BODY.pack(_ID_MAGIC, FORMAT_VERSION, 0, mark)
+    return body + _U32.pack(zlib.crc32(body))
+
+
+def decode_id_mark(data: bytes, where: str, limit: int) -> int:
+    """The mark an id mark record holds (1..``limit``); damage is ``CorruptSnapshot`` naming ``where``."""
+    if len(data) != _ID_BODY.size + _U32.size:
+        raise CorruptSnapshot(f"{where}: {len(data)} bytes, expected {_ID_BODY.size + _U32.size}")
+    magic, version, flags, mark = _ID_BODY.unpack_from(data)
+    (crc,) = _U32.unpack_from(data, _ID_BODY.size)
+    if magic != _ID_MAGIC or zlib.crc32(memoryview(data)[: _ID_BODY.size]) != crc:
+        raise CorruptSnapshot(f"{where}: id mark fails its checksum at byte 0")
+    if version != FORMAT_VERSION or flags != 0:
+        raise UnsupportedVersion(f"{where}: id mark format {version}; this build reads {FORMAT_VERSION}")
+    if not 1 <= mark <= limit:
+        raise CorruptSnapshot(f"{where}: id mark {mark} out of range")
+    return int(mark)
+
+
+class IdCounter:
+    """Bucket ids handed out in blocks below ``limit``; a block's mark is saved before any id in it.
+
+    ``save(mark)`` makes the mark durable (or raises); ids from ``start`` up are never handed out twice
+    as long as the next counter starts at the saved mark.
+    """
+
+    def __init__(self, start: int, limit: int, save: Callable[[int], None], *, reserved: int | None = None):
+        self.next = start
+        self.limit = limit
+        self.reserved = start if reserved is None else reserved
+        self._save = save
+
+    def take(self, where: str) -> int:
+        """The next id; ``PersistFailed`` (ENOSPC) when none is left, or what ``save`` raised."""
+        if self.next >= self.limit:
+            raise PersistFailed(errno.ENOSPC, f"{where}: bucket ids exhausted")
+        if self.next >= self.reserved:
+            mark = min(self.next + _ID_BLOCK, self.limit)
+            self._save(mark)
+            self.reserved = mark
+        taken = self.next
+        self.next += 1
+        return taken
 
 
 def bucket_id_arg(bucket_id: object) -> int:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
-import struct
 import threading
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,12 +31,15 @@ from typing import TYPE_CHECKING, Any
 from cursorkit.delayed.bucket_format import (
     BucketIndex,
     BucketReader,
+    IdCounter,
     bucket_id_arg,
     bucket_records,
+    decode_id_mark,
     encode_bucket,
+    encode_id_mark,
 )
 from cursorkit.delayed.storage import BucketReads
-from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, InvalidInputType, PersistFailed
+from cursorkit.errors import BucketNotFound, InvalidArgument, InvalidInputType
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 from cursorkit.stores.objects import ObjectStore
 
@@ -51,9 +52,6 @@ _NAME = re.compile(r"bucket-(\d{20})\.snap")
 _COUNTER_BITS = 40
 _MAX_TAG = (1 << 22) - 1
 _RANDOM_TAGS = (1 << 21, 1 << 22)
-_ID_BLOCK = 64
-_MARK = struct.Struct("<8sQ")  # magic, next id counter
-_MARK_MAGIC = b"\x89CKOID\r\n"
 _TAIL_CHUNK = 64 * 1024
 _HEAD_CHUNK = 8 * 1024
 
@@ -120,8 +118,7 @@ class ObjectStoreBucketSnapshotStorage(BucketReads):
         self._lock = threading.Lock()
         self._state = "new"
         self._tag = 0
-        self._next = 1
-        self._reserved = 1 << _COUNTER_BITS  # random tags: no mark, the whole counter is ours
+        self._ids = IdCounter(1, 1 << _COUNTER_BITS, self._save_mark)  # replaced by start()
         self._known: dict[int, _Known] = {}
 
     @property
@@ -159,10 +156,11 @@ class ObjectStoreBucketSnapshotStorage(BucketReads):
             tag = self._owner_epoch or secrets.randbelow(_RANDOM_TAGS[1] - _RANDOM_TAGS[0]) + _RANDOM_TAGS[0]
             used = [i & ((1 << _COUNTER_BITS) - 1) for i in ids if i >> _COUNTER_BITS == tag]
             self._tag = tag
-            self._next = max(used, default=0) + 1
-            if self._owner_epoch is not None:
-                self._next = max(self._next, self._read_mark())
-                self._reserved = self._next
+            start = max(used, default=0) + 1
+            if self._owner_epoch is None:  # a random tag: no mark, the whole counter is ours
+                self._ids = IdCounter(start, 1 << _COUNTER_BITS, self._save_mark, reserved=1 << _COUNTER_BITS)
+            else:
+                self._ids = IdCounter(max(start, self._read_mark()), 1 << _COUNTER_BITS, self._save_mark)
             self._state = "started"
 
     def close(self) -> None:
@@ -196,27 +194,15 @@ class ObjectStoreBucketSnapshotStorage(BucketReads):
             data = self._objects.get(self._mark_key())
         except FileNotFoundError:
             return 1
-        where = f"{self._objects.uri}/{self._mark_key()}"
-        if len(data) != _MARK.size + 4 or zlib.crc32(data[: _MARK.size]).to_bytes(4, "little") != data[-4:]:
-            raise CorruptSnapshot(f"{where}: id mark fails its checksum (ids could be reused)")
-        magic, mark = _MARK.unpack_from(data)
-        if magic != _MARK_MAGIC or not 1 <= mark <= 1 << _COUNTER_BITS:
-            raise CorruptSnapshot(f"{where}: not an id mark")
-        return int(mark)
+        return decode_id_mark(data, f"{self._objects.uri}/{self._mark_key()}", 1 << _COUNTER_BITS)
+
+    def _save_mark(self, mark: int) -> None:
+        self._objects.put(self._mark_key(), encode_id_mark(mark))
 
     def _allocate_id(self) -> int:
         with self._lock:
             self._check_started()
-            if self._next >= 1 << _COUNTER_BITS:
-                raise PersistFailed(28, f"{self._objects.uri}: bucket ids of tag {self._tag} exhausted")
-            if self._next >= self._reserved:
-                mark = min(self._next + _ID_BLOCK, 1 << _COUNTER_BITS)
-                body = _MARK.pack(_MARK_MAGIC, mark)
-                self._objects.put(self._mark_key(), body + zlib.crc32(body).to_bytes(4, "little"))
-                self._reserved = mark
-            bucket_id = self._tag << _COUNTER_BITS | self._next
-            self._next += 1
-            return bucket_id
+            return self._tag << _COUNTER_BITS | self._ids.take(f"{self._objects.uri} (id tag {self._tag})")
 
     # -- the BucketSnapshotStorage protocol -------------------------------------------------------
 

@@ -17,9 +17,7 @@ import errno
 import fcntl
 import os
 import re
-import struct
 import threading
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +28,12 @@ from cursorkit.delayed.bucket_format import (
     MAX_ID,
     BucketIndex,
     BucketReader,
+    IdCounter,
     bucket_id_arg,
     bucket_records,
+    decode_id_mark,
     encode_bucket,
+    encode_id_mark,
     read_metadata,
     segment_range,
 )
@@ -42,7 +43,6 @@ from cursorkit.errors import (
     InvalidArgument,
     InvalidInputType,
     PersistFailed,
-    UnsupportedVersion,
 )
 from cursorkit.fsio import Opener, atomic_write, fsync_dir, temp_target
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
@@ -61,11 +61,7 @@ __all__ = [
 NEXT_ID_FILE = "next-bucket-id"
 """The id high-water mark file: every id below the value it holds may have been used."""
 
-_ID_MAGIC = b"\x89CKBID\r\n"
 _BUCKET_NAME = re.compile(r"bucket-(\d{20})\.snap")
-_ID_BLOCK = 64
-_U32 = struct.Struct("<I")
-_ID_BODY = struct.Struct("<8sHHQ")  # magic, version, flags, next id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,8 +206,7 @@ class FileBucketSnapshotStorage(BucketReads):
         self._lock = threading.Lock()
         self._state = "new"
         self._dir_fd = -1
-        self._next_id = 0
-        self._reserved = 0
+        self._ids = IdCounter(0, 0, self._save_mark)  # replaced by start()
 
     @property
     def path(self) -> Path:
@@ -267,7 +262,7 @@ class FileBucketSnapshotStorage(BucketReads):
                 os.close(fd)
                 raise
             self._dir_fd = fd
-            self._next_id = self._reserved = mark
+            self._ids = IdCounter(mark, MAX_ID + 1, self._save_mark)
             self._state = "started"
 
     def close(self) -> None:
@@ -317,37 +312,16 @@ class FileBucketSnapshotStorage(BucketReads):
             data = path.read_bytes()
         except FileNotFoundError:
             return None
-        if len(data) != _ID_BODY.size + _U32.size:
-            raise CorruptSnapshot(f"{path}: {len(data)} bytes, expected {_ID_BODY.size + _U32.size}")
-        magic, version, flags, mark = _ID_BODY.unpack_from(data)
-        (crc,) = _U32.unpack_from(data, _ID_BODY.size)
-        if magic != _ID_MAGIC or zlib.crc32(memoryview(data)[: _ID_BODY.size]) != crc:
-            raise CorruptSnapshot(f"{path}: id mark fails its checksum at byte 0")
-        if version != FORMAT_VERSION or flags != 0:
-            raise UnsupportedVersion(f"{path}: id mark format {version}; this build reads {FORMAT_VERSION}")
-        if not 1 <= mark <= MAX_ID + 1:
-            raise CorruptSnapshot(f"{path}: id mark {mark} out of range")
-        return int(mark)
+        return decode_id_mark(data, str(path), MAX_ID + 1)
+
+    def _save_mark(self, mark: int) -> None:
+        atomic_write(self._path / NEXT_ID_FILE, encode_id_mark(mark), opener=self._opener, sync=self._fsync)
 
     def _allocate_id(self) -> int:
         """A never-used id; the mark covering it is durable before it is returned."""
         with self._lock:
             self._check_started()
-            if self._next_id > MAX_ID:
-                raise PersistFailed(errno.ENOSPC, f"{self._path}: bucket ids exhausted")
-            if self._next_id >= self._reserved:
-                mark = min(self._next_id + _ID_BLOCK, MAX_ID + 1)
-                body = _ID_BODY.pack(_ID_MAGIC, FORMAT_VERSION, 0, mark)
-                atomic_write(
-                    self._path / NEXT_ID_FILE,
-                    body + _U32.pack(zlib.crc32(body)),
-                    opener=self._opener,
-                    sync=self._fsync,
-                )
-                self._reserved = mark
-            bucket_id = self._next_id
-            self._next_id += 1
-            return bucket_id
+            return self._ids.take(str(self._path))
 
     # -- the BucketSnapshotStorage protocol -------------------------------------------------------
 
