@@ -27,6 +27,7 @@ import delayed_workloads as dw
 import rangeset_workloads as rw
 from cursorkit import Position
 from cursorkit.ackstate import CursorStore, ZkCursorStore, flush_many
+from cursorkit.delayed.bucket_format import bucket_name
 from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
 
@@ -190,7 +191,7 @@ def test_segment_read(
         def run() -> None:
             storage.get_bucket_snapshot_segment(bid, middle, middle)
     else:
-        key = storage._key(bid)
+        key = bucket_name(bid)
         data = s3.get(key)
         offset = data.index(segments[middle - 1])
         length = len(segments[middle - 1]) + 4

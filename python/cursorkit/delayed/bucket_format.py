@@ -22,9 +22,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import struct
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,9 @@ __all__ = [
     "BucketIndex",
     "BucketReader",
     "IdCounter",
+    "bucket_id_of",
+    "bucket_ids",
+    "bucket_name",
     "bucket_id_arg",
     "bucket_records",
     "decode_id_mark",
@@ -75,6 +79,25 @@ _FOOTER = _FOOTER_BODY.size + _U32.size
 _MIN_HEADER = _U64.size + 3 * _U32.size
 TAIL_BYTES = _FOOTER
 """Bytes of the footer, which ends every bucket."""
+
+
+_BUCKET_NAME = re.compile(r"bucket-(\d{20})\.snap")
+
+
+def bucket_name(bucket_id: int) -> str:
+    """The file or object name of a stored bucket."""
+    return f"bucket-{bucket_id:020d}.snap"
+
+
+def bucket_id_of(name: str) -> int | None:
+    """The id a bucket's file or object name holds (``None``: not a bucket's name)."""
+    m = _BUCKET_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def bucket_ids(names: Iterable[str]) -> list[int]:
+    """The ids of the bucket names among ``names``, ascending."""
+    return sorted(i for i in map(bucket_id_of, names) if i is not None)
 
 
 _ID_MAGIC = b"\x89CKBID\r\n"

@@ -21,7 +21,6 @@ Damage is reported as by the file storage: ``CorruptSnapshot`` naming the object
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
 import threading
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,8 @@ from cursorkit.delayed.bucket_format import (
     BucketReader,
     IdCounter,
     bucket_id_arg,
+    bucket_ids,
+    bucket_name,
     bucket_records,
     decode_id_mark,
     encode_bucket,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ObjectStoreBucketSnapshotStorage"]
 
-_NAME = re.compile(r"bucket-(\d{20})\.snap")
 _COUNTER_BITS = 40
 _MAX_TAG = (1 << 22) - 1
 _RANDOM_TAGS = (1 << 21, 1 << 22)
@@ -136,7 +136,7 @@ class ObjectStoreBucketSnapshotStorage(BucketReads):
 
     @staticmethod
     def _key(bucket_id: int) -> str:
-        return f"bucket-{bucket_id:020d}.snap"
+        return bucket_name(bucket_id)
 
     def _check_started(self) -> None:
         if self._state != "started":
@@ -177,13 +177,7 @@ class ObjectStoreBucketSnapshotStorage(BucketReads):
         self.close()
 
     def _scan_ids(self) -> list[int]:
-        ids = []
-        for item in self._objects.list():
-            m = _NAME.fullmatch(item.key)
-            if m:
-                ids.append(int(m.group(1)))
-        ids.sort()
-        return ids
+        return bucket_ids(item.key for item in self._objects.list())
 
     def _mark_key(self) -> str:
         return f"ids/tag-{self._tag:07d}"

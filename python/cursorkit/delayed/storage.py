@@ -16,7 +16,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,9 @@ from cursorkit.delayed.bucket_format import (
     BucketReader,
     IdCounter,
     bucket_id_arg,
+    bucket_id_of,
+    bucket_ids,
+    bucket_name,
     bucket_records,
     decode_id_mark,
     encode_bucket,
@@ -60,8 +62,6 @@ __all__ = [
 
 NEXT_ID_FILE = "next-bucket-id"
 """The id high-water mark file: every id below the value it holds may have been used."""
-
-_BUCKET_NAME = re.compile(r"bucket-(\d{20})\.snap")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,7 +214,7 @@ class FileBucketSnapshotStorage(BucketReads):
         return self._path
 
     def _file_for(self, bucket_id: int) -> Path:
-        return self._path / f"bucket-{bucket_id:020d}.snap"
+        return self._path / bucket_name(bucket_id)
 
     def _check_started(self) -> None:
         if self._state != "started":
@@ -288,7 +288,7 @@ class FileBucketSnapshotStorage(BucketReads):
         removed = False
         for p in self._path.iterdir():
             target = temp_target(p.name)
-            if target is not None and (target == NEXT_ID_FILE or _BUCKET_NAME.fullmatch(target)):
+            if target is not None and (target == NEXT_ID_FILE or bucket_id_of(target) is not None):
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
                 removed = True
@@ -296,13 +296,7 @@ class FileBucketSnapshotStorage(BucketReads):
             fsync_dir(self._path)
 
     def _scan_ids(self) -> list[int]:
-        ids = []
-        for p in self._path.iterdir():
-            m = _BUCKET_NAME.fullmatch(p.name)
-            if m:
-                ids.append(int(m.group(1)))
-        ids.sort()
-        return ids
+        return bucket_ids(p.name for p in self._path.iterdir())
 
     # -- ids ---------------------------------------------------------------------------------------
 
