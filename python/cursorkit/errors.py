@@ -8,6 +8,7 @@ __all__ = [
     "ConsumerAssignError",
     "CorruptSnapshot",
     "CursorkitError",
+    "DamagedStore",
     "Fenced",
     "InvalidArgument",
     "InvalidInput",
@@ -65,6 +66,19 @@ class InternalError(CursorkitError, RuntimeError):
 
 class UnsupportedVersion(CorruptSnapshot):
     """Persisted bytes written by a format version this build does not read."""
+
+
+class DamagedStore(CorruptSnapshot):
+    """A store or rebuild output that would load only by stepping over damage.
+
+    Loading it as if healthy would hand back older or smaller state (a rewound cursor, missing
+    delayed messages), so loaders raise this unless the caller passes ``allow_damaged=True``.
+    ``damage`` maps each damaged part (a subscription, ``delayed``, a file) to what was lost.
+    """
+
+    def __init__(self, message: str, *, damage: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.damage: dict[str, str] = dict(damage or {})
 
 
 class UnknownLedger(CursorkitError, KeyError):

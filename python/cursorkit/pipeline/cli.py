@@ -256,6 +256,12 @@ def _rebuild_options(r: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --cursor-store: replace cursor znodes that already exist (their owners are fenced)",
     )
+    r.add_argument(
+        "--publish-damaged",
+        action="store_true",
+        help="with --cursor-store: also publish cursors whose store in the output is damaged "
+        "(by default they are left out and listed: a rewound cursor makes Pulsar redeliver acked messages)",
+    )
 
 
 def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
@@ -353,17 +359,30 @@ def _publish(args: argparse.Namespace, console: Console) -> int:
 
     objects = ObjectStore(args.cursor_objects) if args.cursor_objects else None
     done = publish_cursors(
-        args.out, args.cursor_store, one_topic=args.topic, objects=objects, overwrite=args.overwrite_cursors
+        args.out,
+        args.cursor_store,
+        one_topic=args.topic,
+        objects=objects,
+        overwrite=args.overwrite_cursors,
+        publish_damaged=args.publish_damaged,
     )
     console.print(
         f"published {len(done.published):,} cursors to {args.cursor_store}; "
         f"{len(done.existing):,} already there (kept; --overwrite-cursors replaces them), "
-        f"{len(done.truncated):,} cut at the znode's limit, {len(done.failed):,} failed",
+        f"{len(done.truncated):,} cut at the znode's limit, {len(done.damaged):,} damaged and left out, "
+        f"{len(done.failed):,} failed",
         highlight=False,
     )
+    for what, items in (("left out (damaged)", done.damaged), ("published though damaged", done.forced)):
+        for path, why in sorted(items.items())[:20]:
+            console.print(f"  {what} {path}: {why}", highlight=False)
+    if done.damaged:
+        console.print("  (--publish-damaged writes damaged cursors anyway)", highlight=False)
     for path, why in sorted(done.failed.items())[:20]:
         console.print(f"  failed {path}: {why}", highlight=False)
-    return 1 if done.failed else 0
+    if done.damaged or done.failed:
+        return 1
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace, console: Console) -> int:

@@ -33,10 +33,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from cursorkit.errors import InvalidArgument, InvalidInput
+from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, InvalidInput
 from cursorkit.pipeline import partitions, schema, topic_stages
 from cursorkit.pipeline.inputs import ddl, read_log
-from cursorkit.pipeline.load import MANIFEST_FILE, TOPICS_FORMAT
+from cursorkit.pipeline.manifest import (
+    MANIFEST_FILE,
+    TOPICS_FORMAT,
+    is_topics_doc,
+    load_json,
+    parse_topics_manifest,
+)
 from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
 from cursorkit.pipeline.rebuild import (
     RebuildConfig,
@@ -361,32 +367,47 @@ def _commit(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig) -
 
 
 def _remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
-    """Removes staged directories no manifest names: other runs, and other attempts of this one."""
+    """Removes staged directories no manifest names: other runs, and other attempts of this one.
+
+    Only entries listed under ``runs/`` are removed, and only those the committed manifest (checked
+    whole first) does not name; a manifest that does not check out removes nothing and stops the
+    run, since what it names cannot be told apart from what is safe to delete.
+    """
     if RUNS_DIR not in out.names():
         return
-    live: set[str] = set()
+    run, live = "", set()
     if keep is not None:
-        live = {t["dir"] for t in keep.topics.values()}
-        run = keep.run
+        run, live = keep.run, {str(t["dir"]) for t in keep.topics.values()}
     else:
         raw = out.read(MANIFEST_FILE)
-        if raw is None:
-            run = ""  # nothing committed yet: every staged run is a killed one's
-        else:
+        if raw is not None and _claims_topics(raw):
             try:
-                doc = json.loads(raw)
-                run = str(doc.get("run", ""))
-                live = {str(t["dir"]) for t in doc.get("topics", {}).values()}
-            except (ValueError, AttributeError, TypeError, KeyError):
-                return  # a manifest that cannot be read: remove nothing it might name
-    for other in out.names(RUNS_DIR):
+                doc = parse_topics_manifest(raw, f"{out.uri}/{MANIFEST_FILE}")
+            except CursorkitError as e:
+                raise InvalidArgument(
+                    f"--out {out.uri}: its {MANIFEST_FILE} does not check out ({e}); nothing was removed. "
+                    f"Rebuild into another --out, or move the damaged output aside"
+                ) from None
+            run, live = doc.run, {e.dir for e in doc.topics.values()}
+    runs = out.names(RUNS_DIR)
+    for other in runs:
         if other != run:
             out.remove(f"{RUNS_DIR}/{other}")
+    if run not in runs:
+        return
     topics = f"{RUNS_DIR}/{run}/topics"
-    for topic_dir in out.names(topics) if run else []:
+    for topic_dir in out.names(topics):
         for attempt in out.names(f"{topics}/{topic_dir}"):
             if f"{topics}/{topic_dir}/{attempt}" not in live:
                 out.remove(f"{topics}/{topic_dir}/{attempt}")
+
+
+def _claims_topics(raw: bytes) -> bool:
+    """Whether a manifest's bytes claim the many-topic format (anything else names no run)."""
+    try:
+        return is_topics_doc(json.loads(raw))
+    except (ValueError, RecursionError):
+        return True  # unreadable: parse_topics_manifest says why, and nothing is removed
 
 
 def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> bool:
@@ -412,19 +433,38 @@ def risk_order(topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """The per-topic figures of a committed many-topic output (from its run's ``summary.json``)."""
-    from cursorkit.pipeline.load import safe_relative
+    """The per-topic figures of a committed many-topic output (from its run's ``summary.json``).
 
+    Raises ``InvalidArgument`` when ``out`` holds no manifest, ``CorruptSnapshot`` (or
+    ``UnsupportedVersion``) when the manifest or the summary it names does not check out.
+    """
     output = open_output(out)
     raw = output.read(MANIFEST_FILE)
     if raw is None:
         raise InvalidArgument(f"{output.uri}: no {MANIFEST_FILE}")
-    doc = json.loads(raw)
-    summary_raw = output.read(safe_relative(str(doc["summary"]), "summary"))
+    doc = parse_topics_manifest(raw, f"{output.uri}/{MANIFEST_FILE}")
+    where = f"{output.uri}/{doc.summary}"
+    summary_raw = output.read(doc.summary)
     if summary_raw is None:
-        raise InvalidArgument(f"{output.uri}: the manifest names a summary that is not there")
-    topics: dict[str, dict[str, Any]] = json.loads(summary_raw)["topics"]
-    return topics
+        raise CorruptSnapshot(f"{where}: the summary the manifest names is not there")
+    summary = load_json(summary_raw, where, "a many-topic run's summary")
+    topics = summary.get("topics") if isinstance(summary, dict) else None
+    if not isinstance(topics, dict) or not all(isinstance(f, dict) for f in topics.values()):
+        raise CorruptSnapshot(f"{where}: no topics object of per-topic figures")
+    figures: dict[str, dict[str, Any]] = {}
+    for topic in doc.topics:
+        f = topics.get(topic)
+        if f is None:
+            raise CorruptSnapshot(f"{where}: no figures for topic {topic!r} that the manifest names")
+        bad = [k for k in FIGURES if isinstance(f.get(k), bool) or not isinstance(f.get(k), int)]
+        if bad:
+            raise CorruptSnapshot(f"{where}: topic {topic!r} has no integer {', '.join(bad)}")
+        figures[topic] = f
+    return figures
+
+
+FIGURES = ("messages", "subscriptions", "backlog", "ranges", "redeliver_pulsar", "delayed_pending", "buckets")
+"""The per-topic figures the topics table shows (each an integer of ``summary.json``)."""
 
 
 def print_topics(console: Any, topics: Mapping[str, Mapping[str, Any]], limit: int = 30) -> None:

@@ -1,27 +1,54 @@
-"""Opening a rebuild's output with the library: its cursors and its shared delayed index."""
+"""Opening a rebuild's output with the library: its cursors and its shared delayed index.
+
+Loaders never hand back damaged state as if it were healthy. Before a store is opened, the files the
+manifest vouches for are checked (size and SHA-256); after it is opened, what its recovery stepped
+over is read from its report. Any damage raises :class:`~cursorkit.errors.DamagedStore`, naming each
+damaged part and what was lost, unless the caller passes ``allow_damaged=True``: then what survives
+comes back together with the damage (:class:`LoadedCursors`, the tracker's ``recovery_report``).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore
+from cursorkit.ackstate.store_api import StoreReport
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
 from cursorkit.delayed.properties import FileCursorProperties
-from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
+from cursorkit.errors import CorruptSnapshot, CursorkitError, DamagedStore, InvalidArgument
 from cursorkit.fsio import read_regular
+from cursorkit.pipeline.manifest import (
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    MANIFEST_VERSION,
+    MAX_MANIFEST_BYTES,
+    TOPICS_FORMAT,
+    FileEntry,
+    check_files,
+    inside,
+    local_digest,
+    parse_files,
+    parse_manifest,
+    parse_topics_manifest,
+    read_topics_manifest,
+    safe_relative,
+)
 
 __all__ = [
     "MANIFEST_FILE",
     "MANIFEST_FORMAT",
     "MANIFEST_VERSION",
+    "TOPICS_FORMAT",
+    "LoadedCursors",
     "Manifest",
     "fetch_topic",
+    "inside",
     "list_topics",
     "open_delayed_index",
     "parse_manifest",
@@ -31,17 +58,10 @@ __all__ = [
     "topic_root",
 ]
 
-MANIFEST_FILE = "manifest.json"
-"""Written last into a rebuild's output: what it holds and where."""
-MANIFEST_FORMAT = "cursorkit-rebuild"
-"""The manifest's ``format`` value."""
-MANIFEST_VERSION = 1
-"""The manifest version this build writes and reads."""
-
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
-    """``manifest.json`` of a rebuild's output."""
+    """``manifest.json`` of a rebuild's output (or of one topic of a many-topic output)."""
 
     root: Path
     topic: str
@@ -51,133 +71,99 @@ class Manifest:
     delayed: dict[str, str] | None
     """``storage``, ``properties``, ``topic``, ``cursor`` of the shared delayed index, or None."""
     raw: dict[str, Any]
+    files: tuple[FileEntry, ...] | None = None
+    """The files the output vouches for, relative to ``root`` (None: written before files were listed)."""
 
     def ledger_sizes(self) -> dict[int, int]:
         """Entries per ledger of the message log (from ``summary.json``)."""
-        data = json.loads((self.root / "summary.json").read_text())
-        return {int(k): int(v) for k, v in data["ledger_sizes"].items()}
+        return {int(k): int(v) for k, v in self._summary()["ledger_sizes"].items()}
 
+    def cursor_rows(self) -> dict[str, dict[str, Any]]:
+        """The rebuild's figures of each cursor it wrote (``summary.json``), by subscription."""
+        try:
+            rows = self._summary().get("cursors", [])
+            return {str(r["subscription"]): r for r in rows if isinstance(r, dict) and "subscription" in r}
+        except (CursorkitError, AttributeError, TypeError, KeyError):
+            return {}
 
-TOPICS_FORMAT = "cursorkit-rebuild-topics"
-"""The ``format`` of a many-topic output's root manifest (``cluster.TOPICS_MANIFEST_FORMAT``)."""
+    def _summary(self) -> dict[str, Any]:
+        where = self.root / "summary.json"
+        try:
+            doc = json.loads(read_regular(where, MAX_MANIFEST_BYTES))
+        except OSError as e:
+            raise CorruptSnapshot(f"{where}: cannot read the summary ({e.strerror or e})") from e
+        except (ValueError, RecursionError) as e:
+            raise CorruptSnapshot(f"{where} is not JSON ({e})") from e
+        if not isinstance(doc, dict) or not isinstance(doc.get("ledger_sizes"), dict):
+            raise CorruptSnapshot(f"{where}: no ledger_sizes object")
+        return doc
+
+    def verify(self, parts: Iterable[str]) -> dict[str, str]:
+        """Files under ``parts`` that are missing or differ from the manifest: ``{path: what}``.
+
+        Empty when all match, or when the output lists no files (written before they were listed).
+        """
+        if self.files is None:
+            return {}
+        return check_files(self.files, local_digest(self.root), under=parts)
 
 
 def list_topics(path: str | os.PathLike[str]) -> dict[str, str]:
     """Topic -> its directory (relative to ``path``) of a many-topic output; ``{}`` for a one-topic one."""
-    root = Path(path)
-    doc = _root_doc(root)
-    if doc is None:
-        return {}
-    topics = _expect(root / MANIFEST_FILE, doc, "topics", dict)
-    out: dict[str, str] = {}
-    for name, entry in topics.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("dir"), str):
-            raise CorruptSnapshot(f"{root / MANIFEST_FILE}: topics[{name!r}] has no dir string")
-        out[name] = entry["dir"]
-    return out
-
-
-def _root_doc(root: Path) -> dict[str, Any] | None:
-    """The root manifest of a many-topic output, or None when ``root`` holds a one-topic output."""
-    path = root / MANIFEST_FILE
-    if not path.is_file():
-        raise InvalidArgument(f"{root} is not a rebuild's output (no {MANIFEST_FILE})")
-    try:
-        doc = json.loads(read_regular(path, MAX_MANIFEST_BYTES))
-    except (OSError, RecursionError, json.JSONDecodeError, UnicodeDecodeError):
-        return None  # parse_manifest reports it
-    if not isinstance(doc, dict) or doc.get("format") != TOPICS_FORMAT:
-        return None
-    version = doc.get("version")
-    if isinstance(version, bool) or version != MANIFEST_VERSION:
-        raise UnsupportedVersion(f"{path}: manifest version {version!r}; this build reads {MANIFEST_VERSION}")
-    return doc
+    doc = read_topics_manifest(Path(path))
+    return {} if doc is None else {t: e.dir for t, e in doc.topics.items()}
 
 
 def topic_root(path: str | os.PathLike[str], topic: str | None) -> Path:
     """The directory holding ``topic``'s output: ``path`` itself for a one-topic output."""
-    root = Path(path)
-    topics = list_topics(root)
-    if not topics:
-        return root
+    return _topic(Path(path), topic)[0]
+
+
+def _topic(root: Path, topic: str | None) -> tuple[Path, tuple[FileEntry, ...] | None]:
+    """``topic``'s directory and the files the root manifest lists for it (None for a one-topic output)."""
+    doc = read_topics_manifest(root)
+    if doc is None:
+        if topic is not None:
+            raise InvalidArgument(f"{root} is not a many-topic rebuild output; topic= does not apply")
+        return root, None
     if topic is None:
-        shown = ", ".join(sorted(topics)[:5]) + (", …" if len(topics) > 5 else "")
-        raise InvalidArgument(f"{root} holds {len(topics)} topics ({shown}); name one with topic=")
-    if topic not in topics:
+        names = sorted(doc.topics)
+        shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+        raise InvalidArgument(f"{root} holds {len(names)} topics ({shown}); name one with topic=")
+    entry = doc.topics.get(topic)
+    if entry is None:
         raise InvalidArgument(f"{root} has no topic {topic!r}")
-    return inside(root, topics[topic], f"topics[{topic!r}]")
+    return inside(root, entry.dir, f"topics[{topic!r}]"), entry.files
 
 
 def read_manifest(path: str | os.PathLike[str], topic: str | None = None) -> Manifest:
     """The manifest of the rebuild output at ``path`` (``InvalidArgument`` if it is not one).
 
-    For a many-topic output, ``topic`` names the topic (its directory has the one-topic layout).
+    For a many-topic output, ``topic`` names the topic (its directory has the one-topic layout);
+    its files are the ones the root manifest lists for it, and its own manifest must name it.
     """
-    root = topic_root(path, topic)
+    root, files = _topic(Path(path), topic)
     if not (root / MANIFEST_FILE).is_file():
         raise InvalidArgument(f"{root} is not a rebuild's output (no {MANIFEST_FILE})")
     raw = parse_manifest(root / MANIFEST_FILE)
-    return Manifest(
-        root, raw["topic"], int(raw["now_ms"]), dict(raw["subscriptions"]), raw.get("delayed"), raw
-    )
-
-
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-"""Largest manifest read (one line per subscription: far below this)."""
-
-
-def parse_manifest(path: Path) -> dict[str, Any]:
-    """The manifest file at ``path``, checked for every key and type a reader uses.
-
-    A manifest that is no regular file (a directory, a symlink loop), too large, too deeply nested
-    or not JSON is an ``InvalidArgument``; one with wrong keys or types a ``CorruptSnapshot``.
-    """
-    try:
-        raw = read_regular(path, MAX_MANIFEST_BYTES)
-        doc = json.loads(raw)
-    except OSError as e:
-        raise InvalidArgument(f"{path}: cannot read the manifest ({e.strerror or e})") from e
-    except RecursionError as e:
-        raise InvalidArgument(f"{path}: JSON nested too deeply for a {MANIFEST_FORMAT} manifest") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InvalidArgument(f"{path} is not JSON ({e}); expected a {MANIFEST_FORMAT} manifest") from e
-    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
-        raise InvalidArgument(
-            f'{path} is not a {MANIFEST_FORMAT} manifest (no "format": {MANIFEST_FORMAT!r})'
+    if files is None and "files" in raw:
+        files = parse_files(raw["files"], f"{root / MANIFEST_FILE}: files")
+    if topic is not None and raw["topic"] != topic:
+        raise DamagedStore(
+            f"{root}: the root manifest names this directory for topic {topic!r}, "
+            f"but it holds topic {raw['topic']!r}",
+            damage={MANIFEST_FILE: f"holds topic {raw['topic']!r}, not {topic!r}"},
         )
-    version = doc.get("version")
-    if isinstance(version, bool) or version != MANIFEST_VERSION:
-        raise UnsupportedVersion(f"{path}: manifest version {version!r}; this build reads {MANIFEST_VERSION}")
-    _expect(path, doc, "topic", str)
-    _expect(path, doc, "now_ms", int)
-    subs = _expect(path, doc, "subscriptions", dict)
-    for name, rel in subs.items():
-        if not isinstance(rel, str):
-            raise CorruptSnapshot(f"{path}: subscriptions[{name!r}] must be a path string, got {rel!r}")
-    delayed = doc.get("delayed")
-    if delayed is not None:
-        if not isinstance(delayed, dict):
-            raise CorruptSnapshot(f'{path}: "delayed" must be an object or null')
-        for key in ("storage", "properties", "topic", "cursor"):
-            _expect(path, delayed, key, str, where="delayed.")
-    elif "delayed" not in doc:
-        raise CorruptSnapshot(f'{path}: "delayed" is missing')
-    return doc
-
-
-def safe_relative(rel: str, what: str) -> str:
-    """``rel`` if it is a relative path without ``..`` (``CorruptSnapshot`` otherwise)."""
-    pure = PurePosixPath(rel)
-    if not rel or pure.is_absolute() or ".." in pure.parts or "\x00" in rel:
-        raise CorruptSnapshot(f"{what}: {rel!r} is not a path inside the output directory")
-    return rel
+    return Manifest(
+        root, raw["topic"], int(raw["now_ms"]), dict(raw["subscriptions"]), raw.get("delayed"), raw, files
+    )
 
 
 def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
     """Downloads one topic of a many-topic output on an object store into the local ``into``.
 
     Only the files the root manifest lists are fetched, each checked against its size and SHA-256
-    (``CorruptSnapshot`` on a mismatch); the result is a one-topic output directory that
+    (``DamagedStore`` naming every mismatch); the result is a one-topic output directory that
     :func:`read_manifest`, :func:`read_cursors` and :func:`open_delayed_index` open.
     """
     import hashlib
@@ -188,88 +174,183 @@ def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
     raw = output.read(MANIFEST_FILE)
     if raw is None:
         raise InvalidArgument(f"{out} is not a rebuild's output (no {MANIFEST_FILE})")
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError) as e:
-        raise CorruptSnapshot(f"{out}/{MANIFEST_FILE} is not JSON ({e})") from e
-    topics = doc.get("topics") if isinstance(doc, dict) else None
-    if not isinstance(topics, dict) or doc.get("format") != TOPICS_FORMAT:
-        raise InvalidArgument(f"{out} is not a many-topic rebuild's output")
-    entry = topics.get(topic)
-    if not isinstance(entry, dict):
+    doc = parse_topics_manifest(raw, f"{out}/{MANIFEST_FILE}")
+    entry = doc.topics.get(topic)
+    if entry is None:
         raise InvalidArgument(f"{out} has no topic {topic!r}")
-    base = safe_relative(_text(entry.get("dir")), f"topics[{topic!r}].dir")
     root = Path(into)
-    for f in entry.get("files", []):
-        if not isinstance(f, dict):
-            raise CorruptSnapshot(f"{out}/{MANIFEST_FILE}: topics[{topic!r}].files holds {f!r}")
-        rel = safe_relative(_text(f.get("path")), f"topics[{topic!r}].files")
-        data = output.read(f"{base}/{rel}")
-        if data is None or len(data) != f.get("bytes") or hashlib.sha256(data).hexdigest() != f.get("sha256"):
-            raise CorruptSnapshot(
-                f"{out}/{base}/{rel}: missing, or its size or SHA-256 is not the manifest's"
-            )
-        target = root.joinpath(*PurePosixPath(rel).parts)
+    bad: dict[str, str] = {}
+    for f in entry.files:
+        data = output.read(f"{entry.dir}/{f.path}")
+        if data is None:
+            bad[f.path] = "missing"
+            continue
+        if len(data) != f.bytes:
+            bad[f.path] = f"{len(data):,} bytes where the manifest says {f.bytes:,}"
+            continue
+        if hashlib.sha256(data).hexdigest() != f.sha256:
+            bad[f.path] = "its SHA-256 is not the manifest's"
+            continue
+        target = root.joinpath(*PurePosixPath(f.path).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+    if bad:
+        raise DamagedStore(_damage_message(f"{out}/{entry.dir}", "file(s)", bad), damage=bad)
     return root
 
 
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
+def _damage_message(where: str, what: str, damage: Mapping[str, str]) -> str:
+    """One line naming the damaged parts (the first few in full)."""
+    shown = "; ".join(f"{k}: {v}" for k, v in list(damage.items())[:3])
+    more = f"; and {len(damage) - 3} more" if len(damage) > 3 else ""
+    return f"{where}: {len(damage)} damaged {what}: {shown}{more}"
 
 
-def inside(root: Path, rel: str, what: str) -> Path:
-    """``root / rel`` for a path a manifest names, refused unless it stays inside ``root``.
+def _under(path: str, part: str) -> bool:
+    return path == part or path.startswith(part.rstrip("/") + "/")
 
-    Absolute paths, ``..`` and symlinks that lead out are ``CorruptSnapshot``: a reader never
-    follows a manifest to create, change or delete files elsewhere.
+
+class LoadedCursors(dict[str, Cursor]):
+    """The cursors :func:`read_cursors` recovered, by subscription, with what their stores reported.
+
+    ``damage`` is empty unless ``allow_damaged=True`` let damaged stores through: then it names each
+    damaged subscription and what was lost (a subscription whose store could not be opened at all is
+    named there and absent from the mapping).
     """
-    target = root.joinpath(*PurePosixPath(safe_relative(rel, what)).parts)
-    try:
-        if not target.resolve().is_relative_to(root.resolve()):
-            raise CorruptSnapshot(f"{what}: {rel!r} leads outside the output directory (a symlink)")
-    except (OSError, RuntimeError) as e:
-        raise CorruptSnapshot(f"{what}: {rel!r} cannot be resolved ({e})") from e
-    return target
 
-
-def _expect(path: Path, doc: Mapping[str, Any], key: str, kind: type, *, where: str = "") -> Any:
-    value = doc.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise CorruptSnapshot(f"{path}: {where}{key} must be a {kind.__name__}, got {value!r}")
-    return value
+    def __init__(self) -> None:
+        super().__init__()
+        self.reports: dict[str, StoreReport] = {}
+        """Each subscription's store recovery report."""
+        self.damage: dict[str, str] = {}
+        """Damaged subscription -> what was lost."""
 
 
 def read_cursors(
-    path: str | os.PathLike[str], ledger_sizes: Mapping[int, int] | None = None, topic: str | None = None
-) -> dict[str, Cursor]:
-    """Every subscription's cursor, recovered from its ``CursorStore`` (``topic``: see ``read_manifest``)."""
+    path: str | os.PathLike[str],
+    ledger_sizes: Mapping[int, int] | None = None,
+    topic: str | None = None,
+    *,
+    allow_damaged: bool = False,
+    verify: bool = True,
+) -> LoadedCursors:
+    """Every subscription's cursor, recovered from its ``CursorStore`` (``topic``: see ``read_manifest``).
+
+    Raises:
+        DamagedStore: a cursor store's files differ from the manifest (``verify``), or its recovery
+            stepped over damage (a rewound or smaller cursor): ``damage`` names each subscription
+            and what was lost. With ``allow_damaged=True`` the surviving cursors come back instead,
+            the damage in :attr:`LoadedCursors.damage`.
+    """
     m = read_manifest(path, topic)
-    sizes = dict(ledger_sizes) if ledger_sizes is not None else m.ledger_sizes()
-    out: dict[str, Cursor] = {}
-    for name, rel in m.subscriptions.items():
-        store = CursorStore.open(inside(m.root, rel, f"subscriptions[{name!r}]"))
+    bad_files = m.verify(["summary.json", *m.subscriptions.values()]) if verify else {}
+    damage: dict[str, str] = {}
+    # The summary's ledger sizes check every cursor: a summary that differs taints them all.
+    shared = [f"summary.json: {bad_files['summary.json']}"] if "summary.json" in bad_files else []
+    try:
+        sizes = dict(ledger_sizes) if ledger_sizes is not None else m.ledger_sizes()
+    except CorruptSnapshot as e:  # no ledger sizes: no cursor can be checked against its ledgers
+        raise DamagedStore(str(e), damage={"summary.json": str(e)}) from e
+    expected = m.cursor_rows()
+    out = LoadedCursors()
+    for name, rel in sorted(m.subscriptions.items()):
+        lost = [*shared, *(f"{p}: {why}" for p, why in bad_files.items() if _under(p, rel))]
         try:
-            out[name] = store.recover(ledger_sizes=sizes)
+            store = CursorStore.open(inside(m.root, rel, f"subscriptions[{name!r}]"))
+        except (CursorkitError, OSError) as e:
+            damage[name] = "; ".join([*lost, f"the store does not open ({e})"])
+            continue
+        try:
+            cursor = store.recover(ledger_sizes=sizes)
+        except CursorkitError as e:
+            damage[name] = "; ".join([*lost, f"nothing recoverable ({e})"])
+            continue
         finally:
             store.close()
+        out.reports[name] = store.report
+        if store.report.damaged:
+            lost.append(_store_loss(store.report, cursor, expected.get(name)))
+        if lost:
+            damage[name] = "; ".join(lost)
+        out[name] = cursor
+    if damage and not allow_damaged:
+        raise DamagedStore(
+            _damage_message(str(m.root), "cursor store(s)", damage)
+            + " (allow_damaged=True loads what survives)",
+            damage=damage,
+        )
+    out.damage = damage
     return out
 
 
+def _store_loss(report: StoreReport, cursor: Cursor, row: Mapping[str, Any] | None) -> str:
+    """What a damaged cursor store's recovery lost, against the rebuild's own figures when known."""
+    steps: list[str] = []
+    for attr in ("fallbacks", "corrupt_records"):
+        steps.extend(str(d) for d in getattr(report, attr, ())[:2])
+    torn = getattr(report, "torn_tail_bytes", 0)
+    if torn:
+        steps.append(f"a torn tail of {torn} bytes")
+    unfinished = getattr(report, "unfinished_flush_records", 0)
+    if unfinished:
+        steps.append(f"{unfinished} records of an unfinished flush")
+    meta = getattr(report, "meta_error", None)
+    if meta:
+        steps.append(f"store.meta: {meta}")
+    seq = getattr(report, "marker_sequence", None)
+    got = f"mark-delete {cursor.mark_delete_position} and {len(cursor.individually_deleted):,} ranges"
+    head = f"recovered flush {seq} with {got}" if seq is not None else f"recovered {got}"
+    if row is not None and "mark_delete" in row and "ranges" in row:
+        head += f" where the rebuild wrote {row['mark_delete']} and {int(row['ranges']):,} ranges"
+    return head + (f" (stepped over: {'; '.join(steps)})" if steps else "")
+
+
 def open_delayed_index(
-    path: str | os.PathLike[str], topic: str | None = None, **settings: Any
+    path: str | os.PathLike[str],
+    topic: str | None = None,
+    *,
+    allow_damaged: bool = False,
+    verify: bool = True,
+    **settings: Any,
 ) -> BucketDelayedDeliveryTracker | None:
     """The topic's delayed index recovered from the output (``settings`` go to the tracker), or None.
 
     The storage and properties are opened in place: the tracker's later seals, merges and deletions
-    write there, as a broker's would. ``topic``: see ``read_manifest``.
+    write there, as a broker's would (its files then no longer match the manifest: reopen such an
+    output with ``verify=False``; every snapshot keeps its own checksums). ``topic``: see
+    ``read_manifest``.
+
+    Raises:
+        DamagedStore: the index's files differ from the manifest (``verify``; checked before
+            anything is opened), or recovery found damaged or missing snapshots, whose delayed
+            messages the tracker no longer holds. With ``allow_damaged=True`` the tracker comes back
+            instead; its ``recovery_report`` lists what must be replayed, file mismatches included.
     """
     m = read_manifest(path, topic)
     if m.delayed is None:
         return None
+    parts = [m.delayed["storage"], m.delayed["properties"]]
+    bad_files = m.verify(parts) if verify else {}
+    if bad_files and not allow_damaged:
+        raise DamagedStore(
+            _damage_message(str(m.root), "delayed-index file(s)", bad_files)
+            + " (nothing was opened; allow_damaged=True opens what survives)",
+            damage=bad_files,
+        )
     storage = FileBucketSnapshotStorage(inside(m.root, m.delayed["storage"], "delayed.storage"))
     props = FileCursorProperties(inside(m.root, m.delayed["properties"], "delayed.properties"))
     settings.setdefault("topic", m.delayed["topic"])
     settings.setdefault("cursor", m.delayed["cursor"])
-    return BucketDelayedDeliveryTracker.recover(storage=storage, cursor_properties=props, **settings)
+    tracker = BucketDelayedDeliveryTracker.recover(storage=storage, cursor_properties=props, **settings)
+    report = tracker.recovery_report
+    report.damaged.extend(f"{p}: {why}" for p, why in bad_files.items())
+    lost = [*report.damaged, *(f"{k}: its snapshot is missing" for k in report.missing)]
+    if lost and not allow_damaged:
+        tracker.close()
+        shown = "; ".join(lost[:3]) + (f"; and {len(lost) - 3} more" if len(lost) > 3 else "")
+        raise DamagedStore(
+            f"{m.root}: the delayed index recovered without {len(lost)} damaged or missing part(s): "
+            f"{shown}; their delayed messages must be replayed (allow_damaged=True opens what survives)",
+            damage={"delayed": "; ".join(lost)},
+        )
+    return tracker

@@ -36,6 +36,7 @@ import pyarrow.fs as pafs
 from cursorkit.errors import InvalidArgument
 from cursorkit.fsio import atomic_write, fsync_dir, sync_tree
 from cursorkit.pipeline.cursors import cursor_dir_name
+from cursorkit.pipeline.manifest import inside, safe_relative
 from cursorkit.pipeline.scan import filesystem
 
 __all__ = [
@@ -171,27 +172,37 @@ class LocalOutput:
             return "missing"
         return "dir" if self.root.is_dir() else "file"
 
+    def _at(self, rel: str) -> Path:
+        """``root / rel``, refused (``CorruptSnapshot``) unless it stays inside the root, links resolved."""
+        return self.root if rel == "" else inside(self.root, rel, f"{self.root}: {rel!r}")
+
     def names(self, rel: str = "") -> list[str]:
         """``Output.names``."""
-        d = self.root / rel
+        d = self._at(rel)
         return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
 
     def read(self, rel: str) -> bytes | None:
         """``Output.read``."""
-        p = self.root / rel
+        p = self._at(rel)
         return p.read_bytes() if p.is_file() else None
 
     def write(self, rel: str, data: bytes, *, sync: bool) -> None:
         """``Output.write``."""
-        target = self.root / rel
+        target = self._at(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, data, sync=sync)
         if sync:
             fsync_dir(target.parent)
 
     def remove(self, rel: str) -> None:
-        """``Output.remove``."""
-        shutil.rmtree(self.root / rel, ignore_errors=True)
+        """``Output.remove``: a link is removed itself, never what it points to."""
+        target = self.root / safe_relative(rel, f"{self.root}: {rel!r}")
+        if target.is_symlink():
+            parent = target.parent.relative_to(self.root).as_posix()
+            self._at("" if parent == "." else parent)  # the link's own directory stays inside
+            target.unlink()
+            return
+        shutil.rmtree(self._at(rel), ignore_errors=True)
 
     @contextlib.contextmanager
     def locked(self, run: str) -> Iterator[Callable[[], None]]:
@@ -245,6 +256,10 @@ class ObjectOutput:
     def _fs(self) -> tuple[pafs.FileSystem, str]:
         return filesystem(self.uri)
 
+    def _key(self, base: str, rel: str) -> str:
+        """``base/rel`` for a relative path without ``..`` (``CorruptSnapshot`` otherwise)."""
+        return base if rel == "" else f"{base}/{safe_relative(rel, f'{self.uri}: {rel!r}')}"
+
     def kind(self) -> str:
         """``missing``, ``dir`` or ``file``."""
         fs, base = self._fs()
@@ -256,7 +271,7 @@ class ObjectOutput:
     def names(self, rel: str = "") -> list[str]:
         """``Output.names``."""
         fs, base = self._fs()
-        path = f"{base}/{rel}".rstrip("/")
+        path = self._key(base, rel).rstrip("/")
         found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         return sorted(f.base_name for f in found)
 
@@ -264,7 +279,7 @@ class ObjectOutput:
         """``Output.read``."""
         fs, base = self._fs()
         try:
-            with fs.open_input_stream(f"{base}/{rel}") as f:
+            with fs.open_input_stream(self._key(base, rel)) as f:
                 data: bytes = f.read()
                 return data
         except FileNotFoundError:
@@ -273,13 +288,13 @@ class ObjectOutput:
     def write(self, rel: str, data: bytes, *, sync: bool) -> None:
         """``Output.write``."""
         fs, base = self._fs()
-        with fs.open_output_stream(f"{base}/{rel}") as f:  # one PUT: the object appears whole
+        with fs.open_output_stream(self._key(base, rel)) as f:  # one PUT: the object appears whole
             f.write(data)
 
     def remove(self, rel: str) -> None:
         """``Output.remove``."""
         fs, base = self._fs()
-        path = f"{base}/{rel}"
+        path = self._key(base, rel)
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.Directory:
             fs.delete_dir(path)

@@ -6,7 +6,11 @@ location's path (a chroot; ``zk://host:2181`` alone means the ensemble's root), 
 metadata store was lost gets its subscriptions back. A znode that already exists is left alone and
 counted, unless ``overwrite`` (then the rebuilt state replaces it and its owner is fenced). State
 beyond the znode goes to ``objects`` when given; otherwise it is cut as Pulsar cuts it, and counted.
-The driver holds one topic's cursors at a time; each topic's writes travel pipelined.
+A cursor whose store in the output is damaged (its files differ from the manifest, or its recovery
+stepped over damage) is never published unless ``publish_damaged``: a rewound cursor in ZooKeeper
+would make Pulsar redeliver what was acknowledged. A topic that cannot be read is counted as failed
+and the others go on. The driver holds one topic's cursors at a time; each topic's writes travel
+pipelined.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ class PublishSummary:
     truncated: dict[str, int] = field(default_factory=dict)
     """Znode → ack ranges no durable copy holds (no object store for state beyond the znode)."""
     failed: dict[str, str] = field(default_factory=dict)
+    """Znode (or topic, when the topic could not be read) → why it was not published."""
+    damaged: dict[str, str] = field(default_factory=dict)
+    """Znode → what its damaged store lost: not published (``publish_damaged`` not given)."""
+    forced: dict[str, str] = field(default_factory=dict)
+    """Znode → what its damaged store lost: published anyway (``publish_damaged``)."""
 
 
 def publish_cursors(
@@ -48,15 +57,17 @@ def publish_cursors(
     one_topic: str | None = None,
     objects: ObjectStore | None = None,
     overwrite: bool = False,
+    publish_damaged: bool = False,
     on_topic: Callable[[str], None] | None = None,
     **zk: Any,
 ) -> PublishSummary:
     """Publishes the cursors of a rebuild output ``out`` to the ZooKeeper ensemble of ``location``.
 
     A many-topic output publishes every topic (or those in ``topics``); a one-topic output's cursors
-    belong to ``one_topic`` (the rebuild's ``--topic``).
+    belong to ``one_topic`` (the rebuild's ``--topic``). Damaged cursors are left out and listed in
+    ``damaged`` unless ``publish_damaged`` (then they are written and listed in ``forced``).
     """
-    publisher = _Publisher(parse_zk_root(location), objects, overwrite, zk)
+    publisher = _Publisher(parse_zk_root(location), objects, overwrite, publish_damaged, zk)
     text = os.fspath(out)
     remote = is_object_store(text)
     local_topics = {} if remote else list_topics(text)
@@ -70,11 +81,14 @@ def publish_cursors(
     for topic in topics:
         if on_topic is not None:
             on_topic(topic)
-        if remote:
-            with tempfile.TemporaryDirectory(prefix="cursorkit-publish-") as tmp:
-                publisher.topic(fetch_topic(text, topic, tmp), None, topic)
-        else:
-            publisher.topic(Path(text), topic, topic)
+        try:
+            if remote:
+                with tempfile.TemporaryDirectory(prefix="cursorkit-publish-") as tmp:
+                    publisher.topic(fetch_topic(text, topic, tmp), None, topic)
+            else:
+                publisher.topic(Path(text), topic, topic)
+        except CursorkitError as e:  # this topic cannot be read: the others still go
+            publisher.summary.failed[topic] = str(e)
     return publisher.summary
 
 
@@ -91,17 +105,28 @@ class _Publisher:
     root: ZkLocation
     objects: ObjectStore | None
     overwrite: bool
+    publish_damaged: bool
     zk: dict[str, Any]
     summary: PublishSummary = field(default_factory=PublishSummary)
 
     def topic(self, output: Path, topic_in_output: str | None, topic: str) -> None:
         """Writes one topic's cursors (read from ``output``) to their znodes, pipelined."""
         summary = self.summary
-        cursors = read_cursors(output, topic=topic_in_output)
+        cursors = read_cursors(output, topic=topic_in_output, allow_damaged=True)
         stores: list[tuple[ZkCursorStore, Any]] = []
+        for subscription in cursors.damage.keys() - cursors.keys():  # no state to publish at all
+            summary.damaged[self.root.path + cursor_znode_path(topic, subscription)] = cursors.damage[
+                subscription
+            ]
         try:
             for subscription, cursor in sorted(cursors.items()):
                 path = self.root.path + cursor_znode_path(topic, subscription)
+                lost = cursors.damage.get(subscription)
+                if lost is not None:
+                    if not self.publish_damaged:
+                        summary.damaged[path] = lost
+                        continue
+                    summary.forced[path] = lost
                 location = f"zk://{self.root.hosts}{path}"
                 options = {"name": subscription, "objects": self.objects, **self.zk}
                 try:

@@ -40,7 +40,7 @@ from cursorkit.pipeline import partitions, schema
 from cursorkit.pipeline.cursors import cursor_dir_name, holes_per_ledger, merge_ack_folds, write_cursors
 from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.load import MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_VERSION
-from cursorkit.pipeline.output import locked_dir
+from cursorkit.pipeline.output import list_files, locked_dir
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
 from cursorkit.pipeline.results import BucketRow, RebuildSummary, StageTiming
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
@@ -569,5 +569,7 @@ def _write_summary(tmp: Path, summary: RebuildSummary, manifest: dict[str, Any],
         from cursorkit.pipeline.report import write_report
 
         write_report(summary, tmp / "report.html")
+    # Last: the files the output vouches for (every file but the manifest), then the manifest itself.
+    manifest = manifest | {"files": list_files(tmp)}
     atomic_write(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
     fsync_dir(tmp)
