@@ -118,3 +118,53 @@ def test_bench_pipeline_group(spark: Any) -> None:
 
     (row,) = pipeline(Plan(quick=True))
     assert row.values["cursorkit"] > 0 and row.values["single process (pyarrow + Cursor)"] > 0
+
+
+def _inspect(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``cursorkit inspect`` in a child whose stdout is a pipe, as in a script or a log."""
+    import os
+    import sys
+
+    run_env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | env
+    return subprocess.run(
+        [sys.executable, "-m", "cursorkit.cli", "inspect", *args],
+        capture_output=True,
+        text=True,
+        env=run_env,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_inspect_fits_columns_and_speaks_json(tmp_path: Path) -> None:
+    from cursorkit import Cursor, Position
+    from cursorkit.ackstate import CursorStore
+
+    store = tmp_path / ("a-long-directory-name-" * 6) / "sub"
+    cursor = Cursor(Position(3, -1), name="sub")
+    for e in (0, 2, 4, 6):
+        cursor.ack(Position(3, e))
+    with CursorStore.create(store, name="sub") as s:
+        s.flush(cursor)
+    wide = _inspect([str(store)], {"COLUMNS": "300"})
+    narrow = _inspect([str(store)], {})
+    assert wide.returncode == narrow.returncode == 0
+    assert max(map(len, wide.stdout.splitlines())) > 120  # the path on one line
+    assert max(map(len, narrow.stdout.splitlines())) <= 120
+    assert str(store) in wide.stdout and str(store) in narrow.stdout.replace("\n", "").replace(" ", "")
+    doc = json.loads(_inspect([str(store), "--json"], {}).stdout)
+    assert doc["damaged"] is False and doc["stats"]["mark_delete_position"] == "3:0"
+
+
+@pytest.mark.parametrize(
+    ("location", "fragment"),
+    [
+        ("zookeeper://127.0.0.1:2181/a", "zk://host:port/path"),
+        ("ftp://host/x", "unknown scheme ftp://"),
+    ],
+)
+def test_inspect_refuses_unknown_schemes_in_one_line(location: str, fragment: str) -> None:
+    result = _inspect([location], {})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in result.stderr

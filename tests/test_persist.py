@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cursor_model import ModelCursor, Pos
 from cursorkit import Cursor, PersistLimits, Position
 from cursorkit.ackstate import NETTY_MAX_FRAME_BYTES, TruncationCounters, persist
-from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
+from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, UnsupportedVersion
 from cursorkit.proto import cursor_snapshot_pb2 as snap
 from cursorkit.proto import pulsar_ml_pb2 as ml
 
@@ -568,6 +568,20 @@ def test_compact_missing_required_fields_is_corrupt(data: bytes) -> None:
 def test_pulsar_form_garbage_is_corrupt(encoding: str, data: bytes) -> None:
     with pytest.raises(CorruptSnapshot, match="'p-sub'"):
         Cursor.decode(data, encoding, name="p-sub")
+
+
+@pytest.mark.parametrize("encoding", ["message_range", "long_list_map", "managed_cursor_info"])
+@given(data=st.data())
+def test_compact_bytes_are_refused_by_the_pulsar_decoders(encoding: str, data: st.DataObject) -> None:
+    """Compact bytes half-parse as Pulsar messages (field 1 is a varint in both): never a cursor."""
+    c, _ = data.draw(cursors(BIG_ENTRIES, quirks=False))
+    sealed = c.encode("compact")
+    with pytest.raises(CorruptSnapshot, match='encoding="compact"'):
+        Cursor.decode(sealed, encoding)
+    # Without its checksum trailer: a field of the wrong wire type (PositionInfo), or a record that
+    # points at cursor ledger 1 (ManagedCursorInfo, whose first three fields are varints too).
+    with pytest.raises(CorruptSnapshot if encoding != "managed_cursor_info" else CursorkitError):
+        Cursor.decode(sealed[:-5], encoding)
 
 
 def test_unknown_encoding_and_non_bytes() -> None:

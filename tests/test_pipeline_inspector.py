@@ -248,6 +248,27 @@ def test_a_flipped_byte_is_reported_per_bucket(tmp_path: Path, where: str) -> No
     assert "DAMAGED" in text and "1 damaged" in text
 
 
+@pytest.mark.parametrize("link", ["loop", "dangling", "directory", "outside"])
+def test_links_in_a_bucket_store_are_damage_never_an_os_error(tmp_path: Path, link: str) -> None:
+    root = tmp_path / "buckets"
+    made, _ = build_bucket_store(root)
+    victim = bucket_file(root, 9)
+    if link == "loop":
+        victim.symlink_to(victim.name)
+    elif link == "dangling":
+        victim.symlink_to("nowhere")
+    elif link == "directory":
+        victim.mkdir()
+    else:
+        (tmp_path / "elsewhere.snap").write_bytes(bucket_file(root, min(made)).read_bytes())
+        victim.symlink_to(tmp_path / "elsewhere.snap")
+    summary = inspect_path(root)
+    assert isinstance(summary, BucketStoreSummary) and summary.damaged
+    bad = [b for b in summary.buckets if b.bucket_id == 9]
+    assert len(bad) == 1 and bad[0].error is not None
+    assert all(b.error is None for b in summary.buckets if b.bucket_id != 9)
+
+
 def test_a_store_that_does_not_open_is_reported(tmp_path: Path) -> None:
     root = tmp_path / "buckets"
     build_bucket_store(root)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pytest
 
-from cursorkit.errors import CorruptSnapshot, InvalidArgument
+from cursorkit.errors import DamagedStore, InvalidArgument
 from cursorkit.pipeline import cluster
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate_topics import generate_topics
@@ -145,18 +146,22 @@ def test_fetch_checks_every_file_and_inspect_reads_the_store(
     summary = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
     assert main(["inspect", out]) == 0
     table = capsys.readouterr().out
-    assert f"{len(summary.topics)} topics, riskiest first" in table
+    assert f"{len(summary.topics)} topics, damaged first, then riskiest" in table
     topic = sorted(summary.topics)[0]
     assert main(["inspect", out, "--topic", topic]) == 0
-    assert topic in capsys.readouterr().out
-    # A flipped byte in a stored file: the download refuses it.
+    text = capsys.readouterr().out
+    assert topic in text and f"{out}/runs/" in text and tempfile.gettempdir() not in text
+    # A flipped byte in a stored file: the download refuses it, inspect finds it unasked.
     output = ObjectOutput(out)
     entry = json.loads(output.read("manifest.json") or b"")["topics"][topic]
     victim = f"{entry['dir']}/{entry['files'][0]['path']}"
     data = bytearray(output.read(victim) or b"")
     data[len(data) // 2] ^= 0xFF
     output.write(victim, bytes(data), sync=True)
-    with pytest.raises(CorruptSnapshot, match="SHA-256"):
+    with pytest.raises(DamagedStore, match="SHA-256"):
         fetch_topic(out, topic, tmp_path / "bad")
-    with pytest.raises(InvalidArgument, match="no topic"):
-        fetch_topic(out, "persistent://nobody/ns/none", tmp_path / "none")
+    assert main(["inspect", out]) == 1
+    text = capsys.readouterr().out
+    assert "DAMAGED" in text and topic in text and entry["files"][0]["path"] in text
+    assert main(["inspect", out, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["damaged_topics"] == [topic]

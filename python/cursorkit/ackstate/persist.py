@@ -284,6 +284,7 @@ def decode_cursor_info(
     data: bytes, where: str, ledger_sizes: Mapping[int, int] | None
 ) -> tuple[Position, RangeSet, list[BatchRow], dict[str, int]]:
     """State held by a Pulsar ``ManagedCursorInfo`` whose ack state lives in the record itself."""
+    _refuse_compact(data, where, "ManagedCursorInfo")
     try:
         info = parse(ml.ManagedCursorInfo, data)
     except DecodeError as e:
@@ -463,6 +464,16 @@ def snapshot_state(
     return md, acked, batches, {p.name: p.value for p in msg.properties}
 
 
+def _refuse_compact(data: bytes, where: str, form: str) -> None:
+    """Refuses bytes sealed as cursorkit's compact form, which would otherwise half-parse as ``form``."""
+    sealed = len(data) >= 5 and data[-5:-4] == _CHECKSUM_TAG
+    if sealed and zlib.crc32(data[:-5]) == int.from_bytes(data[-4:], "little"):
+        raise CorruptSnapshot(
+            f"{where}: these bytes are cursorkit's compact form, not a Pulsar {form}; "
+            f'decode them with encoding="compact"'
+        )
+
+
 def decode_position_info(
     data: bytes, where: str, ledger_sizes: Mapping[int, int] | None
 ) -> tuple[Position, RangeSet, list[BatchRow], dict[str, int]]:
@@ -471,6 +482,7 @@ def decode_position_info(
     MessageRange is preferred over LongListMap, as Pulsar's recovery does; cross-ledger ranges are
     expanded with ``ledger_sizes`` when given.
     """
+    _refuse_compact(data, where, "PositionInfo")
     try:
         info = parse(ml.PositionInfo, data)
     except DecodeError as e:

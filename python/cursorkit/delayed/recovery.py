@@ -4,7 +4,9 @@ Pulsar reads the bucket properties in key order and may keep overlapping buckets
 enclosing range wins whatever the order: a range inside another is a merge source whose swap already
 happened, so its snapshot is stale and deleted. ``recover_into`` rebuilds a tracker at construction:
 bucket properties, their snapshots' first unexpired segments (Pulsar's skip rule), orphans written
-before a crash, and the persisted tail; damage is reported, never raised.
+before a crash, and the persisted tail; damage is reported, never raised. A bucket whose snapshot
+is missing or damaged has its ledgers handed back for replay from the cursor: its messages are
+still owed, whatever became of the snapshot.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class RecordedBucket:
 
 @dataclass(slots=True)
 class RecoveryReport:
-    """Outcome of a recovery; ``damaged`` buckets' messages must be replayed from the cursor."""
+    """Outcome of a recovery; ``missing`` and ``damaged`` buckets' messages are replayed from the cursor."""
 
     recovered: list[int] = field(default_factory=list)
     """Snapshot ids now live in the tracker."""
@@ -56,7 +58,8 @@ class RecoveryReport:
     trimmed: list[int] = field(default_factory=list)
     """Snapshots wholly below the mark-delete ledger: deleted."""
     missing: list[str] = field(default_factory=list)
-    """Properties naming a snapshot the storage does not hold: dropped."""
+    """Properties naming a snapshot the storage does not hold: dropped, and their ledgers handed
+    back for replay from the cursor (``take_replay_ranges``) as for a damaged one."""
     damaged: list[str] = field(default_factory=list)
     """Corrupt snapshots or properties, with the reason; their messages must be replayed from the
     cursor. A tracker appends here too when a segment it loads later turns out damaged."""
@@ -73,7 +76,7 @@ class RecoveryReport:
     @property
     def replay_required(self) -> bool:
         """Whether some recorded state was lost and the dispatcher must replay from mark-delete."""
-        return bool(self.damaged)
+        return bool(self.damaged or self.missing)
 
 
 def plan_ranges(
@@ -127,6 +130,14 @@ def recover_into(t: BucketDelayedDeliveryTracker) -> None:
                 continue
             t._seen.add(kept_id)  # kept for inspection: never adopted or deleted
             report.quarantined.append(kept_id)
+            # Its messages are owed until discard_damaged() says the replay was done: again now.
+            try:
+                rng = parse_bucket_key(value) if isinstance(value, str) else None
+            except CorruptSnapshot:
+                rng = None
+            if rng is not None:
+                report.damaged.append(f"{value} (snapshot {kept_id}): quarantined earlier, not yet discarded")
+                t._replay.append(rng)
             continue
         try:
             rng = parse_bucket_key(name)
@@ -187,7 +198,9 @@ def _load_bucket(
         cols = snapshot.decode(first).segment(0)
         length = t.storage.get_bucket_snapshot_length(r.bucket_id)
     except BucketNotFound:
+        # Nothing left to inspect, but its messages are still owed: replayed, as a damaged one's.
         report.missing.append(r.key)
+        t._replay.append((r.start_ledger_id, r.end_ledger_id))
         t._props.drop_if(r.key, str(r.bucket_id))
         return False
     except CorruptSnapshot as e:

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -362,9 +363,16 @@ class FileBucketSnapshotStorage(BucketReads):
         self._check_started()
         path = self._file_for(bid)
         try:
-            return path.stat().st_size
+            st = path.lstat()  # a link is never followed: bucket files are regular files
         except FileNotFoundError as e:
             raise BucketNotFound(f"bucket snapshot {bid} not found ({path})") from e
+        except OSError as e:
+            raise CorruptSnapshot(f"bucket snapshot {bid}: {path} cannot be read ({e.strerror or e})") from e
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptSnapshot(
+                f"bucket snapshot {bid}: {path} is not a regular file (a link or directory)"
+            )
+        return st.st_size
 
     def delete_bucket_snapshot(self, bucket_id: int) -> None:
         """Unlinks the bucket file and fsyncs the directory; a missing bucket is success."""

@@ -8,24 +8,43 @@ arguments print one line and exit 2; nothing else is swallowed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import os
+import shlex
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from cursorkit.errors import CursorkitError, InvalidArgument
 from cursorkit.pipeline.display import print_summary, stage_progress
-from cursorkit.stores.location import is_zk_location, parse_zk_root
+from cursorkit.stores.location import is_zk_location
 
 __all__ = ["main"]
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Help that shows each option's default and keeps the examples' line breaks."""
+    """Help that shows each option's default and keeps the examples' line breaks.
+
+    A default is shown once: not for required options, flags or options without one (None, []), nor
+    where the help text already says it (``default: ...``).
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            action.required
+            or action.default in (None, False, [], argparse.SUPPRESS)
+            or "default:" in text
+            or "%(default)" in text
+        ):
+            return text
+        return super()._get_help_string(action)
 
 
 def _count(minimum: int) -> Callable[[str], int]:
@@ -72,7 +91,8 @@ INSPECT_EXAMPLES = """examples:
   cursorkit inspect state --topic persistent://t/ns/orders
   cursorkit inspect state/cursors/orders-sub       one cursor store
   cursorkit inspect zk://zk1:2181/managed-ledgers/t/ns --objects s3://bucket/cursors
-exit status: 0 all readable, 1 damage found (reported), 2 unusable input, 3 internal error
+exit status: 0 all readable, 1 damage found or a cursor znode cut (reported: its acks left out
+  will be redelivered), 2 unusable input, 3 internal error
 """
 
 
@@ -142,10 +162,20 @@ def parser_with_commands() -> tuple[
         formatter_class=_Help,
     )
     r.add_argument(
-        "--messages", required=True, help="message log: Parquet/CSV/JSON file or directory, or s3://"
+        "--messages",
+        required=True,
+        help="message log: Parquet/CSV/JSON file or directory; s3://... for a log with a topic column",
     )
-    r.add_argument("--acks", help="ack log: Parquet/CSV/JSON file or directory, or s3:// (default: no acks)")
-    r.add_argument("--out", required=True, help="output directory, or an object-store prefix (s3://...)")
+    r.add_argument(
+        "--acks",
+        help="ack log: Parquet/CSV/JSON file or directory; s3://... for a log with a topic column "
+        "(default: no acks)",
+    )
+    r.add_argument(
+        "--out",
+        required=True,
+        help="output directory; an object-store prefix (s3://...) for logs with a topic column",
+    )
     _rebuild_options(r)
 
     d = sub.add_parser(
@@ -184,6 +214,11 @@ def parser_with_commands() -> tuple[
     )
     i.add_argument(
         "--limit", type=_count(1), default=10_000, help="with zk://: at most this many znodes visited"
+    )
+    i.add_argument(
+        "--json",
+        action="store_true",
+        help="print the findings as one JSON document instead of tables (same exit status)",
     )
 
     return p, sub
@@ -234,10 +269,15 @@ def _rebuild_options(r: argparse.ArgumentParser) -> None:
         "--max-delay-ms",
         type=_count(1),
         default=365 * 24 * 3_600_000,
-        help="deliver-at further than this after now is set aside and counted (ms; default one year)",
+        help="deliver-at further than this after now is set aside and counted (ms; default: one year)",
     )
     r.add_argument("--consumers", type=_count(1), default=8, help="consumers of the Key_Shared load figures")
     r.add_argument("--no-report", action="store_true", help="skip report.html")
+    r.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="accept a message log without rows (a one-topic log then needs --now)",
+    )
     r.add_argument(
         "--cursor-store",
         default=None,
@@ -266,7 +306,9 @@ def _rebuild_options(r: argparse.ArgumentParser) -> None:
 
 def _cmd_generate(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.generate import generate
+    from cursorkit.pipeline.preflight import check_generate
 
+    check_generate(args.out)
     t0 = time.perf_counter()
     common = {
         "messages": args.messages,
@@ -316,34 +358,42 @@ def _config(args: argparse.Namespace) -> object:
         max_delay_ms=args.max_delay_ms,
         consumers=args.consumers,
         report=not args.no_report,
+        command=str(getattr(args, "command_line", "")),
     )
 
 
 def _cmd_rebuild(args: argparse.Namespace, console: Console) -> int:
+    """Checks everything it can without Spark (``preflight``), then runs the one- or many-topic job."""
+    from cursorkit.pipeline.preflight import check_rebuild
     from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
-    from cursorkit.pipeline.session import parse_conf, spark_session
+    from cursorkit.pipeline.session import parse_conf, start_session
 
     cfg = _config(args)
     assert isinstance(cfg, RebuildConfig)
-    if args.cursor_store is not None:  # checked before Spark starts
-        try:
-            parse_zk_root(args.cursor_store)
-        except InvalidArgument as e:
-            raise InvalidArgument(f"--cursor-store must be zk://host:port[/chroot] ({e})") from None
     conf = parse_conf(args.conf)
-    spark = spark_session(args.master, conf)
-    from cursorkit.pipeline.cluster import has_topic_column, print_topics, rebuild_topics
-    from cursorkit.pipeline.output import is_object_store
+    plan = check_rebuild(
+        args.messages,
+        args.acks,
+        args.out,
+        master=args.master,
+        cursor_store=args.cursor_store,
+        cursor_objects=args.cursor_objects,
+        now_ms=args.now,
+        allow_empty=args.allow_empty,
+    )
+    spark = start_session(args.master, conf)
+    if plan.many:  # a many-topic log: every topic in one job
+        from cursorkit.pipeline.cluster import print_topics, rebuild_topics
+        from cursorkit.pipeline.output import RUNS_DIR
 
-    if has_topic_column(spark, args.messages):  # a many-topic log: every topic in one job
         with stage_progress(console) as on_stage:
             topics = rebuild_topics(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
         print_topics(console, topics.topics)
+        where = f"output: {topics.out_dir}"
+        if cfg.report:
+            where += f"  report: {topics.out_dir.rstrip('/')}/{RUNS_DIR}/{topics.run}/report.html"
+        console.print(where, highlight=False, soft_wrap=True)
         return _publish(args, console)
-    if any(is_object_store(p) for p in (args.messages, args.acks or "", args.out)):
-        raise InvalidArgument(
-            "object stores are read and written by the many-topic job (logs with a topic column)"
-        )
     with stage_progress(console) as on_stage:
         summary = rebuild(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)
     print_summary(console, summary)
@@ -387,7 +437,9 @@ def _publish(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.demo import run_demo
+    from cursorkit.pipeline.preflight import check_demo
 
+    check_demo(args.dir, args.master)
     ok = run_demo(
         args.dir,
         messages=args.messages,
@@ -400,39 +452,53 @@ def _cmd_demo(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
-    from cursorkit.pipeline.cluster import print_topics, read_topic_figures
     from cursorkit.pipeline.inspector import inspect_path, render
-    from cursorkit.pipeline.load import list_topics, topic_root
-    from cursorkit.pipeline.output import is_object_store
+    from cursorkit.pipeline.inspector.topics import inspect_topic, inspect_topics
+    from cursorkit.pipeline.manifest import read_topics_manifest
+    from cursorkit.pipeline.output import check_scheme, is_object_store
 
+    check_scheme(args.path, "inspect", also=("zk",))
+    if args.objects is not None and not is_zk_location(args.path):
+        raise InvalidArgument("--objects applies to zk:// locations only")
     if is_zk_location(args.path):  # cursor znodes, cursorkit's or Pulsar's own
         from cursorkit.pipeline.inspector.znodes import inspect_zk, render_zk
         from cursorkit.stores.objects import ObjectStore
 
+        if args.topic is not None:
+            raise InvalidArgument("--topic applies to rebuild outputs; a zk:// path names the znodes itself")
         objects = ObjectStore(args.objects) if args.objects else None
         found = inspect_zk(args.path, objects=objects, limit=args.limit)
+        if args.json:
+            return _print_json(found)
         render_zk(found, console)
-        return 1 if found.damaged else 0
+        return 1 if found.at_risk else 0
+    summary: Any
     if is_object_store(args.path):  # a many-topic output on an object store
-        if args.topic is None:
-            print_topics(console, read_topic_figures(args.path))
-            return 0
-        from cursorkit.pipeline.load import fetch_topic
-
-        with tempfile.TemporaryDirectory(prefix="cursorkit-inspect-") as tmp:
-            fetched = inspect_path(fetch_topic(args.path, args.topic, tmp))
-            render(fetched, console=console)
-            return 1 if fetched.damaged else 0
-    path = Path(args.path)
-    if (path / "manifest.json").is_file() and list_topics(path):
-        if args.topic is None:  # the whole output: its topics, riskiest first
-            print_topics(console, read_topic_figures(path))
-            return 0
-        path = topic_root(path, args.topic)
-    elif args.topic is not None:
-        raise InvalidArgument(f"{path} is not a many-topic rebuild output; --topic does not apply")
-    summary = inspect_path(path)
+        summary = inspect_topics(args.path) if args.topic is None else inspect_topic(args.path, args.topic)
+    else:
+        path = Path(args.path)
+        many = (path / "manifest.json").is_file() and read_topics_manifest(path) is not None
+        if many:  # every topic is checked; --topic shows one in detail
+            summary = (
+                inspect_topics(str(path)) if args.topic is None else inspect_topic(str(path), args.topic)
+            )
+        elif args.topic is not None:
+            raise InvalidArgument(f"{path} is not a many-topic rebuild output; --topic does not apply")
+        else:
+            summary = inspect_path(path)
+    if args.json:
+        return _print_json(summary)
     render(summary, console=console)
+    return 1 if summary.damaged else 0
+
+
+def _print_json(summary: Any) -> int:
+    """``--json``: the summary on stdout as one JSON document; the exit status as without it."""
+    import json
+
+    from cursorkit.pipeline.inspector.export import as_json
+
+    print(json.dumps(as_json(summary), indent=1))
     return 1 if summary.damaged else 0
 
 
@@ -446,30 +512,83 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
 
 
 def console_for_output() -> Console:
-    """A rich console: a terminal's own, or for logs and pipes 120 columns without colour codes."""
+    """A rich console: a terminal's own, or for logs and pipes without colour codes, ``COLUMNS`` wide.
+
+    Without ``COLUMNS`` a pipe gets 120 columns; long cells (paths, errors) fold rather than get cut.
+    """
     console = Console()
-    return console if console.is_terminal else Console(width=120, no_color=True)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) >= 20 else 120
+    return Console(width=width, no_color=True)
 
 
 def run_command(
     args: argparse.Namespace, commands: dict[str, Callable[[argparse.Namespace, Console], int]]
 ) -> int:
-    """Runs the parsed command; exit status 2 for unusable input, 3 for a bug (with its traceback)."""
+    """Runs the parsed command; exit status 2 for unusable input, 3 for a bug (with its traceback).
+
+    A failure of Spark or its Py4J bridge is one line (2 for a query Spark refused, else 3) and its
+    traces go to Spark's log file (``session.spark_log_path``); ZooKeeper's client logs only errors.
+    """
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # no "Connection dropped" line per retry
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)  # its errors reach us as exceptions
     console = console_for_output()
     try:
         return commands[str(args.command)](args, console)
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as a killed writer would
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (CursorkitError, OSError, RecursionError) as e:
         print(f"cursorkit {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # a bug: say so, with the traceback, under its own exit status
+    except Exception as e:
+        if _is_spark_error(e):
+            return _spark_failed(str(args.command), e)
+        if type(e).__module__.split(".")[0] == "kazoo":  # a ZooKeeper client error not mapped
+            print(f"cursorkit {args.command}: ZooKeeper: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        # a bug: say so, with the traceback, under its own exit status
         traceback.print_exc()
         print(f"cursorkit {args.command}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return 3
 
 
+def _is_spark_error(e: BaseException) -> bool:
+    from cursorkit.pipeline.session import is_spark_error
+
+    return is_spark_error(e)
+
+
+def _spark_failed(command: str, e: BaseException) -> int:
+    """One line for a Spark failure; its traces appended to Spark's log file, which the line names."""
+    from cursorkit.pipeline.session import describe_spark_error, is_input_error, spark_log_path
+
+    log = spark_log_path()
+    where = f"; details in {log}"
+    try:
+        with log.open("a", encoding="utf-8") as f:
+            f.write(f"--- cursorkit {command}: {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            f.write("".join(traceback.format_exception(e)))
+    except OSError:
+        where = ""
+    print(f"cursorkit {command}: Spark failed: {describe_spark_error(e)}{where}", file=sys.stderr)
+    return 2 if is_input_error(e) else 3
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` with the command line itself kept as ``command_line`` (for reports)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(words)
+    args.command_line = shlex.join(["cursorkit", *words])
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one pipeline command (this file is also what spark-submit runs); returns the exit status."""
-    return run_command(parser_with_commands()[0].parse_args(argv), COMMANDS)
+    return run_command(parse_command_line(parser_with_commands()[0], argv), COMMANDS)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,8 @@ class TopicsSummary:
     run: str
     out_dir: str
     master: str
+    command: str = ""
+    """The command line of the run, shown in the report ("" when called as a library)."""
     stages: list[tuple[str, float]] = field(default_factory=list)
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Topic -> its figures (``topic_stages.topic_figures``) and ``dir``."""
@@ -271,7 +273,7 @@ def _run(
         topic_state = state.join(
             cursors.select("topic", "names", "cursors", F.col("stats").alias("ack_stats")), "topic", "left"
         )
-        config = {k: v for k, v in asdict(cfg).items() if k not in ("topic", "now_ms", "report")}
+        config = {k: v for k, v in asdict(cfg).items() if k not in ("topic", "now_ms", "report", "command")}
         written = (
             built.groupBy("topic")
             .cogroup(topic_state.groupBy("topic"))
@@ -288,7 +290,9 @@ def _run(
     state.unpersist()
     if acks is not None:
         cursors.unpersist()
-    summary = TopicsSummary(run=run, out_dir=out.uri, master=spark.sparkContext.master or "")
+    summary = TopicsSummary(
+        run=run, out_dir=out.uri, master=spark.sparkContext.master or "", command=cfg.command
+    )
     for r in written:
         figures = json.loads(r["figures"])
         summary.topics[r["topic"]] = figures | {"dir": r["dir"], "files": json.loads(r["files"])}
@@ -420,12 +424,15 @@ def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> b
 
 
 def risk_order(topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Topics riskiest first: what a crash would make Pulsar redeliver, then ack-hole ranges, backlog."""
+    """Topics riskiest first: what a crash would make Pulsar redeliver, then ack-hole ranges, backlog.
+
+    Each key is a figure the topics tables show (``ranges`` is the topic's ack-hole ranges in all).
+    """
     return sorted(
         topics,
         key=lambda t: (
             -int(topics[t].get("redeliver_pulsar", 0)),
-            -int(topics[t].get("max_ranges", 0)),
+            -int(topics[t].get("ranges", 0)),
             -int(topics[t].get("backlog", 0)),
             t,
         ),

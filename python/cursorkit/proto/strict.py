@@ -3,8 +3,10 @@
 Python's protobuf runtime parses such a message without complaint and reads the field as 0, where
 Pulsar's (Java) parser refuses it; a bucket without ``max_schedule_timestamp`` would then look due.
 It also hands back a ``string`` field that is not valid UTF-8 as ``bytes``, which fails later, far
-from the bytes that caused it. Every persisted proto2 message cursorkit reads goes through
-:func:`parse` (or :func:`check` after its own parse).
+from the bytes that caused it, and it keeps a known field sent with the wrong wire type as an unknown
+field, so bytes of another message type can parse as this one with fields silently missing. Every
+persisted proto2 message cursorkit reads goes through :func:`parse` (or :func:`check` after its own
+parse), which refuses all three (the wire-type check looks at the top-level message).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 M = TypeVar("M", bound=Message)
 
@@ -38,6 +41,22 @@ def check(msg: Message) -> None:
     bad = _not_text(msg)
     if bad is not None:
         raise DecodeError(f"{msg.DESCRIPTOR.name}: string field {bad} is not valid UTF-8")
+    clash = _mistyped_field(msg)
+    if clash is not None:
+        raise DecodeError(
+            f"{msg.DESCRIPTOR.name}: field {clash} has the wrong wire type (bytes of another message?)"
+        )
+
+
+def _mistyped_field(msg: Message) -> str | None:
+    """The name of a known field the parse kept as unknown (its wire type did not match), if any."""
+    numbers = msg.DESCRIPTOR.fields_by_number
+    unknown: Any = UnknownFieldSet(msg)  # iterable at run time; the stubs say otherwise
+    for item in unknown:
+        known = numbers.get(item.field_number)
+        if known is not None:
+            return str(known.name)
+    return None
 
 
 @cache

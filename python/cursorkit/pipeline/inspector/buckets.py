@@ -54,8 +54,8 @@ def _inspect_bucket(storage: FileBucketSnapshotStorage, bucket_id: int, *, verif
     """One bucket, read as far as it verifies; the first damage found ends up in ``error``."""
     try:
         length: int | None = storage.get_bucket_snapshot_length(bucket_id)
-    except BucketNotFound:
-        length = None
+    except (BucketNotFound, CorruptSnapshot, OSError) as e:
+        return BucketSummary(bucket_id=bucket_id, length_bytes=None, error=str(e))
     summary = BucketSummary(bucket_id=bucket_id, length_bytes=length)
     try:
         info = storage.bucket_info(bucket_id)

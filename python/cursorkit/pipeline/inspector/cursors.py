@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import tempfile
-from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 
@@ -21,7 +19,7 @@ from cursorkit.pipeline.inspector.summaries import (
     BatchSummary,
     CursorStoreSummary,
     RangeSummary,
-    T,
+    retarget,
 )
 
 # -- cursor stores -------------------------------------------------------------------------------------
@@ -44,7 +42,7 @@ def inspect_cursor_store(root: Path, *, sample: int) -> CursorStoreSummary:
         except OSError as e:
             return CursorStoreSummary(path=str(root), error=f"{name}: {e.strerror or e}", inspected_copy=True)
         summary = _summarise_store(copy, root, sample=sample, copy=True)
-    return _retarget(summary, str(copy), str(root))
+    return retarget(summary, str(copy), str(root))
 
 
 def _summarise_store(where: Path, root: Path, *, sample: int, copy: bool) -> CursorStoreSummary:
@@ -89,17 +87,3 @@ def _batch_summary(row: tuple[int, int, int, bytes]) -> BatchSummary:
     ledger, entry, size, words = row
     bits = np.unpackbits(np.frombuffer(words, dtype=np.uint8), bitorder="little")[:size]
     return BatchSummary(position=_core.Position(ledger, entry), batch_size=size, acked=size - int(bits.sum()))
-
-
-def _retarget(value: T, old: str, new: str) -> T:
-    """``value`` with every string mentioning the copy's path pointing at the original instead."""
-    out: Any = value
-    if isinstance(value, str):
-        out = value.replace(old, new)
-    elif isinstance(value, tuple):
-        out = tuple(_retarget(v, old, new) for v in value)
-    elif is_dataclass(value) and not isinstance(value, type):
-        out = replace(
-            value, **{f.name: _retarget(getattr(value, f.name), old, new) for f in fields(value) if f.init}
-        )
-    return cast(T, out)

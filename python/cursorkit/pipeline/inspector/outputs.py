@@ -17,15 +17,41 @@ from cursorkit.pipeline.inspector.summaries import (
     CursorStoreSummary,
     RebuildOutputSummary,
 )
-from cursorkit.pipeline.load import MANIFEST_FILE, inside, parse_manifest
+from cursorkit.pipeline.manifest import (
+    MANIFEST_FILE,
+    FileEntry,
+    check_files,
+    inside,
+    local_digest,
+    parse_files,
+    parse_manifest,
+)
 
 # -- rebuild outputs -------------------------------------------------------------------------------------
 
 
-def inspect_rebuild(root: Path, *, verify: bool, sample: int) -> RebuildOutputSummary:
-    """A rebuild output: its manifest, its delayed index and every subscription's cursor store."""
+def inspect_rebuild(
+    root: Path,
+    *,
+    verify: bool,
+    sample: int,
+    files: tuple[FileEntry, ...] | None = None,
+    topic: str | None = None,
+) -> RebuildOutputSummary:
+    """A rebuild output: its manifest, its files, its delayed index and every subscription's cursor store.
+
+    ``files`` (a many-topic root manifest's list for this topic; default: the output's own list) are
+    checked for size and SHA-256; ``topic`` is the topic the root manifest says this directory holds.
+    """
     manifest = parse_manifest(root / MANIFEST_FILE)
     problems: list[str] = []
+    if topic is not None and manifest["topic"] != topic:
+        problems.append(f"{MANIFEST_FILE}: holds topic {manifest['topic']!r}, not {topic!r}")
+    if files is None and "files" in manifest:
+        files = parse_files(manifest["files"], f"{root / MANIFEST_FILE}: files")
+    if files is not None:
+        bad = check_files(files, local_digest(root))
+        problems.extend(f"{path}: {why}" for path, why in bad.items())
     delayed = manifest["delayed"]
     delayed_summary: BucketStoreSummary | None = None
     delayed_topic = delayed_cursor = None

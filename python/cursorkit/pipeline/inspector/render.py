@@ -23,19 +23,24 @@ from cursorkit.pipeline.inspector.summaries import (
     PropertiesSummary,
     RebuildOutputSummary,
 )
+from cursorkit.pipeline.inspector.topics import TopicsOutputSummary
 
 # -- rendering -------------------------------------------------------------------------------------------
 
 
-def render(summary: InspectSummary, *, console: Console | None = None, max_rows: int = 50) -> str:
+def render(
+    summary: InspectSummary | TopicsOutputSummary, *, console: Console | None = None, max_rows: int = 50
+) -> str:
     """Prints a summary as rich tables on ``console`` (when given) and returns it as plain text.
 
     Args:
-        summary: What :func:`inspect_path` returned.
+        summary: What :func:`inspect_path` (or ``inspect_topics``/``inspect_topic``) returned.
         console: Where to print; the text is returned either way.
         max_rows: Rows shown per table (buckets, properties, subscriptions); the rest are counted.
     """
-    if not isinstance(summary, BucketStoreSummary | CursorStoreSummary | RebuildOutputSummary):
+    if not isinstance(
+        summary, BucketStoreSummary | CursorStoreSummary | RebuildOutputSummary | TopicsOutputSummary
+    ):
         raise InvalidInputType(f"summary must come from inspect_path, got {type(summary).__name__}")
     rows: object = max_rows
     if isinstance(rows, bool) or not isinstance(rows, int):
@@ -62,8 +67,10 @@ def render(summary: InspectSummary, *, console: Console | None = None, max_rows:
     return buffer.getvalue()
 
 
-def _renderables(summary: InspectSummary, max_rows: int) -> Iterator[RenderableType]:
-    if isinstance(summary, BucketStoreSummary):
+def _renderables(summary: InspectSummary | TopicsOutputSummary, max_rows: int) -> Iterator[RenderableType]:
+    if isinstance(summary, TopicsOutputSummary):
+        yield from _render_topics(summary, max_rows)
+    elif isinstance(summary, BucketStoreSummary):
         yield from _render_bucket_store(summary, max_rows, title="Bucket snapshot store")
     elif isinstance(summary, CursorStoreSummary):
         yield from _render_cursor_store(summary, max_rows, title="Cursor store")
@@ -99,8 +106,8 @@ def _facts(title: str, rows: Iterable[tuple[str, object]]) -> Table:
     table = Table(
         title=title, title_justify="left", show_header=False, box=None, pad_edge=False, min_width=len(title)
     )
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     for key, value in rows:
         table.add_row(key, value if isinstance(value, Text) else str(value))
     return table
@@ -292,3 +299,44 @@ def _render_rebuild(s: RebuildOutputSummary, max_rows: int) -> Iterator[Renderab
         for name, c in items:
             if c.damaged:
                 yield from _render_cursor_store(c, max_rows, title=f"Subscription {name!r}")
+
+
+def _render_topics(s: TopicsOutputSummary, max_rows: int) -> Iterator[RenderableType]:
+    """The topics table, damaged topics first, then riskiest first; then what is wrong with each."""
+    from cursorkit.pipeline.cluster import FIGURES, risk_order
+
+    damaged = s.damaged_topics
+    facts: list[tuple[str, object]] = [
+        ("path", s.path),
+        ("run", s.run),
+        ("status", _status(s.damaged)),
+        ("topics", f"{len(s.topics) + len(set(s.problems) - set(s.topics) - {''})} ({len(damaged)} damaged)"),
+    ]
+    facts.extend(("problem", Text(p, style="red")) for p in s.problems.get("", ()))
+    yield _facts("Many-topic rebuild output", facts)
+    names = sorted(set(s.topics) | set(s.problems) - {""})
+    known = {t: s.figures[t] for t in names if t in s.figures}
+    bad = set(damaged)
+    order = sorted(damaged) + [t for t in risk_order(known) if t not in bad]
+    order += [t for t in names if t not in bad and t not in known]
+    table = _table(f"{len(names)} topics, damaged first, then riskiest")
+    columns = ("topic", "messages", "subs", "backlog", "ranges", "redeliver", "delayed", "buckets")
+    for col in columns:
+        if col == "topic":
+            table.add_column(col, overflow="fold", ratio=1)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("status")
+    shown, more = _cut(order, max_rows)
+    for t in shown:
+        f = s.figures.get(t, {})
+        cells = [f"{f[k]:,}" if isinstance(f.get(k), int) else "-" for k in FIGURES]
+        table.add_row(t, *cells, _status(t in bad))
+    if more:
+        table.caption = more
+    yield table
+    for t in damaged[:max_rows]:
+        lines = s.damage_of(t)
+        yield _facts(f"Topic {t!r}", [("damage", Text(line, style="red")) for line in lines[:max_rows]])
+    if len(damaged) > max_rows:
+        yield Text(f"… and {len(damaged) - max_rows} more damaged topics")

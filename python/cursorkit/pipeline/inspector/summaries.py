@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal, TypeVar
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, Literal, TypeVar, cast
 
 from cursorkit import _core
 from cursorkit.ackstate.cursor import CursorStats
@@ -234,3 +234,19 @@ class RebuildOutputSummary:
 
 InspectSummary = BucketStoreSummary | CursorStoreSummary | RebuildOutputSummary
 """What :func:`inspect_path` returns, by the kind of directory it was given."""
+
+
+def retarget(value: T, old: str, new: str) -> T:
+    """``value`` with every string in it that mentions ``old`` (a copy's path) naming ``new`` instead."""
+    out: Any = value
+    if isinstance(value, str):
+        out = value.replace(old, new)
+    elif isinstance(value, tuple):
+        out = tuple(retarget(v, old, new) for v in value)
+    elif isinstance(value, Mapping):
+        out = {retarget(k, old, new): retarget(v, old, new) for k, v in value.items()}
+    elif is_dataclass(value) and not isinstance(value, type):
+        out = replace(
+            value, **{f.name: retarget(getattr(value, f.name), old, new) for f in fields(value) if f.init}
+        )
+    return cast(T, out)

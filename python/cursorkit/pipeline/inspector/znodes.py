@@ -6,6 +6,10 @@ Each is decoded read-only (no ownership is taken, nothing is written): who wrote
 mark-delete, how many ranges and partial batches it holds against how many its writer recorded, its
 properties, and its state object, which is fetched and checked when ``objects`` is given. A znode
 that does not decode is reported, and the walk goes on; the walk stops at ``limit`` znodes.
+
+A cursor is *cut* when its writer recorded more ranges or partial batches than the znode holds and no
+state object holds the rest: a broker recovering it redelivers the acks left out, so it is shown
+with its numbers ("cut: 1,000 of 13,486 ranges") and counts as at risk (``inspect`` exits 1).
 """
 
 from __future__ import annotations
@@ -68,6 +72,29 @@ class ZnodeCursor:
             and self.state_object_status.startswith(("missing", "damaged"))
         )
 
+    @property
+    def cut(self) -> bool:
+        """Whether acks the writer recorded are in no durable copy (no state object holds them)."""
+        return (
+            self.problem is None
+            and self.state_object is None
+            and (self.ranges < self.ranges_recorded or self.batches < self.batches_recorded)
+        )
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``cut: <kept> of <recorded> ranges[, ... partial batches]`` or ``damaged: <why>``."""
+        if self.damaged:
+            return "damaged: " + (self.problem or str(self.state_object_status))
+        if not self.cut:
+            return "ok"
+        parts = []
+        if self.ranges < self.ranges_recorded:
+            parts.append(f"{self.ranges:,} of {self.ranges_recorded:,} ranges")
+        if self.batches < self.batches_recorded:
+            parts.append(f"{self.batches:,} of {self.batches_recorded:,} partial batches")
+        return "cut: " + ", ".join(parts)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ZnodeInspection:
@@ -82,6 +109,16 @@ class ZnodeInspection:
     def damaged(self) -> bool:
         """Whether any cursor znode is damaged."""
         return any(c.damaged for c in self.cursors)
+
+    @property
+    def cut(self) -> bool:
+        """Whether any cursor znode is cut (acks its writer recorded will be redelivered)."""
+        return any(c.cut for c in self.cursors)
+
+    @property
+    def at_risk(self) -> bool:
+        """Whether any cursor is damaged or cut: what ``inspect`` exits 1 for."""
+        return self.damaged or self.cut
 
 
 def _depth_under_managed_ledgers(path: str) -> int | None:
@@ -217,6 +254,7 @@ def render_zk(inspection: ZnodeInspection, console: Console) -> None:
             ("state object", c.state_object or "-"),
             ("state object check", c.state_object_status or "-"),
             ("problem", c.problem or "-"),
+            ("status", c.status),
         ]
         for name, value in rows:
             table.add_row(name, str(value))
@@ -237,7 +275,6 @@ def render_zk(inspection: ZnodeInspection, console: Console) -> None:
     ):
         table.add_column(col)
     for c in inspection.cursors:
-        status = "damaged: " + (c.problem or str(c.state_object_status)) if c.damaged else "ok"
         table.add_row(
             c.path.removeprefix(MANAGED_LEDGERS + "/"),
             c.written_by,
@@ -248,7 +285,7 @@ def render_zk(inspection: ZnodeInspection, console: Console) -> None:
             f"{c.batches:,}",
             str(c.bucket_keys),
             c.state_object_status or "-",
-            status,
+            c.status,
         )
     console.print(table)
     if inspection.truncated:
