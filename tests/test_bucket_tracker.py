@@ -201,7 +201,7 @@ def test_recovery_skips_expired_segments_and_restores_contains(tmp_path: Path) -
     r2.close()
 
 
-def test_wholly_expired_and_missing_buckets_are_dropped(tmp_path: Path) -> None:
+def test_wholly_expired_buckets_are_dropped_and_missing_ones_replayed(tmp_path: Path) -> None:
     clock = Clock()
     t = tracker(tmp_path, clock)
     fill(t, 1, 10, 1000)
@@ -216,6 +216,11 @@ def test_wholly_expired_and_missing_buckets_are_dropped(tmp_path: Path) -> None:
     rep = r.recovery_report
     assert rep.expired == [ids[0]] and rep.missing == [f"{PROPERTY_PREFIX}_2_2"]
     assert bucket_props(r) == {} and r.storage.list_bucket_snapshots() == []
+    assert rep.replay_required and r.take_replay_ranges() == [(2, 2)]  # its messages are still owed
+    fill(r, 2, 10, 5000)  # the dispatcher's re-read of ledger 2 from the cursor
+    assert sorted((ledger, entry) for _, ledger, entry in drain(r, clock, 6000)) == [
+        (2, e) for e in range(10)
+    ]
     r.close()
 
 

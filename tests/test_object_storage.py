@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from cursorkit.delayed import BucketDelayedDeliveryTracker, MemoryCursorProperties
+from cursorkit.delayed.bucket_format import bucket_name
 from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
 from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, StoreUnavailable
 from cursorkit.stores import ObjectStore
@@ -85,39 +86,72 @@ def test_ids_are_never_reused_by_an_owner(objects: ObjectStore) -> None:
         ObjectStoreBucketSnapshotStorage(objects, owner_epoch=0)
 
 
+def _tracker(
+    objects: ObjectStore, props: MemoryCursorProperties, now: list[int]
+) -> BucketDelayedDeliveryTracker:
+    return BucketDelayedDeliveryTracker(
+        ObjectStoreBucketSnapshotStorage(objects),
+        props,
+        clock=lambda: now[0],
+        background=False,
+        min_index_count_per_bucket=100,
+        max_indexes_per_segment=30,
+        tick_time_ms=1,
+    )
+
+
+def _five_ledgers(t: BucketDelayedDeliveryTracker, now: int) -> dict[tuple[int, int], int]:
+    """120 delayed messages in each of ledgers 1-5, sealed into buckets; the topic's log of them."""
+    log = {}
+    for ledger in range(1, 6):
+        for entry in range(120):
+            at = now + 10_000 + (entry * 37 + ledger) % 5_000
+            assert t.add_message(ledger, entry, at)
+            log[(ledger, entry)] = at
+    t.maintenance()
+    assert len(t.immutable_buckets) > 1
+    t.checkpoint_tail()
+    t.close()
+    return log
+
+
+def _deliver_all(t: BucketDelayedDeliveryTracker) -> list[tuple[int, int]]:
+    got: list[tuple[int, int]] = []
+    while t.has_message_available():
+        got.extend(map(tuple, t.get_scheduled_messages(50).tolist()))
+    return sorted(got)
+
+
 def test_the_bucket_tracker_recovers_from_it_unchanged(objects: ObjectStore) -> None:
     now = [1_000_000]
     props = MemoryCursorProperties()
-
-    def tracker() -> BucketDelayedDeliveryTracker:
-        return BucketDelayedDeliveryTracker(
-            ObjectStoreBucketSnapshotStorage(objects),
-            props,
-            clock=lambda: now[0],
-            background=False,
-            min_index_count_per_bucket=100,
-            max_indexes_per_segment=30,
-            tick_time_ms=1,
-        )
-
-    first = tracker()
-    expected = []
-    for ledger in range(1, 6):
-        for entry in range(120):
-            at = now[0] + 10_000 + (entry * 37 + ledger) % 5_000
-            assert first.add_message(ledger, entry, at)
-            expected.append((at, ledger, entry))
-    first.maintenance()
-    assert first.immutable_buckets
-    first.checkpoint_tail()
-    first.close()
-    second = tracker()
-    assert not second.recovery_report.damaged
+    log = _five_ledgers(_tracker(objects, props, now), now[0])
+    second = _tracker(objects, props, now)
+    assert not second.recovery_report.damaged and not second.recovery_report.replay_required
     now[0] += 20_000
-    got = []
-    while second.has_message_available():
-        got.extend(map(tuple, second.get_scheduled_messages(50).tolist()))
-    assert sorted(got) == sorted((ledger, entry) for _, ledger, entry in expected)
+    assert _deliver_all(second) == sorted(log)
+    second.close()
+
+
+def test_a_snapshot_deleted_before_recovery_is_replayed_and_delivered(objects: ObjectStore) -> None:
+    now = [1_000_000]
+    props = MemoryCursorProperties()
+    first = _tracker(objects, props, now)
+    log = _five_ledgers(first, now[0])
+    victim = first.immutable_buckets[0]
+    assert victim.bucket_id is not None
+    objects.delete(bucket_name(victim.bucket_id))  # gone from S3 behind its property
+    second = _tracker(objects, props, now)
+    report = second.recovery_report
+    assert report.missing == [victim.key] and report.replay_required and not report.damaged
+    replay = second.take_replay_ranges()
+    assert replay == [(victim.start_ledger_id, victim.end_ledger_id)]
+    for (ledger, entry), at in log.items():  # the dispatcher re-reads those ledgers from the cursor
+        if any(lo <= ledger <= hi for lo, hi in replay):
+            assert not second.contains_message(ledger, entry)
+            assert second.add_message(ledger, entry, at)
+    now[0] += 20_000
+    assert _deliver_all(second) == sorted(log)  # the lost bucket's messages too
     second.close()
 
 

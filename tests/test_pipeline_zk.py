@@ -13,6 +13,7 @@ from cursorkit.ackstate import Cursor, CursorStore
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate import generate
 from cursorkit.pipeline.generate_topics import generate_topics
+from cursorkit.pipeline.inspector.znodes import inspect_zk
 from cursorkit.pipeline.load import list_topics, read_cursors
 from cursorkit.pipeline.publish import publish_cursors
 from cursorkit.stores import ObjectStore, cursor_znode_path
@@ -51,6 +52,35 @@ def test_inspect_reads_cursorkits_and_pulsars_znodes(
     assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}"]) == 1
     assert "damaged" in capsys.readouterr().out
     assert main(["inspect", f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}-none"]) == 2
+
+
+def test_inspect_shows_a_cut_cursor_with_its_numbers_and_exits_1(
+    zk_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Acks a cursor recorded that no durable copy holds will be redelivered: at risk, not ok."""
+    ns = f"ns{uuid.uuid4().hex[:6]}"
+    root = f"zk://{zk_server.hosts}/managed-ledgers/t/{ns}"
+    objects = ObjectStore(str(tmp_path / "objects"))
+    cut = f"zk://{zk_server.hosts}{cursor_znode_path(f'persistent://t/{ns}/orders', 'cut')}"
+    whole = f"zk://{zk_server.hosts}{cursor_znode_path(f'persistent://t/{ns}/orders', 'whole')}"
+    for location, where in ((cut, None), (whole, objects)):
+        with CursorStore.create(location, objects=where) as store:
+            cursor = store.recover()
+            for e in range(0, 2 * 13_486, 2):
+                cursor.ack(Position(1, e + 1))
+            store.flush(cursor)
+    assert main(["inspect", whole, "--objects", objects.uri]) == 0
+    assert "cut:" not in capsys.readouterr().out
+    assert main(["inspect", cut]) == 1
+    assert "cut: 1,000 of 13,486 ranges" in capsys.readouterr().out
+    found = inspect_zk(root, objects=objects)
+    assert {c.subscription: c.status for c in found.cursors} == {
+        "cut": "cut: 1,000 of 13,486 ranges",
+        "whole": "ok",
+    }
+    assert found.cut and not found.damaged and found.at_risk
+    assert main(["inspect", root, "--objects", objects.uri]) == 1
+    capsys.readouterr()
 
 
 def test_rebuild_publishes_a_topics_cursors_to_zookeeper(

@@ -1,6 +1,7 @@
 """Faults under the shared stores, each with its own server: nothing acknowledged and flushed is lost.
 
 * the ZooKeeper server SIGKILLed and restarted while a broker flushes;
+* the server gone for most of a minute: a flush lands within two seconds of its return;
 * the session expired while the server is paused (SIGSTOP past the session timeout);
 * two owners flushing at once while the second takes the cursor over;
 * the object store paused during a state-object upload and a bucket snapshot upload.
@@ -80,6 +81,44 @@ def test_server_killed_and_restarted_during_flushes(server: ZkServer, tmp_path: 
     store.close()
     back = _read_back(loc, objects)
     assert _contains(back, confirmed) and _contains(cursor.individually_deleted, back)
+
+
+OUTAGE_S = 55.0
+"""Long enough that kazoo's own reconnect pauses (doubling to an hour) reach 25-50 s."""
+
+
+def test_flushes_land_within_seconds_of_the_server_returning_from_a_long_outage(server: ZkServer) -> None:
+    """Reconnect attempts stay at most 0.6 s apart however long ZooKeeper was gone."""
+    loc = _location(server)
+    store = CursorStore.create(loc, operation_timeout=1.0)
+    cursor = store.recover()
+    cursor.ack(Position(5, 1))
+    store.flush(cursor)
+    server.kill()
+    entry = 3
+    outage_ends = time.monotonic() + OUTAGE_S
+    while time.monotonic() < outage_ends:  # every flush fails while it is gone, none hangs
+        cursor.ack(Position(5, entry))
+        entry += 2
+        began = time.monotonic()
+        with pytest.raises(errors.PersistFailed) as caught:
+            store.flush(cursor)
+        assert not isinstance(caught.value, errors.Fenced) and time.monotonic() - began < 3.0
+        time.sleep(2.0)
+    server.start()
+    back = time.monotonic()
+    while True:
+        try:
+            store.flush(cursor)
+            break
+        except errors.PersistFailed as e:
+            assert not isinstance(e, errors.Fenced)
+            assert time.monotonic() - back < 15, "no flush within 15 s of ZooKeeper's return"
+            time.sleep(0.05)
+    took = time.monotonic() - back
+    assert took < 2.0, f"the first flush landed {took:.1f} s after ZooKeeper's return"
+    assert _read_back(loc) == cursor.individually_deleted
+    store.close()
 
 
 def test_session_expired_while_the_server_is_paused(server: ZkServer) -> None:

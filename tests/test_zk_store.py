@@ -6,16 +6,21 @@ local ``ObjectStore`` (the S3 server is exercised in ``test_zk_faults.py``).
 
 from __future__ import annotations
 
+import secrets
+import struct
 import threading
+import time
 import uuid
 import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from cursorkit import Position, errors
 from cursorkit.ackstate import Cursor, CursorStore, ZkCursorStore, flush_many
+from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.ackstate.persist import decode_cursor_info
 from cursorkit.proto import pulsar_ml_pb2 as ml
 from cursorkit.stores import ObjectStore, cursor_znode_path, java_url_encode, managed_ledger_path
@@ -35,6 +40,28 @@ def _holes(cursor: Cursor, ledger: int, n: int, start: int = 0) -> None:
 
 def _path(location: str) -> str:
     return "/" + location.split("/", 3)[3]
+
+
+def _pulsar_form(raw: bytes, codec: str) -> bytes:
+    """A ManagedCursorInfo as Pulsar's metadata store compresses it: magic, header, body."""
+    body = raw if codec == "NONE" else zlib.compress(raw)
+    meta = ml.ManagedCursorInfoMetadata(
+        compressionType=ml.CompressionType.Value(codec), uncompressedSize=len(raw)
+    ).SerializeToString()
+    return (0x4778).to_bytes(2, "big") + len(meta).to_bytes(4, "big") + meta + body
+
+
+def _pulsar_reads(data: bytes) -> ml.ManagedCursorInfo:
+    """What a Pulsar broker parses from a znode: its compression header undone, its fields only."""
+    if data[:2] == b"\x47\x78":
+        (meta_len,) = struct.unpack_from(">i", data, 2)
+        meta = ml.ManagedCursorInfoMetadata.FromString(data[6 : 6 + meta_len])
+        assert meta.compressionType == ml.CompressionType.Value("ZLIB")
+        data = zlib.decompress(data[6 + meta_len :])
+        assert len(data) == meta.uncompressedSize
+    info = ml.ManagedCursorInfo.FromString(data)
+    info.ClearField("cursorkit")
+    return info
 
 
 def test_create_flush_open_recover_round_trip(zk_server: Any) -> None:
@@ -248,13 +275,7 @@ def test_pulsars_compressed_znodes_are_read(zk_server: Any, zk_client: Any, code
     loc = _location(zk_server)
     cursor = Cursor(Position(2, 0))
     _holes(cursor, 2, 30, start=5)
-    raw = cursor.encode("managed_cursor_info")
-    body = raw if codec == "NONE" else zlib.compress(raw)
-    meta = ml.ManagedCursorInfoMetadata(
-        compressionType=ml.CompressionType.Value(codec), uncompressedSize=len(raw)
-    ).SerializeToString()
-    data = (0x4778).to_bytes(2, "big") + len(meta).to_bytes(4, "big") + meta + body
-    zk_client.create(_path(loc), data, makepath=True)
+    zk_client.create(_path(loc), _pulsar_form(cursor.encode("managed_cursor_info"), codec), makepath=True)
     with CursorStore.open(loc, read_only=True) as store:
         assert store.report.compression == codec
         assert store.recover().individually_deleted == cursor.individually_deleted
@@ -318,14 +339,115 @@ def test_cursor_store_locations_are_checked(zk_server: Any) -> None:
         CursorStore.create(_location(zk_server), max_znode_bytes=10)
 
 
-def test_properties_too_big_for_the_znode_are_refused(zk_server: Any) -> None:
-    with CursorStore.create(_location(zk_server), max_znode_bytes=2048) as store:
+def test_properties_too_big_for_the_znode_are_compressed_then_refused(zk_server: Any, zk_client: Any) -> None:
+    loc = _location(zk_server)
+    with CursorStore.create(loc, max_znode_bytes=2048) as store:
         cursor = store.recover()
-        cursor.properties.update({f"p{i:04d}": i for i in range(500)})
-        with pytest.raises(errors.InvalidArgument, match="znode"):
+        cursor.properties.update({f"p{i:04d}": i for i in range(500)})  # 5.5 KB plain, alike names
+        assert store.flush(cursor).compression == "ZLIB"
+        assert _pulsar_reads(zk_client.get(_path(loc))[0]).properties[499].name == "p0499"
+        cursor.properties.update({secrets.token_hex(8): i for i in range(200)})  # past 2 KB either way
+        with pytest.raises(errors.InvalidArgument, match="compressed.*znode's 2,048"):
             store.flush(cursor)
         cursor.properties.clear()
-        store.flush(cursor)
+        assert store.flush(cursor).compression is None
+
+
+def _holes_in_bulk(cursor: Cursor, ledger: int, n: int) -> None:
+    cursor.ack_many(np.full(n, ledger, dtype=np.int64), np.arange(1, 2 * n, 2, dtype=np.int64))
+
+
+def test_a_large_compressed_pulsar_znode_is_taken_over_without_breaking_the_session(
+    zk_server: Any, zk_client: Any
+) -> None:
+    """A record past ZooKeeper's 1 MB request limit stays in Pulsar's ZLIB form; the session lives on.
+
+    Sent plain (1.7 MB), it would drop the connection that every store of the process shares.
+    """
+    pulsar_limits = PersistLimits(max_unacked_ranges_to_persist_in_metadata_store=200_000)
+    written = Cursor(Position(7, -1), limits=pulsar_limits)
+    _holes_in_bulk(written, 7, 95_000)
+    raw = written.encode("managed_cursor_info")
+    data = _pulsar_form(raw, "ZLIB")
+    assert len(raw) > 1_600_000 and len(data) < 512 * 1024
+    loc = _location(zk_server, "big")
+    zk_client.create(_path(loc), data, makepath=True)
+    other = CursorStore.create(_location(zk_server, "other"))
+    other_cursor = other.recover()
+    failures: list[Exception] = []
+    flushed = [0]
+    stop = threading.Event()
+
+    def keep_flushing() -> None:
+        for e in range(1, 10_000_000, 2):
+            if stop.is_set():
+                return
+            other_cursor.ack(Position(1, e))
+            try:
+                other.flush(other_cursor)
+                flushed[0] += 1
+            except errors.CursorkitError as x:
+                failures.append(x)
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=keep_flushing)
+    thread.start()
+    try:
+        with CursorStore.open(loc) as store:
+            assert isinstance(store, ZkCursorStore) and store._session is other._session
+            report = store.report
+            assert report.compression == report.written_compression == "ZLIB"
+            assert report.znode_bytes <= 512 * 1024 and report.ranges == 95_000
+            assert report.ranges_left_out == 0 and not report.rewound and report.conflicts == 0
+            cursor = store.recover(limits=pulsar_limits)  # the Pulsar broker's metadata-store limit
+            assert cursor.individually_deleted == written.individually_deleted
+            cursor.ack(Position(8, 0))
+            result = store.flush(cursor)
+            assert result.compression == "ZLIB" and not result.truncated
+            assert result.ranges_inline == result.ranges_total == 95_001 and result.znode_bytes <= 512 * 1024
+    finally:
+        stop.set()
+        thread.join(30)
+    assert failures == [] and flushed[0] > 0
+    other.close()
+    stored, _ = zk_client.get(_path(loc))
+    assert stored[:2] == b"\x47\x78" and len(stored) <= 512 * 1024
+    md, acked, _, _ = decode_cursor_info(_pulsar_reads(stored).SerializeToString(), "pulsar view", None)
+    assert md == cursor.mark_delete_position and acked == cursor.individually_deleted
+    with CursorStore.open(loc, read_only=True) as reader:
+        assert reader.report.compression == "ZLIB" and reader.report.ranges == 95_001
+
+
+def test_a_znode_too_big_in_either_form_is_cut_on_takeover_and_reported(
+    zk_server: Any, zk_client: Any
+) -> None:
+    written = Cursor(
+        Position(7, -1), limits=PersistLimits(max_unacked_ranges_to_persist_in_metadata_store=50_000)
+    )
+    _holes_in_bulk(written, 7, 20_000)
+    raw = written.encode("managed_cursor_info")
+    loc = _location(zk_server)
+    zk_client.create(_path(loc), _pulsar_form(raw, "ZLIB"), makepath=True)
+    with CursorStore.open(loc, max_znode_bytes=16_384) as store:
+        report = store.report
+        assert (
+            report.ranges == 20_000 and 0 < report.ranges_left_out < 20_000 and report.znode_bytes <= 16_384
+        )
+        assert store.recover().individually_deleted == written.individually_deleted  # held, all of them
+    stored, _ = zk_client.get(_path(loc))
+    kept = len(_pulsar_reads(stored).individualDeletedMessages)
+    assert len(stored) <= 16_384 and kept == 20_000 - report.ranges_left_out
+    with CursorStore.open(loc, read_only=True) as reader:  # not yet flushed: the cut is on record
+        assert (
+            reader.report.ranges == kept and reader.report.ranges_recorded == 20_000 and reader.report.rewound
+        )
+    info = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=1, markDeleteEntryId=0)
+    info.cursorProperties.add(name="blob", value=secrets.token_hex(2_000))  # 4 KB that does not compress
+    bad = _location(zk_server)
+    zk_client.create(_path(bad), info.SerializeToString(), makepath=True)
+    with pytest.raises(errors.BudgetExceeded, match=r"needs a 4,0\d\d-byte record.*max_znode_bytes 2,048"):
+        CursorStore.open(bad, max_znode_bytes=2048)
+    assert zk_client.get(_path(bad))[0] == info.SerializeToString()  # nothing sent
 
 
 def test_flush_many_pipelines_and_reports_each(zk_server: Any) -> None:

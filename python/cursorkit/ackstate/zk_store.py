@@ -12,9 +12,15 @@ and publishes nothing. A version conflict is settled by re-reading the znode, ne
 a newer epoch fences, the store's own earlier write (a reply lost with the connection) is
 recognised, anything else is overwritten by the owner.
 
+**Size.** No write passes ``max_znode_bytes``: a record is written plain when it fits, else in
+Pulsar's ZLIB form, else with ranges cut (reported); ZooKeeper would drop the connection of a
+request past its ``jute.maxbuffer`` and fail the calls of every store on the session.
+
 **Failures.** A call ZooKeeper does not answer within ``operation_timeout`` fails with
 ``PersistFailed`` (a write) or ``StoreUnavailable`` (a read); the previous flush stays what a
-reader recovers, and the store stays usable. A write whose outcome is unknown may still land later;
+reader recovers, and the store stays usable. A lost connection is retried at least every
+0.6 s (:data:`~cursorkit.stores.zookeeper.RECONNECT_MAX_DELAY`), so flushes work again
+within about a second of ZooKeeper's return. A write whose outcome is unknown may still land later;
 the next write settles it. State objects are deleted only once nothing can publish them again.
 """
 
@@ -42,7 +48,9 @@ from cursorkit.ackstate.znode import (
     CursorState,
     EncodedZnode,
     ZnodeContent,
+    cursor_info_bytes,
     encode_znode,
+    fit_record,
     object_id,
     object_key,
     read_state_object,
@@ -85,7 +93,16 @@ DEFAULT_OWNERS_ROOT = "/cursorkit/owners"
 _CLAIM = struct.Struct(">Q")
 _MAX_ZNODE_BYTES = 0xFFFFF - 1024
 _CONFLICT_RETRIES = 16
+_LOST_RETRIES = 3
+"""Ownership writes ZooKeeper may leave unconfirmed (connection lost) before opening gives up."""
 _INITIAL = Position(0, -1)
+_BYTES_ONLY = PersistLimits(
+    max_unacked_ranges_to_persist=2**62,
+    max_unacked_ranges_to_persist_in_metadata_store=2**62,
+    max_batch_deleted_index_to_persist=2**62,
+    max_entry_bytes=2**62,
+)
+"""Limits that leave only the byte budget to cut a record (an ownership write keeps what it read)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +138,17 @@ class ZkRecoveryReport:
     """Pulsar's codec when the znode was compressed."""
     conflicts: int = 0
     """Versioned writes retried while taking ownership (other writers at the same time)."""
+    znode_bytes: int = 0
+    """Bytes of the ownership write (0: opened read-only)."""
+    written_compression: str | None = None
+    """``ZLIB`` when the ownership write took Pulsar's compressed form (the plain record passed
+    ``max_znode_bytes``)."""
+    ranges_left_out: int = 0
+    """Recovered ranges the ownership write could not keep in the znode (neither form fit
+    ``max_znode_bytes``, and no state object holds them): the store holds them, and its next flush
+    writes them out or reports the cut."""
+    batches_left_out: int = 0
+    """Recovered partial batches the ownership write left out, as for :attr:`ranges_left_out`."""
     fallbacks: tuple[str, ...] = ()
     """Why recovery used less than the writer recorded, one line each; empty when nothing was lost."""
 
@@ -156,6 +184,8 @@ class ZkFlushResult:
     conflicts: int
     """Versioned writes retried because another writer had changed the znode."""
     duration_s: float
+    compression: str | None = None
+    """``ZLIB`` when the znode was written in Pulsar's compressed form (the plain one passed the budget)."""
 
     @property
     def truncated(self) -> bool:
@@ -195,6 +225,7 @@ class _Pending:
         sizes: tuple[int, int, int, int, int],
         started: float,
         skipped: ZkFlushResult | None = None,
+        compression: str | None = None,
     ) -> None:
         self.store = store
         self.call = call
@@ -206,6 +237,7 @@ class _Pending:
         self.properties = properties
         self.sizes = sizes  # object bytes, ranges total, ranges inline, ranges cut, batches cut
         self.started = started
+        self.compression = compression
         self.outcome: ZkFlushResult | BaseException | None = skipped
 
     def result(self) -> ZkFlushResult:
@@ -245,11 +277,16 @@ class ZkCursorStore(CursorStore):
       credentials). Without it, what does not fit is cut as Pulsar cuts it, and reported.
     * ``read_only`` (``open`` only): read without taking ownership (flushes are refused).
     * ``owner``: a label for operators, kept in the znode with host and process.
-    * ``max_znode_bytes``: byte budget of the znode (default 512 KiB).
-    * ``client``: a started ``KazooClient`` to share (the caller keeps and stops it);
-      ``operation_timeout``, ``connect_timeout`` (seconds); anything else goes to ``KazooClient``
-      (``timeout`` = session timeout, ``auth_data``, ...). Stores on the same hosts with the same
-      options share one ZooKeeper session.
+    * ``max_znode_bytes``: byte budget of the znode (default 512 KiB). Nothing larger is ever sent
+      (ZooKeeper would drop the shared connection): a record is written plain when it fits, else in
+      Pulsar's ZLIB form (``ManagedCursorInfoMetadata`` header, which Pulsar reads), else with the
+      ranges that fit (reported in the flush result, or :attr:`ZkRecoveryReport.ranges_left_out`).
+    * ``client``: a started ``KazooClient`` to share (the caller keeps and stops it, and its
+      reconnect policy); ``operation_timeout``, ``connect_timeout`` (seconds); anything else goes to
+      ``KazooClient`` (``timeout`` = session timeout, ``auth_data``, ``connection_retry``...).
+      Stores on the same hosts with the same options share one ZooKeeper session, which reconnects
+      forever with pauses of 0.1 s doubling to 0.5 s (20% jitter; kazoo's default grows to an hour),
+      so a flush succeeds again within about a second of ZooKeeper's return.
     """
 
     def __init__(
@@ -630,9 +667,59 @@ class ZkCursorStore(CursorStore):
         except CorruptSnapshot as e:
             return f"is damaged ({e})"
 
+    def _ownership_record(self, content: ZnodeContent, state: CursorState, sequence: int) -> EncodedZnode:
+        """The znode bytes that take ownership: the record as read, with ours, within the budget.
+
+        Plain when it fits ``max_znode_bytes``, else Pulsar's ZLIB form. When neither does (a znode
+        Pulsar wrote under a larger ``jute.maxbuffer``), the recovered state is written with the
+        ranges and batches that fit; the store still holds all of them (:attr:`ZkRecoveryReport.
+        ranges_left_out`). Raises ``BudgetExceeded`` when not even that fits.
+        """
+        ck = content.cursorkit
+        record = self._record(sequence, ck.state if ck is not None and ck.HasField("state") else None)
+        if ck is not None:
+            record.ranges_total = ck.ranges_total
+            record.batches_total = ck.batches_total
+            record.batch_sizes.extend(ck.batch_sizes)
+        info = ml.ManagedCursorInfo()
+        info.CopyFrom(content.info)
+        info.cursorkit.CopyFrom(record)
+        raw = info.SerializeToString()
+        data, codec = fit_record(raw, self._max_bytes)
+        held = content.state
+        if len(data) <= self._max_bytes:
+            ranges = len(held.acked) if held is not None else 0
+            batches = len(held.batches) if held is not None else 0
+            return EncodedZnode(data, ranges, ranges, batches, batches, codec)
+        refused = BudgetExceeded(
+            f"{self._where()}: taking ownership needs a {len(raw):,}-byte record ({len(data):,} bytes "
+            f"compressed), more than max_znode_bytes {self._max_bytes:,}; not sent (ZooKeeper drops "
+            "the connection of a request past its jute.maxbuffer)"
+        )
+        if held is None:  # the state lives in a cursor ledger: the record is not cursorkit's to cut
+            raise refused
+        record.ClearField("batch_sizes")  # encode_znode writes those of the batches it keeps
+        try:
+            return encode_znode(
+                mark_delete=state.mark_delete,
+                acked=state.acked,
+                batches=state.batches,
+                properties=state.properties,
+                string_properties=content.string_properties,
+                cursorkit=record,
+                limits=_BYTES_ONLY,
+                max_bytes=self._max_bytes,
+                last_active_ms=info.lastActive if info.HasField("lastActive") else _now_ms(),
+                who=self._who,
+            )
+        except InvalidArgument as e:  # its properties alone pass the budget
+            raise refused from e
+
     def _open_node(self, *, name_given: bool, claimed: int | None = None) -> None:
         kex = kazoo_errors()
         conflicts = 0
+        lost: list[str] = []
+        written: EncodedZnode | None = None
         epoch = claimed
         reads: dict[tuple[str, bytes], CursorState | str] = {}
         for attempt in range(_CONFLICT_RETRIES):
@@ -660,15 +747,8 @@ class ZkCursorStore(CursorStore):
             if attempt > 1:
                 time.sleep(0.002 * attempt)  # the old owner's last write is still landing
             self._epoch = epoch
-            info = ml.ManagedCursorInfo()
-            info.CopyFrom(content.info)
-            info.cursorkit.CopyFrom(
-                self._record(sequence + 1, ck.state if ck and ck.HasField("state") else None)
-            )
-            if ck is not None:
-                info.cursorkit.ranges_total = ck.ranges_total
-                info.cursorkit.batches_total = ck.batches_total
-            data = info.SerializeToString()
+            written = self._ownership_record(content, state, sequence + 1)
+            data = written.data
             what = f"{self._where()}: take ownership"
             try:
                 new = self._session.call(
@@ -679,10 +759,18 @@ class ZkCursorStore(CursorStore):
                 continue
             except kex.NoNodeError as e:
                 raise FileNotFoundError(errno.ENOENT, "no cursor znode", str(self._location)) from e
-            except InDoubt:
+            except InDoubt as e:
                 check, check_stat = self._read(ledger_sizes=None)
                 if check.cursorkit is None or check.cursorkit.owner != self._label:
-                    conflicts += 1
+                    if check_stat.version != stat.version:
+                        conflicts += 1  # another writer's change landed: read it again
+                        continue
+                    lost.append(str(e))  # nothing landed: the connection, not another writer
+                    if len(lost) >= _LOST_RETRIES:
+                        raise StoreUnavailable(
+                            f"{what}: ZooKeeper confirmed none of {len(lost)} tries of the "
+                            f"{len(data):,}-byte write (last: {lost[-1]})"
+                        ) from e
                     continue
                 new = check_stat
             except kex.KazooException as e:
@@ -694,9 +782,16 @@ class ZkCursorStore(CursorStore):
         else:
             raise StoreUnavailable(
                 f"{self._where()}: other writers changed the znode {conflicts} times while opening it"
+                + (f" (and {len(lost)} writes went unconfirmed: {lost[-1]})" if lost else "")
             )
         if not self._read_only:
             self._watch_claims()
+        left_out = (0, 0)
+        if written is not None and not (ck is not None and ck.HasField("state")):
+            left_out = (
+                max(0, len(state.acked) - written.ranges_inline),
+                max(0, len(state.batches) - written.batches_inline),
+            )
         self._sequence = sequence
         self._state = state
         self._raw_state = None
@@ -722,6 +817,10 @@ class ZkCursorStore(CursorStore):
             cursor_properties=len(self._strings),
             compression=content.compression,
             conflicts=conflicts,
+            znode_bytes=len(written.data) if written is not None else 0,
+            written_compression=written.compression if written is not None else None,
+            ranges_left_out=left_out[0],
+            batches_left_out=left_out[1],
             fallbacks=tuple(fallbacks),
         )
 
@@ -816,7 +915,13 @@ class ZkCursorStore(CursorStore):
             state = self._state
             assert state is not None
             acked = state.acked
-            if ledger_sizes is not None and self.report.state_source == "znode" and self._last_data:
+            report = self.report
+            if (
+                ledger_sizes is not None
+                and report.state_source == "znode"
+                and not report.ranges_left_out
+                and self._last_data
+            ):
                 content = read_znode(self._last_data, self._where(), ledger_sizes)
                 if content.state is not None:
                     acked = content.state.acked
@@ -937,6 +1042,7 @@ class ZkCursorStore(CursorStore):
                 properties=props,
                 sizes=(object_bytes, encoded.ranges_total, encoded.ranges_inline, ranges_cut, batches_cut),
                 started=started,
+                compression=encoded.compression,
             )
             self._inflight = pending
             return pending
@@ -1020,8 +1126,13 @@ class ZkCursorStore(CursorStore):
         return ref, len(body)
 
     def _drop_object(self, ref: zpb.StateObject | None) -> None:
-        """Deletes a state object no znode names (best effort: the collector finds what is left)."""
+        """Deletes a state object no znode names (best effort: the collector finds what is left).
+
+        Only an object of this cursor's own directory is ever deleted, whatever key a znode names.
+        """
         if ref is None or self._objects is None:
+            return
+        if ref.key.rpartition("/")[0] != self._object_dir or object_id(ref.key) is None:
             return
         try:
             self._objects.delete(ref.key)
@@ -1094,6 +1205,7 @@ class ZkCursorStore(CursorStore):
             batches_cut=batches_cut,
             conflicts=conflicts,
             duration_s=time.perf_counter() - pending.started,
+            compression=pending.compression,
         )
 
     def _write_over_conflict(
@@ -1204,7 +1316,7 @@ class ZkCursorStore(CursorStore):
         with self._lock:
             self._check_writable()
             self._settle_inflight()
-            info = ml.ManagedCursorInfo.FromString(self._last_data)
+            info = ml.ManagedCursorInfo.FromString(cursor_info_bytes(self._last_data, self._where()))
             info.ClearField("cursorProperties")
             for key, value in new.items():
                 info.cursorProperties.add(name=key, value=value)
@@ -1214,11 +1326,12 @@ class ZkCursorStore(CursorStore):
             ck.owner_epoch = self._epoch
             ck.owner = self._label
             ck.written_at_ms = _now_ms()
-            data = info.SerializeToString()
+            raw = info.SerializeToString()
+            data, _codec = fit_record(raw, self._max_bytes)
             if len(data) > self._max_bytes:
                 raise InvalidArgument(
-                    f"{self._where()}: cursor properties would make the znode {len(data)} bytes "
-                    f"(budget {self._max_bytes})"
+                    f"{self._where()}: cursor properties would make the znode {len(raw):,} bytes "
+                    f"({len(data):,} compressed; budget max_znode_bytes {self._max_bytes:,})"
                 )
             what = f"{self._where()}: cursor properties"
             version = self._version

@@ -13,6 +13,12 @@ When the state is more than the znode holds, all of it goes to an immutable *sta
 
 and the znode names it with its size and SHA-256. Reading Pulsar's compressed form
 (``ManagedCursorInfoMetadata`` header, magic 0x4778) is supported for NONE and ZLIB.
+
+**Compression rule.** A record is written plain when it fits the znode's byte budget, else in
+Pulsar's ZLIB form (which every Pulsar broker reads, whatever its own compression setting) when
+that fits; only when neither does are ranges cut. A record over the budget is never sent:
+ZooKeeper answers a request past its ``jute.maxbuffer`` by dropping the connection, and with it
+the calls of every store sharing the session.
 """
 
 from __future__ import annotations
@@ -40,10 +46,13 @@ __all__ = [
     "CursorState",
     "EncodedZnode",
     "ZnodeContent",
+    "cursor_info_bytes",
     "encode_znode",
+    "fit_record",
     "object_id",
     "object_key",
     "read_state_object",
+    "pulsar_zlib",
     "read_znode",
     "state_object",
 ]
@@ -55,6 +64,8 @@ _OBJECT_HEAD = struct.Struct("<8sHHQQI")  # magic, version, flags, epoch, sequen
 _PULSAR_MAGIC = 0x4778
 _COMPRESSED_HEAD = struct.Struct(">hi")  # magic, metadata length (Java's writeShort / writeInt)
 _MAX_UNCOMPRESSED = 64 * 1024 * 1024
+_ZLIB = ml.ZLIB
+_PACK_TRIES = 4
 _BATCH_SIZES_ROOM = 64
 _OBJECT_NAME = re.compile(r"(\d{20})-(\d{20})\.state")
 
@@ -125,6 +136,31 @@ def _unwrap(data: bytes, where: str) -> tuple[bytes, str | None]:
     return out, codec
 
 
+def cursor_info_bytes(data: bytes, where: str) -> bytes:
+    """The ``ManagedCursorInfo`` bytes of a znode, plain or in Pulsar's compressed form."""
+    return _unwrap(bytes(data), where)[0]
+
+
+def pulsar_zlib(raw: bytes) -> bytes:
+    """``raw`` (a ``ManagedCursorInfo``) in Pulsar's compressed form, ZLIB.
+
+    Magic 0x4778 and the header length (big-endian short and int), a ``ManagedCursorInfoMetadata``
+    naming the codec and the plain size, then the zlib stream: what Pulsar's metadata store parses.
+    """
+    meta = ml.ManagedCursorInfoMetadata(compressionType=_ZLIB, uncompressedSize=len(raw)).SerializeToString()
+    return _COMPRESSED_HEAD.pack(_PULSAR_MAGIC, len(meta)) + meta + zlib.compress(raw)
+
+
+def fit_record(raw: bytes, max_bytes: int) -> tuple[bytes, str | None]:
+    """The bytes to write for ``raw``: itself when within ``max_bytes``, else Pulsar's ZLIB form.
+
+    The codec comes second (None: plain). The caller checks the ZLIB form against the budget.
+    """
+    if len(raw) <= max_bytes:
+        return raw, None
+    return pulsar_zlib(raw), "ZLIB"
+
+
 def read_znode(data: bytes, where: str, ledger_sizes: Mapping[int, int] | None = None) -> ZnodeContent:
     """Decodes a cursor znode; damage is ``CorruptSnapshot`` naming ``where``."""
     raw, codec = _unwrap(bytes(data), where)
@@ -159,6 +195,9 @@ class EncodedZnode:
     ranges_inline: int
     batches_total: int
     batches_inline: int
+    compression: str | None = None
+    """``ZLIB`` when the plain record would have passed the byte budget (or cut ranges Pulsar's
+    compressed form keeps)."""
 
     @property
     def complete(self) -> bool:
@@ -182,7 +221,8 @@ def encode_znode(
     """Pulsar's record of the state, cut at the metadata-store range limit and ``max_bytes``, plus ours.
 
     Properties and cursor properties are never cut (too many of them is ``InvalidArgument``);
-    partial batches come next, the ranges get what is left.
+    partial batches come next, the ranges get what is left. When the plain record would leave ranges
+    out, Pulsar's ZLIB form is used if it holds more of them within ``max_bytes``.
     """
     info = ml.ManagedCursorInfo(
         cursorsLedgerId=-1,
@@ -206,15 +246,39 @@ def encode_znode(
         persist.add_batch_infos(info.batchedEntryDeletionIndexInfo, kept)
         ck.batch_sizes.extend(size for _, _, size, _ in kept)
     head = info.SerializeToString()
-    if len(head) > max_bytes:
+    limit = min(len(acked), limits.max_unacked_ranges_to_persist_in_metadata_store)
+    room = max_bytes - len(head)
+    n = persist.ranges_within(acked, limit, room) if room >= 0 else -1
+    if n < limit:  # the plain record leaves ranges out, or does not fit at all
+        packed = _packed_within(head, acked, limit, n, max_bytes)
+        if packed is not None:
+            data, k = packed
+            return EncodedZnode(data, len(acked), k, len(batches), len(kept), "ZLIB")
+    if n < 0:
         raise InvalidArgument(
-            f"{who}: properties and cursor properties take {len(head)} bytes, "
-            f"more than the znode's {max_bytes}"
+            f"{who}: properties and cursor properties take {len(head):,} bytes "
+            f"({len(pulsar_zlib(head)):,} compressed), more than the znode's {max_bytes:,}"
         )
-    n = persist.ranges_within(
-        acked, limits.max_unacked_ranges_to_persist_in_metadata_store, max_bytes - len(head)
-    )
     return EncodedZnode(head + acked.message_range_field_bytes(n, 4), len(acked), n, len(batches), len(kept))
+
+
+def _packed_within(
+    head: bytes, acked: RangeSet, limit: int, plain: int, max_bytes: int
+) -> tuple[bytes, int] | None:
+    """Pulsar's ZLIB form holding more than ``plain`` ranges within ``max_bytes``, and how many.
+
+    Tries all ``limit`` ranges first, then fewer, scaled by each overshoot (ranges compress alike);
+    at most a few compressions. None when it holds no more ranges than the plain form.
+    """
+    k = limit
+    for _ in range(_PACK_TRIES):
+        data = pulsar_zlib(head + acked.message_range_field_bytes(k, 4))
+        if len(data) <= max_bytes:
+            return data, k
+        k = min(k - 1, int(k * 0.95 * max_bytes / len(data)))
+        if k <= plain:  # no better than the plain record (plain is -1 when nothing fits)
+            return None
+    return None
 
 
 def object_key(directory: str, epoch: int, sequence: int) -> str:

@@ -6,11 +6,16 @@ last store releases it. Every call goes out asynchronously and is waited for at 
 ``operation_timeout`` seconds, so a paused or unreachable server makes a call fail in bounded time
 (``StoreUnavailable`` for reads, :class:`InDoubt` for writes whose outcome is unknown) instead of
 hanging the caller. kazoo is imported here only, when a ``zk://`` store is first opened.
+
+A lost connection is retried at least every :data:`RECONNECT_MAX_DELAY` seconds (plus 20% jitter)
+for as long as it takes: kazoo's own default doubles the pause up to an hour, which left a store
+unusable for tens of seconds after ZooKeeper came back from a one-minute outage.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +31,11 @@ DEFAULT_OPERATION_TIMEOUT = 10.0
 """Seconds a single ZooKeeper call may take before it counts as failed."""
 DEFAULT_CONNECT_TIMEOUT = 15.0
 """Seconds to wait for the first connection of a new session."""
+RECONNECT_FIRST_DELAY = 0.1
+"""Seconds before the first reconnect attempt; each later pause doubles, up to the maximum."""
+RECONNECT_MAX_DELAY = 0.5
+"""Longest pause between reconnect attempts (20% jitter on top, so at most 0.6 s): a flush works
+again within about a second of ZooKeeper's return, however long it was gone."""
 
 
 class InDoubt(Exception):
@@ -94,6 +104,20 @@ def _fast_path(client: Any) -> tuple[Any, Any] | None:
     return SetData, _prefix_root
 
 
+def _reconnect_policy(handler: Any) -> Any:
+    """Reconnect forever, pausing 0.1 s doubling to :data:`RECONNECT_MAX_DELAY` (20% jitter)."""
+    from kazoo.retry import KazooRetry
+
+    return KazooRetry(
+        max_tries=-1,
+        delay=RECONNECT_FIRST_DELAY,
+        backoff=2,
+        max_jitter=0.2,
+        max_delay=RECONNECT_MAX_DELAY,
+        sleep_func=handler.sleep_func if handler is not None else time.sleep,
+    )
+
+
 class ZkSession:
     """One started kazoo client, shared by reference count; calls wait at most ``operation_timeout``."""
 
@@ -125,7 +149,8 @@ class ZkSession:
 
         ``client`` is a kazoo client the caller started and keeps (shared, never stopped here);
         otherwise ``kazoo_options`` go to ``KazooClient`` (``timeout`` is the session timeout,
-        ``auth_data``, ``default_acl``, ``connection_retry``...).
+        ``auth_data``, ``default_acl``...). ``connection_retry`` replaces the reconnect policy
+        (default: attempts at most :data:`RECONNECT_MAX_DELAY` seconds apart, forever).
         """
         given: tuple[tuple[str, object], ...] = (
             ("operation_timeout", operation_timeout),
@@ -163,8 +188,11 @@ class ZkSession:
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
+        options = dict(kazoo_options)
+        if "connection_retry" not in options:
+            options["connection_retry"] = _reconnect_policy(options.get("handler"))
         try:
-            client = KazooClient(hosts=hosts, **kazoo_options)
+            client = KazooClient(hosts=hosts, **options)
         except (TypeError, ValueError) as e:
             raise InvalidArgument(f"zk://{hosts}: {e}") from e
         try:
