@@ -82,6 +82,8 @@ def test_create_flush_open_recover_round_trip(zk_server: Any) -> None:
         assert back.individually_deleted == cursor.individually_deleted
         assert back.batches() == cursor.batches() and back.properties == {"last-seq": 42}
         assert back.mark_delete_position == cursor.mark_delete_position
+    with CursorStore.open(loc, read_only=True) as reader:  # the ownership write kept the batch sizes
+        assert reader.recover().batches() == cursor.batches()
     with pytest.raises(FileExistsError):
         CursorStore.create(loc)
     with pytest.raises(FileNotFoundError):
