@@ -313,6 +313,32 @@ def test_persisted_tail_survives_a_restart(tmp_path: Path) -> None:
         assert s.list_bucket_snapshots() == []
 
 
+@pytest.mark.parametrize("how", ["deleted", "flipped"])
+def test_a_lost_tail_is_replayed_from_the_last_sealed_bucket(tmp_path: Path, how: str) -> None:
+    clock = Clock()
+    t = tracker(tmp_path, clock, persist_mutable_tail=True)
+    fill(t, 1, 10, 1000)
+    fill(t, 2, 10, 1000)
+    t.add_message(3, 0, 9000)
+    t.maintenance()
+    sealed_end = max(b.end_ledger_id for b in t.immutable_buckets)
+    fill(t, 4, 5, 1000)
+    t.close()
+    tail = int(t.cursor_properties[MUTABLE_TAIL_PROPERTY])
+    target = tmp_path / "snaps" / f"bucket-{tail:020d}.snap"
+    if how == "deleted":
+        target.unlink()
+    else:
+        raw = bytearray(target.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        target.write_bytes(bytes(raw))
+    r = tracker(tmp_path, clock, persist_mutable_tail=True)
+    assert r.recovery_report.replay_required and r.recovery_report.tail_messages == 0
+    ranges = r.take_replay_ranges()
+    assert len(ranges) == 1 and ranges[0][0] <= min(sealed_end + 1, 4) and ranges[0][1] >= 4
+    r.close()
+
+
 def test_trim_below_mark_delete(tmp_path: Path) -> None:
     clock = Clock()
     t = tracker(tmp_path, clock)

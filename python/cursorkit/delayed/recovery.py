@@ -27,6 +27,9 @@ from cursorkit.delayed.bucket import (
 )
 from cursorkit.errors import BucketNotFound, CorruptSnapshot
 
+MAX_LEDGER_ID = 2**63 - 1
+"""The open upper end of a replay range that runs to the newest ledger."""
+
 if TYPE_CHECKING:
     from cursorkit.delayed.bucket_tracker import BucketDelayedDeliveryTracker
 
@@ -132,7 +135,7 @@ def recover_into(t: BucketDelayedDeliveryTracker) -> None:
             report.quarantined.append(kept_id)
             # Its messages are owed until discard_damaged() says the replay was done: again now.
             try:
-                rng = parse_bucket_key(value) if isinstance(value, str) else None
+                rng = parse_bucket_key(value)
             except CorruptSnapshot:
                 rng = None
             if rng is not None:
@@ -275,7 +278,11 @@ def _recover_tail(t: BucketDelayedDeliveryTracker, report: RecoveryReport) -> No
         n = t.storage.get_bucket_snapshot_metadata(tail_id).metadata_list
         segs = snapshot.decode(t.storage.get_bucket_snapshot_segment(tail_id, 1, len(n)))
     except (ValueError, BucketNotFound, CorruptSnapshot) as e:
-        report.damaged.append(f"{MUTABLE_TAIL_PROPERTY}={value!r}: {e}")
+        # The tail held ledgers after the sealed buckets: replay from the last one's end onwards.
+        ends = [b.end_ledger_id for b in t.immutable_buckets]
+        start = max(ends) if ends else (t._mark_delete.ledger_id if t._mark_delete is not None else 0)
+        report.damaged.append(f"{MUTABLE_TAIL_PROPERTY}={value!r}: {e}; ledgers {start} onwards replayed")
+        t._replay.append((start, MAX_LEDGER_ID))
         t._props.apply({}, [MUTABLE_TAIL_PROPERTY])
         return
     t._tail_id = tail_id
