@@ -124,6 +124,37 @@ def test_state_beyond_the_znode_goes_to_a_state_object(zk_server: Any, tmp_path:
             CursorStore.open(loc, read_only=True)
 
 
+def test_a_znode_naming_another_cursors_state_object_never_deletes_it(
+    zk_server: Any, zk_client: Any, tmp_path: Path
+) -> None:
+    objects = ObjectStore(str(tmp_path / "objects"))
+    loc_a, loc_b = _location(zk_server, "a"), _location(zk_server, "b")
+    with CursorStore.create(loc_a, objects=objects) as a:
+        cursor_a = a.recover()
+        _holes(cursor_a, 3, 5_000)
+        a.flush(cursor_a)
+    with CursorStore.create(loc_b, objects=objects) as b:
+        b.flush(b.recover())
+    owned_by_a = [o.key for o in objects.list()]
+    assert len(owned_by_a) == 1
+    # A hostile (or confused) writer points b's znode at a's state object.
+    data, _ = zk_client.get(_path(loc_a))
+    ref = ml.ManagedCursorInfo.FromString(data).cursorkit.state
+    raw, _ = zk_client.get(_path(loc_b))
+    info = ml.ManagedCursorInfo.FromString(raw)
+    info.cursorkit.state.CopyFrom(ref)
+    zk_client.set(_path(loc_b), info.SerializeToString())
+    with CursorStore.open(loc_b, objects=objects) as b:
+        assert b.report.fallbacks  # a's object belongs to another cursor: never loaded as b's
+        cursor_b = b.recover()
+        _holes(cursor_b, 7, 10)
+        b.flush(cursor_b, force=True)
+        b.collect_garbage()
+    assert [o.key for o in objects.list()] == owned_by_a
+    with CursorStore.open(loc_a, objects=objects) as a:
+        assert a.recover().individually_deleted == cursor_a.individually_deleted
+
+
 def test_without_an_object_store_the_cut_is_reported_never_silent(zk_server: Any) -> None:
     loc = _location(zk_server)
     with CursorStore.create(loc) as store:
