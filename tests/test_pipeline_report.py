@@ -357,3 +357,96 @@ def test_any_summary_renders(subs: list[str], hist: list[tuple[int, int]], loads
 
 def test_report_module_exports() -> None:
     assert set(report.__all__) == {"REPORT_NAME", "RULES", "render_html", "write_report"}
+
+
+# ------------------------------------------------------------------------- verdict, tables, command line
+
+
+def _verdict_box(document: str) -> str:
+    """The verdict section's text, which must come before every other section."""
+    start = document.index('<section id="verdict"')
+    assert start < document.index('<dl class="facts">') and start < document.index("<h2>")
+    return html.unescape(re.sub(r"<[^>]+>", " ", document[start : document.index("</section>", start)]))
+
+
+def test_report_opens_with_what_is_at_risk_and_where() -> None:
+    s = small_summary()
+    s.cursors = [
+        cursor("sub-1", redeliver_pulsar=30_000),
+        cursor("sub-2", redeliver_pulsar=20_106),
+        cursor("sub-3", redeliver_pulsar=0, persistable_pulsar=True),
+    ]
+    box = " ".join(_verdict_box(render_html(s)).split())
+    assert box.startswith("At risk.")
+    assert "Pulsar would redeliver 50,106 acked entries on sub-1 and sub-2 after a broker crash" in box
+    assert "22 acks name positions the message log does not hold" in box  # a rule worth a look
+
+
+def test_report_verdict_healthy_and_findings() -> None:
+    s = small_summary()
+    s.cursors = [cursor("sub-a", redeliver_pulsar=0, persistable_pulsar=True)]
+    s.rules = {}
+    box = " ".join(_verdict_box(render_html(s)).split())
+    assert box.startswith("Healthy.") and "a crash would redeliver no acknowledged entry" in box
+    s.rules = {"acks_after_now": 5}
+    box = " ".join(_verdict_box(render_html(s)).split())
+    assert box.startswith("Healthy, with findings to check.") and "5 acks come after now" in box
+    many = [cursor(f"s{i}") for i in range(8)]
+    s.cursors = many
+    assert "s0, s1, s2, s3, s4 and 3 more" in " ".join(_verdict_box(render_html(s)).split())
+
+
+def test_report_tables_fit_and_the_command_is_shown() -> None:
+    s = small_summary()
+    s.command = "cursorkit rebuild --messages 'logs/my messages' --out state"
+    document = render_html(s)
+    assert (
+        "<dt>command</dt><dd>cursorkit rebuild --messages &#x27;logs/my messages&#x27; --out state</dd>"
+        in document
+    )
+    widths = [row.count("<th") for row in re.findall(r"<thead><tr>(.*?)</tr></thead>", document)]
+    assert widths and max(widths) <= 9  # the cursor table is split in two: state, and encoded sizes
+    assert "<h3>Encoded size</h3>" in document
+    assert "command" not in render_html(small_summary()).split('<dl class="facts">')[1].split("</dl>")[0]
+
+
+def test_cluster_report_verdict_ticks_and_order() -> None:
+    from cursorkit.pipeline import cluster, cluster_report
+
+    def figures(redeliver: int, ranges: int, backlog: int) -> dict[str, int]:
+        return {
+            "messages": 1000,
+            "subscriptions": 2,
+            "backlog": backlog,
+            "ranges": ranges,
+            "max_ranges": 0 if ranges else 99_999,  # not shown, so not a key of the order
+            "redeliver_pulsar": redeliver,
+            "not_persistable_pulsar": int(redeliver > 0),
+            "delayed_pending": 0,
+            "buckets": 0,
+        }
+
+    topics = {
+        "persistent://t/n/quiet": figures(0, 0, 5_000),
+        "persistent://t/n/holes": figures(0, 700, 1),
+        "persistent://t/n/lossy": figures(50_106, 12_000, 10),
+    }
+    order = cluster.risk_order(topics)
+    assert order == ["persistent://t/n/lossy", "persistent://t/n/holes", "persistent://t/n/quiet"]
+    doc = {"run": "r1", "master": "local[2]", "out_dir": "s3://b/state", "command": "cursorkit rebuild x"}
+    page = cluster_report.render_cluster_html(doc | {"topics": topics}, order, lambda _: None)
+    box = " ".join(_verdict_box(page).split())
+    assert box.startswith("At risk.") and "Pulsar would redeliver 50,106 acked entries on 1 topic" in box
+    assert "persistent://t/n/lossy" in box and "<dd>cursorkit rebuild x</dd>" in page
+    kind, _ = cluster_report.verdict({t: figures(0, 3, 3) for t in topics}, order)
+    assert kind == "ok"
+    assert cluster_report._decade_ticks(4e12, 5) == [0.0, 1.0, 1e4, 1e8, 1e12]
+    assert [cluster_report._short(v) for v in (0, 1, 100, 1e4, 1e6, 1e9, 1e12)] == [
+        "0",
+        "1",
+        "100",
+        "10k",
+        "1M",
+        "1G",
+        "1T",
+    ]

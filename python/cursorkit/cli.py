@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from cursorkit.pipeline.cli import COMMANDS, parser_with_commands, run_command
+from cursorkit.pipeline.cli import COMMANDS, parse_command_line, parser_with_commands, run_command
 
 __all__ = ["main", "parser"]
 
@@ -76,7 +76,8 @@ def _completion(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one ``cursorkit`` command; returns the exit status."""
-    return run_command(parser().parse_args(argv), {**COMMANDS, "bench": _bench, "completion": _completion})
+    commands = {**COMMANDS, "bench": _bench, "completion": _completion}
+    return run_command(parse_command_line(parser(), argv), commands)
 
 
 if __name__ == "__main__":

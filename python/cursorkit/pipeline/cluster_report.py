@@ -11,6 +11,7 @@ PNG charts): the file is self-contained, like the single-topic report.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure
 from cursorkit.pipeline import report
 from cursorkit.pipeline.results import RebuildSummary
 
-__all__ = ["DETAIL_TOPICS", "TABLE_TOPICS", "partitioned_name", "render_cluster_html"]
+__all__ = ["DETAIL_TOPICS", "TABLE_TOPICS", "partitioned_name", "render_cluster_html", "verdict"]
 
 TABLE_TOPICS = 200
 """Rows of the topics table (the rest are counted)."""
@@ -63,17 +64,37 @@ def _distributions(topics: Mapping[str, Mapping[str, Any]]) -> str:
         values = np.asarray([int(f.get(key, 0)) for f in topics.values()], dtype=np.float64)
         top = max(float(values.max(initial=0)), 1.0)
         bins = np.concatenate([[0.0], np.logspace(0, np.log10(top + 1), 20)])
-        ax.hist(values, bins=bins, color="#4477aa")
+        counts, _, _ = ax.hist(values, bins=bins, color="#4477aa")
         ax.set_xscale("symlog", linthresh=1)
         ax.set_yscale("log")
+        ax.set_xticks(_decade_ticks(top, 5), [_short(v) for v in _decade_ticks(top, 5)])
+        most = float(max(counts.max(initial=1), 1))
+        y_ticks = [v for v in _decade_ticks(most, 6) if 1 <= v <= most]
+        ax.set_yticks(y_ticks, [_short(v) for v in y_ticks])
+        ax.minorticks_off()
         ax.set_title(label, fontsize=9)
         ax.set_ylabel("topics", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
     return report._figure(
         fig,
         "histograms of per-topic figures",
         "How the figures spread over the topics (log scales: a few topics usually carry most).",
     )
+
+
+def _decade_ticks(top: float, most: int) -> list[float]:
+    """0 and powers of ten up to ``top``, every n-th decade so that at most ``most`` ticks are drawn."""
+    decades = max(1, math.ceil(math.log10(top + 1)))
+    step = max(1, math.ceil((decades + 1) / (most - 1)))
+    return [0.0, *(10.0**k for k in range(0, decades + 1, step))]
+
+
+def _short(value: float) -> str:
+    """A tick label: ``0``, ``1``, ``100``, ``10k``, ``1M``, ``100G``."""
+    for scale, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
 
 
 def _table(topics: Mapping[str, Mapping[str, Any]], order: Sequence[str], limit: int) -> str:
@@ -109,6 +130,38 @@ def _totals(summary: Mapping[str, Any], topics: Mapping[str, Mapping[str, Any]])
     return report._table(["", "value"], rows)
 
 
+def verdict(topics: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> tuple[str, list[str]]:
+    """The cluster report's first words: ``ok``, ``check`` or ``risk``, and what and where.
+
+    ``order`` is the topics riskiest first; the topics named are the first of it.
+    """
+    losing = [t for t in order if int(topics[t].get("redeliver_pulsar", 0)) > 0]
+    uncut = [
+        t
+        for t in order
+        if int(topics[t].get("not_persistable_pulsar", 0)) and not int(topics[t].get("redeliver_pulsar", 0))
+    ]
+    if losing:
+        total = sum(int(topics[t].get("redeliver_pulsar", 0)) for t in losing)
+        sentences = [
+            f"Pulsar would redeliver {total:,} acked entries on {len(losing):,} "
+            f"topic{'s' if len(losing) != 1 else ''} after a broker crash: {report._names(losing)}. Their "
+            "ack holes are more than Pulsar's default cursor persistence keeps (10,000 ranges, a 5 MB entry)."
+        ]
+        if uncut:
+            sentences.append(f"Cursors Pulsar cannot persist whole, without loss: {report._names(uncut)}.")
+        return "risk", sentences
+    if uncut:
+        return "check", [
+            f"Pulsar's defaults cannot persist some cursors whole, though none would redeliver acknowledged "
+            f"entries: {report._names(uncut)}."
+        ]
+    return "ok", [
+        f"No cursor of the {len(topics):,} topics would lose acknowledgements to Pulsar's default cursor "
+        f"persistence: a crash would redeliver none."
+    ]
+
+
 def render_cluster_html(
     summary: Mapping[str, Any],
     order: Sequence[str],
@@ -123,15 +176,19 @@ def render_cluster_html(
     """
     topics: Mapping[str, Mapping[str, Any]] = summary["topics"]
     esc = report._esc
+    command = str(summary.get("command", ""))
+    facts = [("run", summary.get("run", "")), ("master", summary.get("master", ""))]
+    facts += [("output", summary.get("out_dir", ""))] + ([("command", command)] if command else [])
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
     parts = [
-        f"<header><h1>Rebuild of {len(topics):,} topics</h1><p>run {esc(summary.get('run', ''))} "
-        f"on {esc(summary.get('master', ''))}</p></header><main>",
+        f"<header><h1>Rebuild of {len(topics):,} topics</h1>{report._verdict_html(*verdict(topics, order))}"
+        f'<dl class="facts">{dl}</dl></header><main>',
         report._section("totals", "Totals", "The whole run at a glance.", [_totals(summary, topics)]),
         report._section(
             "topics",
             "Topics, riskiest first",
             "Ordered by what a broker crash would redeliver under Pulsar's default cursor limits, "
-            "then ack-hole ranges, then backlog.",
+            "then ack-hole ranges, then backlog: the columns of the same names.",
             [_table(topics, order, table_topics)],
         ),
         report._section(

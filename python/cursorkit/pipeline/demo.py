@@ -16,7 +16,7 @@ from cursorkit.pipeline.display import print_summary, stage_progress
 from cursorkit.pipeline.generate import generate
 from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
 from cursorkit.pipeline.reference import rebuild_reference
-from cursorkit.pipeline.session import spark_session
+from cursorkit.pipeline.session import start_session
 from cursorkit.pipeline.verify import verify_rebuild
 
 __all__ = ["DEMO_CONFIG", "run_demo"]
@@ -61,7 +61,7 @@ def run_demo(
         highlight=False,
     )
     t1 = time.perf_counter()
-    spark = spark_session(master)
+    spark = start_session(master)
     con.print(
         f"Spark {spark.version} on {spark.sparkContext.master} started in {time.perf_counter() - t1:.1f} s"
     )

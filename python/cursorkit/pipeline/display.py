@@ -84,6 +84,6 @@ def print_summary(console: Console, summary: RebuildSummary) -> None:
         + f"; total {summary.total_seconds:.1f} s",
         highlight=False,
     )
-    console.print(
-        f"output: {summary.out_dir}  report: {Path(summary.out_dir) / 'report.html'}", highlight=False
-    )
+    report = Path(summary.out_dir) / "report.html"
+    where = f"output: {summary.out_dir}" + (f"  report: {report}" if report.is_file() else "")
+    console.print(where, highlight=False, soft_wrap=True)

@@ -334,7 +334,7 @@ def fold_acks(
             nulls = _nulls(batch, name)
             problems.note(f"null_{name}", nulls & ~bad, batch)
             bad |= nulls
-        types = batch.column("ack_type")
+        types = pc.utf8_lower(batch.column("ack_type"))  # Pulsar's "Individual" is "individual"
         is_cum = np.asarray(
             pc.equal(types, schema.ACK_CUMULATIVE).fill_null(False).to_numpy(zero_copy_only=False)
         )

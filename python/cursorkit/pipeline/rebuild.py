@@ -78,7 +78,7 @@ _ERRORS = {
     "null_subscription": ("subscription", "is null"),
     "null_ack_type": ("ack_type", "is null"),
     "null_ack_time": ("ack_time", "is null"),
-    "bad_ack_type": ("ack_type", f"is not one of {schema.ACK_TYPES}"),
+    "bad_ack_type": ("ack_type", f"is not one of {', '.join(schema.ACK_TYPES)} (in any case)"),
     "negative_position": ("ledger_id, entry_id", "is negative"),
     "implausible_ack_time": ("ack_time", "is negative or after the year 3000 (µs or ns, not ms?)"),
     "acks_batch_index_out_of_range": ("batch_index", "is outside the entry's batch (see batch_size)"),
@@ -105,6 +105,8 @@ class RebuildConfig:
     """Consumers of the Key_Shared hash-load figures."""
     fsync: bool = True
     report: bool = True
+    command: str = ""
+    """The command line that asked for the rebuild, shown in the report ("" when called as a library)."""
 
 
 @dataclass(slots=True)
@@ -205,7 +207,7 @@ def rebuild(
             )
             summary.out_dir = str(out_path)
             summary.stages = stages.timings
-            with stages.stage("write report"):
+            with stages.stage("write report" if cfg.report else "write summary"):
                 _write_summary(tmp, summary, manifest, cfg)
             _publish(tmp, out_path)
         except BaseException:
@@ -231,9 +233,23 @@ def _run(
         now = cfg.now_ms
         if now is None:
             row = msgs.agg(F.max("publish_time").alias("t")).first()
-            now = int(row["t"]) if row is not None and row["t"] is not None else 0
-    summary = RebuildSummary(topic=cfg.topic, now_ms=now, out_dir="", master=spark.sparkContext.master or "")
-    summary.config = {k: v for k, v in asdict(cfg).items() if k not in ("fsync", "report")} | {"now_ms": now}
+            if row is None or row["t"] is None:  # no rows: no moment to rebuild at, rather than 1970
+                raise InvalidInput(
+                    f"message log {messages_path}: no rows, so no last publish_time to rebuild at "
+                    "(give now_ms, --now, to rebuild an empty log)",
+                    source=messages_path,
+                    column="publish_time",
+                )
+            now = int(row["t"])
+    summary = RebuildSummary(
+        topic=cfg.topic,
+        now_ms=now,
+        out_dir="",
+        master=spark.sparkContext.master or "",
+        command=cfg.command,
+    )
+    hidden = ("fsync", "report", "command")
+    summary.config = {k: v for k, v in asdict(cfg).items() if k not in hidden} | {"now_ms": now}
 
     with stages.stage("index messages"):
         index = _index(msgs, now, cfg, messages_path)

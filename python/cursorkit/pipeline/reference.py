@@ -128,7 +128,7 @@ def replay_acks(
             cursor = cursors[sub] = Cursor(Position(first, -1), name=sub, ledger_sizes=dict(sizes))
         p = Position(*key)
         index = batch_index[i]
-        if acks["ack_type"][i] == schema.ACK_CUMULATIVE:
+        if str(acks["ack_type"][i]).lower() == schema.ACK_CUMULATIVE:  # in any case, as the job reads it
             if index is None:
                 cursor.ack_cumulative(p)
             else:

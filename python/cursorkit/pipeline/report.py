@@ -99,6 +99,13 @@ figure { margin: 1rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
 .none { font-style: italic; color: var(--muted); }
 .warn { color: #9a6700; font-weight: 600; }
+.verdict { border-left: 6px solid; padding: .5rem 1rem; margin: 1rem 0; }
+.verdict p { margin: .3rem 0; }
+.verdict.ok { border-color: #1a7f37; background: #dafbe1; }
+.verdict.risk { border-color: #cf222e; background: #ffebe9; }
+.verdict.check { border-color: #9a6700; background: #fff8c5; }
+th { white-space: normal; }
+td:first-child { overflow-wrap: anywhere; max-width: 18rem; }
 """
 
 
@@ -387,6 +394,71 @@ def _load_chart(loads: Sequence[KeyLoad]) -> str:
 # ------------------------------------------------------------------------------------------ sections
 
 
+def _names(items: Sequence[str], shown: int = 5) -> str:
+    """``a, b and c`` of the first ``shown`` names, then ``and N more``."""
+    head = list(items[:shown])
+    rest = len(items) - len(head)
+    if rest:
+        return f"{', '.join(head)} and {rest:,} more"
+    return head[0] if len(head) == 1 else f"{', '.join(head[:-1])} and {head[-1]}"
+
+
+def _verdict(s: RebuildSummary) -> tuple[str, list[str]]:
+    """The report's first words: ``ok``, ``check`` or ``risk``, and sentences saying what and where.
+
+    At risk: acknowledged entries a crash would redeliver (Pulsar's persist cuts its ranges, or this
+    store's). To check: cursors Pulsar cannot persist whole, acks the rebuild ignored.
+    """
+    risks: list[str] = []
+    checks: list[str] = []
+    losing = [c for c in s.cursors if c.redeliver_pulsar > 0]
+    if losing:
+        losing.sort(key=lambda c: (-c.redeliver_pulsar, c.subscription))
+        risks.append(
+            f"Pulsar would redeliver {sum(c.redeliver_pulsar for c in losing):,} acked entries on "
+            f"{_names([c.subscription for c in losing])} after a broker crash: their ack holes are more "
+            "than Pulsar's default cursor persistence keeps (10,000 ranges, a 5 MB entry)."
+        )
+    ours = [c for c in s.cursors if c.redeliver_ours > 0]
+    if ours:
+        risks.append(
+            f"The cursor stores written here would redeliver {sum(c.redeliver_ours for c in ours):,} "
+            f"acked entries on {_names([c.subscription for c in ours])}."
+        )
+    uncut = [c for c in s.cursors if not c.persistable_pulsar and c.redeliver_pulsar == 0]
+    if uncut:
+        checks.append(
+            f"Pulsar's defaults cannot persist the cursors of {_names([c.subscription for c in uncut])} "
+            "whole, though nothing acknowledged would be redelivered."
+        )
+    for rule, text in (
+        ("acks_unknown_position", "acks name positions the message log does not hold (ignored)"),
+        ("acks_after_now", f"acks come after now, {_iso(s.now_ms)} (ignored)"),
+        ("delayed_beyond_max_delay", "delayed messages are due beyond the maximum delay (set aside)"),
+    ):
+        if s.rules.get(rule, 0):
+            checks.append(f"{s.rules[rule]:,} {text}; see Rules.")
+    if risks:
+        return "risk", risks + checks
+    if checks:
+        return "check", checks
+    backlog = sum(c.backlog for c in s.cursors)
+    delayed = sum(b.messages for b in s.buckets)
+    subs = len(s.cursors)
+    return "ok", [
+        f"Every cursor of the {subs:,} subscription{'s' if subs != 1 else ''} persists whole under Pulsar's "
+        f"defaults: a crash would redeliver no acknowledged entry. Backlog {backlog:,} entries; "
+        f"{delayed:,} delayed messages in {len(s.buckets):,} buckets."
+    ]
+
+
+def _verdict_html(kind: str, sentences: Sequence[str]) -> str:
+    """The verdict box (``kind`` from :func:`_verdict`)."""
+    title = {"ok": "Healthy.", "check": "Healthy, with findings to check.", "risk": "At risk."}[kind]
+    body = "".join(f"<p>{_esc(t)}</p>" for t in sentences)
+    return f'<section id="verdict" class="verdict {kind}"><p><strong>{title}</strong></p>{body}</section>'
+
+
 def _header(s: RebuildSummary) -> str:
     facts = [
         ("topic", s.topic),
@@ -395,6 +467,8 @@ def _header(s: RebuildSummary) -> str:
         ("output", s.out_dir),
         ("total time", f"{s.total_seconds:.3f} s"),
     ]
+    if s.command:
+        facts.append(("command", s.command))
     dl = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in facts)
     total = s.total_seconds
     if s.stages:
@@ -407,7 +481,7 @@ def _header(s: RebuildSummary) -> str:
         timings = _none("no stage was timed")
     nav = " ".join(f'<a href="#{a}">{_esc(t)}</a>' for a, t in _SECTIONS)
     return (
-        f"<header><h1>Rebuild report: {_esc(s.topic)}</h1>"
+        f"<header><h1>Rebuild report: {_esc(s.topic)}</h1>{_verdict_html(*_verdict(s))}"
         '<p class="why">The state of every subscription of this topic rebuilt from its message and ack '
         "logs as it stood at now: what was read, what was set aside, and what the rebuilt cursors, "
         f'delayed index and Key_Shared load look like.</p><dl class="facts">{dl}</dl><nav>{nav}</nav>'
@@ -468,23 +542,18 @@ def _cursors(s: RebuildSummary) -> str:
         body = [_none("no subscription")]
     else:
         rows = sorted(s.cursors, key=lambda c: c.subscription)
-        headers = (
-            "subscription",
-            "mark-delete",
-            "ranges",
-            "individually acked",
-            "partial batches",
-            "backlog",
-            "compact bytes",
-            "message-range bytes",
-            "long-list-map bytes",
-            "persistable by Pulsar",
-            "redeliver (Pulsar)",
-            "redeliver (ours)",
-            "store bytes",
-        )
-        table = _table(
-            headers,
+        state = _table(
+            (
+                "subscription",
+                "mark-delete",
+                "ack-hole ranges",
+                "individually acked",
+                "partial batches",
+                "backlog",
+                "Pulsar keeps all",
+                "redeliver (Pulsar)",
+                "redeliver (ours)",
+            ),
             [
                 (
                     c.subscription,
@@ -493,18 +562,29 @@ def _cursors(s: RebuildSummary) -> str:
                     c.individually_acked,
                     c.partial_batches,
                     c.backlog,
-                    c.compact_bytes,
-                    c.message_range_bytes,
-                    c.long_list_map_bytes,
                     c.persistable_pulsar,
                     c.redeliver_pulsar,
                     c.redeliver_ours,
-                    c.store_bytes,
                 )
                 for c in rows
             ],
         )
-        body = [table, _redelivery_note(rows), _holes_chart(s.holes), _encoding_chart(rows)]
+        sizes = _table(
+            ("subscription", "compact", "message ranges (Pulsar)", "long-list map (Pulsar)", "store"),
+            [
+                (c.subscription, c.compact_bytes, c.message_range_bytes, c.long_list_map_bytes, c.store_bytes)
+                for c in rows
+            ],
+        )
+        body = [
+            state,
+            _redelivery_note(rows),
+            '<h3>Encoded size</h3><p class="why">Bytes of each cursor in each persisted form: this '
+            "project's compact form, Pulsar's two forms, and the cursor store written here.</p>",
+            sizes,
+            _holes_chart(s.holes),
+            _encoding_chart(rows),
+        ]
     return _section(
         "cursors",
         "Cursors",

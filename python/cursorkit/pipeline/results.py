@@ -111,6 +111,8 @@ class RebuildSummary:
     key_load: list[KeyLoad] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     """The settings the rebuild used (segment sizes, max delay, consumers, …)."""
+    command: str = ""
+    """The command line of the run ("" when the library was called directly)."""
 
     @property
     def total_seconds(self) -> float:
@@ -143,4 +145,5 @@ class RebuildSummary:
             delayed_histogram=[(int(a), int(b)) for a, b in d.get("delayed_histogram", [])],
             key_load=[KeyLoad(**k) for k in d.get("key_load", [])],
             config=dict(d.get("config", {})),
+            command=str(d.get("command", "")),
         )

@@ -13,6 +13,7 @@ before any task runs, with the same errors as :func:`inputs.read_log`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -31,7 +32,16 @@ from cursorkit.stores.objects import s3_filesystem
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["ROWS_PER_TASK", "Log", "LogScan", "filesystem", "open_log", "plan_scan", "scannable"]
+__all__ = [
+    "ROWS_PER_TASK",
+    "ColumnStats",
+    "Log",
+    "LogScan",
+    "filesystem",
+    "open_log",
+    "plan_scan",
+    "scannable",
+]
 
 ROWS_PER_TASK = 2_000_000
 """Rows a scan task reads, about (whole row groups: a task may read more)."""
@@ -69,6 +79,36 @@ class ScanTask:
     row_groups: tuple[int, ...]
 
 
+@dataclass(slots=True)
+class ColumnStats:
+    """A column's footer statistics over a whole log: null count and, for integers, min and max.
+
+    ``complete`` is False when some row group has no statistics (then only the job's own checks
+    know the values).
+    """
+
+    nulls: int = 0
+    low: int | None = None
+    high: int | None = None
+    complete: bool = True
+
+    def add(self, stats: Any, integer: bool) -> None:
+        """Adds one row group's ``pyarrow.parquet.Statistics`` (None when the writer kept none)."""
+        if stats is None or not stats.has_null_count:
+            self.complete = False
+            return
+        self.nulls += int(stats.null_count)
+        if not integer:
+            return
+        if not stats.has_min_max:
+            if stats.num_values:  # values but no bounds
+                self.complete = False
+            return
+        low, high = int(stats.min), int(stats.max)
+        self.low = low if self.low is None else min(self.low, low)
+        self.high = high if self.high is None else max(self.high, high)
+
+
 @dataclass(frozen=True, slots=True)
 class LogScan:
     """A checked Parquet log and its tasks; :meth:`map` runs a batch function over it on executors."""
@@ -79,6 +119,10 @@ class LogScan:
     """The wanted columns the files have (absent optional ones are filled with nulls)."""
     tasks: tuple[ScanTask, ...]
     rows: int
+    types: dict[str, pa.DataType] = dataclasses.field(default_factory=dict)
+    """The files' type of each present column (a timestamp column is converted to epoch ms)."""
+    stats: dict[str, ColumnStats] = dataclasses.field(default_factory=dict)
+    """Footer statistics of each present column, over every row group."""
 
     def reader(self) -> Reader:
         """The function a task runs on its task rows: the log's batches with exactly ``columns``."""
@@ -129,6 +173,7 @@ def plan_scan(
         tasks: list[ScanTask] = []
         schema: pa.Schema | None = None
         total = 0
+        stats: dict[str, ColumnStats] = {}
         for file in files:
             with fs.open_input_file(file) as f:
                 meta = pq.ParquetFile(f).metadata
@@ -137,11 +182,18 @@ def plan_scan(
                 schema = file_schema
             elif not file_schema.equals(schema):
                 schema = _merge(schema, file_schema, what, path)
+            kept = _stat_columns(file_schema, columns)
             group: list[int] = []
             rows = 0
             for g in range(meta.num_row_groups):
                 group.append(g)
-                rows += meta.row_group(g).num_rows
+                rg = meta.row_group(g)
+                rows += rg.num_rows
+                for i in range(rg.num_columns):
+                    chunk = rg.column(i)
+                    name = chunk.path_in_schema
+                    if name in kept:
+                        stats.setdefault(name, ColumnStats()).add(chunk.statistics, kept[name])
                 if rows >= rows_per_task:
                     tasks.append(ScanTask(file, tuple(group)))
                     total, group, rows = total + rows, [], 0
@@ -153,7 +205,15 @@ def plan_scan(
     assert schema is not None
     present = _check(schema, columns, what, path, topic)
     wanted = (*columns, TOPIC) if topic and TOPIC.name in present else columns
-    return LogScan(path, wanted, present, tuple(tasks), total)
+    types = {name: schema.field(name).type for name in present}
+    found = {name: stats.get(name, ColumnStats(complete=False)) for name in present}
+    return LogScan(path, wanted, present, tuple(tasks), total, types, found)
+
+
+def _stat_columns(schema: pa.Schema, columns: tuple[Column, ...]) -> dict[str, bool]:
+    """The log's columns whose statistics are kept: name -> whether min/max are read (integers)."""
+    names = {c.name for c in (*columns, TOPIC)}
+    return {f.name: pa.types.is_integer(f.type) for f in schema if f.name in names}
 
 
 def _merge(a: pa.Schema, b: pa.Schema, what: str, path: str) -> pa.Schema:
@@ -178,6 +238,8 @@ def _check(
         wants_int = pa.types.is_integer(col.type)
         string = pa.types.is_string(kind) or pa.types.is_large_string(kind)
         ok = pa.types.is_integer(kind) if wants_int else string
+        if col.time and pa.types.is_timestamp(kind):  # read as epoch ms
+            ok = True
         if pa.types.is_dictionary(kind):
             ok = not wants_int and (
                 pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
@@ -219,6 +281,8 @@ class _TaskReader:
             col = part.column(field.name)
             if pa.types.is_dictionary(col.type):
                 col = col.dictionary_decode()
+            if pa.types.is_timestamp(col.type):  # a time column: its epoch ms (truncated below a ms)
+                col = pc.cast(col, pa.timestamp("ms", col.type.tz), safe=False).cast(pa.int64())
             try:
                 arrays.append(col if col.type == field.type else pc.cast(col, field.type, safe=True))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:

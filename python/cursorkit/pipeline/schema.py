@@ -30,18 +30,21 @@ class Column:
     required: bool = True
     nullable: bool = False
     doc: str = ""
+    time: bool = False
+    """A moment in ms since the epoch: a timestamp-typed column (any unit) is read as its epoch ms."""
 
 
 MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("ledger_id", pa.int64(), doc="BookKeeper ledger of the entry (>= 0)"),
     Column("entry_id", pa.int64(), doc="entry within the ledger (>= 0)"),
-    Column("publish_time", pa.int64(), doc="ms since the epoch"),
+    Column("publish_time", pa.int64(), doc="ms since the epoch", time=True),
     Column(
         "deliver_at",
         pa.int64(),
         required=False,
         nullable=True,
         doc="ms since the epoch; null or <= publish_time = not delayed",
+        time=True,
     ),
     Column("key", pa.string(), required=False, nullable=True, doc="message key; null hashes as NONE_KEY"),
     Column(
@@ -59,6 +62,8 @@ ACK_INDIVIDUAL = "individual"
 ACK_CUMULATIVE = "cumulative"
 """An ack of everything up to and including the position (with ``batch_index``: up to that message)."""
 ACK_TYPES = (ACK_INDIVIDUAL, ACK_CUMULATIVE)
+"""The ack types, lower case: a log's values are compared in any case, so Pulsar's ``AckType`` names
+(``Individual``, ``Cumulative``) are read as these."""
 
 ACK_COLUMNS: tuple[Column, ...] = (
     Column("subscription", pa.string(), doc="subscription name"),
@@ -71,8 +76,8 @@ ACK_COLUMNS: tuple[Column, ...] = (
         nullable=True,
         doc="index inside a batch entry; null = the whole entry",
     ),
-    Column("ack_type", pa.string(), doc="'individual' or 'cumulative'"),
-    Column("ack_time", pa.int64(), doc="ms since the epoch"),
+    Column("ack_type", pa.string(), doc="'individual' or 'cumulative', in any case (Pulsar's AckType names)"),
+    Column("ack_time", pa.int64(), doc="ms since the epoch", time=True),
 )
 """Columns of the ack log, in this order when written by ``cursorkit generate``."""
 
