@@ -497,7 +497,7 @@ def write_topic(
         json.loads(row["ack_stats"]) if row["ack_stats"] else {"rows": 0, "problems": {}}
     )
     root, rel, finish = destination(topic)
-    summary = RebuildSummary(topic=topic, now_ms=now, out_dir=rel, master="")
+    summary = RebuildSummary(topic=topic, now_ms=now, out_dir=".", master="")  # run-independent
     summary.config = {k: v for k, v in asdict(cfg).items() if k not in ("fsync", "report")} | {"now_ms": now}
     summary.inputs.update(messages=stats["rows"], ledgers=len(sizes), delayed=stats["delayed"])
     summary.ledger_sizes = sizes
