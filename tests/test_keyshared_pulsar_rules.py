@@ -172,8 +172,11 @@ def test_subscription_stats_sum_the_consumers_draining_counters() -> None:
     assert stats.draining_hashes_unacked_messages == 1
 
 
-def test_redelivery_counts_follow_nacks_redelivers_and_leavers_and_clear_on_ack() -> None:
-    """Pulsar counts redeliveries per position and sends the count with the message."""
+def test_redelivery_counts_follow_nacks_and_redelivers_not_leavers() -> None:
+    """Pulsar counts nacks and redelivers per position and sends the count with the message.
+
+    A leaving consumer's messages go back to replay uncounted; an ack drops the count.
+    """
     d, _ = dispatcher()
     a, b = C("a"), C("b")
     d.add_consumer(a, 10)
@@ -186,12 +189,28 @@ def test_redelivery_counts_follow_nacks_redelivers_and_leavers_and_clear_on_ack(
     assert counts.tolist() == [1, 1, 1]
     d.nack(a, [Position(1, 0)])
     d.add_consumer(b, 10)
-    returned = d.remove_consumer(a)  # a leaves: its unacked messages are redelivered once more
+    returned = d.remove_consumer(a)  # a leaves: its unacked messages go back, their counts unchanged
     assert set(returned) == {Position(1, 1), Position(1, 2)}
     out = {p: n for _, ps, ns in d.dispatch_with_counts() for p, n in zip(ps, ns.tolist(), strict=True)}
-    assert out == {Position(1, 0): 2, Position(1, 1): 2, Position(1, 2): 2}
-    d.ack_many(b, [Position(1, 0), Position(1, 1), Position(1, 2)])
+    assert out == {Position(1, 0): 2, Position(1, 1): 1, Position(1, 2): 1}
+    d.ack_many(b, [Position(1, 1), Position(1, 2)])
+    assert d.redelivery_count(Position(1, 1)) == 0 and d._core.redeliveries_tracked() == 1
+
+
+def test_redelivery_counts_are_cleared_when_the_last_consumer_leaves() -> None:
+    """Pulsar clears its redelivery tracker when its consumer list becomes empty."""
+    d, _ = dispatcher()
+    a, b = C("a"), C("b")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, 0), b"k")])
+    d.dispatch()
+    d.nack(a, [Position(1, 0)])
+    d.remove_consumer(a)
     assert d.redelivery_count(Position(1, 0)) == 0 and d._core.redeliveries_tracked() == 0
+    d.add_consumer(b, 10)
+    d.add_entries([(Position(1, 0), b"k")])  # read again after the rewind
+    ((who, ps, counts),) = d.dispatch_with_counts()
+    assert who is b and ps == [Position(1, 0)] and counts.tolist() == [0]
 
 
 def test_when_the_last_consumer_leaves_everything_is_read_again_once() -> None:

@@ -199,8 +199,9 @@ class SubscriptionStats:
     """Why the last ``should_read()`` said no: ``paused``, ``look-ahead`` or ``no-permits`` (None: yes)."""
     unblocked_events: int
     replay_dropped_acked: int = 0
-    """Positions dropped from the replay queue because the cursor had acknowledged them (Pulsar
-    drops them when adding to replay at or below mark-delete, and when a replay read returns them)."""
+    """Positions dropped on their way to or from the replay queue because the cursor had acknowledged
+    them (Pulsar drops them when adding to replay at or below mark-delete, and when a replay read
+    returns them); such a position is never sent again, whichever way it came back."""
     draining_hashes_count: int = 0
     """Sum over the consumers, as Pulsar's subscription stats add them up (likewise the next two)."""
     draining_hashes_cleared_total: int = 0
@@ -286,7 +287,11 @@ class KeySharedDispatcher:
             self._membership_changed(impact, state.cid)
 
     def remove_consumer(self, consumer: Hashable) -> list[Position]:
-        """Removes a consumer; its unacked messages go to the replay queue (returned, in order)."""
+        """Removes a consumer; its unacked messages go to the replay queue (returned, in order).
+
+        As in Pulsar, their redelivery counts are not raised, and when the last consumer leaves the
+        counts are cleared. Messages the cursor acknowledged meanwhile are dropped, never resent.
+        """
         with self._lock:
             state = self._state(consumer)
             impact = self.selector.remove_consumer(consumer)
@@ -462,7 +467,9 @@ class KeySharedDispatcher:
     def nack(self, consumer: Hashable, positions: Sequence[Position]) -> int:
         """Negative acks: the messages leave the consumer and are redelivered (order may change).
 
-        As in Pulsar, a position not pending on ``consumer`` is skipped; returns how many were nacked.
+        As in Pulsar, a position not pending on ``consumer`` is skipped and each one redelivered has
+        its redelivery count raised; one the cursor acknowledged meanwhile is dropped instead.
+        Returns how many left the consumer.
         """
         with self._lock:
             cid = self._state(consumer).cid
@@ -471,7 +478,7 @@ class KeySharedDispatcher:
             return self._core.nack(cid, ls, es, self.cursor)
 
     def redeliver(self, consumer: Hashable) -> list[Position]:
-        """Pulsar's redeliver-unacknowledged: all of the consumer's unacked messages go to replay."""
+        """Pulsar's redeliver-unacknowledged: all of the consumer's unacked messages, as ``nack``."""
         with self._lock:
             return self._core.redeliver(self._state(consumer).cid, self.cursor)
 
@@ -572,7 +579,11 @@ class KeySharedDispatcher:
             return self._core.take_rewind()
 
     def redelivery_count(self, position: Position) -> int:
-        """How many times ``position`` went back for redelivery (nack, redeliver, a leaving consumer)."""
+        """How many times ``position`` was nacked or redelivered (Pulsar's redelivery count).
+
+        A leaving consumer's messages are not counted; a count goes with the ack of its position and
+        when the last consumer leaves, as Pulsar's redelivery tracker.
+        """
         _check_positions([position])
         with self._lock:
             return self._core.redelivery_count(position.ledger_id, position.entry_id)

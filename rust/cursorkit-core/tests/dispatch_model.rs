@@ -4,15 +4,19 @@
 //! mapped to slots by the selector's slot function), dispatch, acks of random subsets of what a
 //! consumer holds (from the holder or another consumer, with duplicates, positions pending
 //! elsewhere, never-sent positions and sometimes a position the cursor refuses mixed in), acks
-//! on the cursor outside the core, nacks, redelivery, permits, and consumers joining and leaving
-//! through an auto-split or consistent-hashing selector (a last consumer leaving rewinds: the
-//! model reads again from the rewind position). The model holds each consumer's permits and
-//! pending positions, the positions waiting in the core, the acknowledged positions, redelivery
-//! counts and the last position of each key each consumer received.
+//! on the cursor outside the core (a skip, TTL or another holder of the cursor: of waiting
+//! positions, of positions a consumer holds, cumulative), nacks, redelivery, permits, and
+//! consumers joining and leaving through an auto-split or consistent-hashing selector (a last
+//! consumer leaving rewinds: the model reads again from the rewind position). The model holds
+//! each consumer's permits and pending positions, the positions waiting in the core, the
+//! acknowledged positions, redelivery counts (Pulsar's: raised by nacks and redelivers, not by a
+//! leaver's messages; gone with an ack; cleared when the last consumer leaves) and the last
+//! position of each key each consumer received.
 //!
 //! After every step: the core's unacked positions, permits and redelivery counts equal the
-//! model's; a position is pending on at most one consumer and never delivered once acked; the
-//! replay queue holds only waiting positions; per consumer, a key's deliveries increase unless
+//! model's, and it tracks counts of pending or queued positions only; a position is pending on at
+//! most one consumer and never delivered once acked, whichever way it came back; the replay queue
+//! holds only waiting or acknowledged positions; per consumer, a key's deliveries increase unless
 //! the position went back before; last-sent mode never sends a recently joined consumer beyond its
 //! limit; draining mode never has a key unacked on two consumers and each draining hash counts
 //! exactly its owner's unacked messages of it; ack outcomes match the model and add up. At the
@@ -142,6 +146,10 @@ struct Stats {
     rewinds: u64,
     failed_acks: u64,
     acked_elsewhere: u64,
+    /// Positions a consumer held when the cursor acknowledged them directly.
+    acked_held: u64,
+    /// Of those, positions that came back (a leave, nack or redeliver) instead of being acked.
+    acked_held_returned: u64,
     /// Dispatches with a recently joined consumer limited (last-sent mode).
     limited: u64,
     /// Steps with a hash draining (draining mode).
@@ -170,12 +178,13 @@ struct Run {
     acked: HashSet<Position>,
     /// Read into the core and neither pending nor acknowledged (waiting to be sent).
     waiting: BTreeSet<Position>,
-    /// Waiting positions acked on the cursor directly since the last dispatch (the core sees
-    /// the cursor's change at its next dispatch).
-    acked_elsewhere: HashSet<Position>,
-    /// Positions that went back for redelivery (nacked, redelivered, or returned by a leaver),
-    /// with how many times.
-    returned: HashMap<Position, u32>,
+    /// Pending positions the cursor acknowledged directly (the consumer has not acked them).
+    acked_held: HashSet<Position>,
+    /// Positions that went back for redelivery (nacked, redelivered, or returned by a leaver):
+    /// their order may change.
+    went_back: HashSet<Position>,
+    /// Redelivery counts under Pulsar's rule (see the module docs).
+    counts: HashMap<Position, u32>,
     /// The highest position of each (consumer, slot) delivered so far.
     last_of_key: HashMap<(u32, u16), Position>,
     slot_of: HashMap<Position, u16>,
@@ -214,8 +223,9 @@ impl Run {
             next_id: 1,
             acked: HashSet::new(),
             waiting: BTreeSet::new(),
-            acked_elsewhere: HashSet::new(),
-            returned: HashMap::new(),
+            acked_held: HashSet::new(),
+            went_back: HashSet::new(),
+            counts: HashMap::new(),
             last_of_key: HashMap::new(),
             slot_of: HashMap::new(),
             stats: Stats::default(),
@@ -299,7 +309,6 @@ impl Run {
         };
         self.stats.limited += u64::from(!limits.is_empty());
         let out = self.core.dispatch(&self.cursor).unwrap();
-        self.acked_elsewhere.clear();
         let mut seen = HashSet::new();
         for d in &out {
             let c = d.consumer;
@@ -340,7 +349,7 @@ impl Run {
                 }
                 let slot = self.slot_of[&p];
                 let last = self.last_of_key.entry((c, slot)).or_insert(p);
-                if !self.returned.contains_key(&p) {
+                if !self.went_back.contains(&p) {
                     assert!(
                         p >= *last,
                         "slot {slot}: {p:?} delivered to {c} after {last:?} (out of order)"
@@ -438,6 +447,8 @@ impl Run {
                 self.waiting.remove(&p);
             }
             self.acked.insert(p);
+            self.acked_held.remove(&p);
+            self.counts.remove(&p);
         }
         match bad_at {
             Some(at) => {
@@ -446,20 +457,21 @@ impl Run {
                     "an ack beyond the ledger's end was accepted"
                 );
                 self.stats.failed_acks += 1;
-                // The positions before the refused one are done; those after it may be (positions
-                // pending on the acker go first, in bulk): the model follows the cursor there, and
-                // the checks after the step compare the core's pending sets with it.
+                // The positions before the refused one are done; after it, those pending on the
+                // acker are too (they go first, in one bulk ack), the others are not.
                 for &p in &list[at + 1..] {
-                    if self.acked.contains(&p)
-                        || !self.cursor.is_acked(p.ledger_id, p.entry_id).unwrap()
+                    if self
+                        .seats
+                        .get_mut(&acker)
+                        .unwrap()
+                        .pending
+                        .remove(&p)
+                        .is_some()
                     {
-                        continue;
+                        self.acked.insert(p);
+                        self.acked_held.remove(&p);
+                        self.counts.remove(&p);
                     }
-                    for s in self.seats.values_mut() {
-                        s.pending.remove(&p);
-                    }
-                    self.waiting.remove(&p);
-                    self.acked.insert(p);
                 }
             }
             None => {
@@ -497,34 +509,85 @@ impl Run {
         }
     }
 
-    /// Acks on the cursor outside the core (a skip, another holder of the cursor) of published
-    /// positions pending on nobody: the core must drop them from its reads and replay queue.
+    /// Acks on the cursor outside the core (a skip, TTL, another holder of the cursor): of
+    /// positions pending on nobody, of positions a consumer holds (it keeps them pending until it
+    /// acks, leaves or nacks them), or of everything up to a position (a cumulative ack). The core
+    /// must never send them again.
     fn ack_elsewhere(&mut self) {
-        let free: Vec<Position> = self
-            .published
-            .iter()
-            .map(|(p, _)| *p)
-            .filter(|p| {
-                !self.acked.contains(p) && self.seats.values().all(|s| !s.pending.contains_key(p))
-            })
-            .collect();
-        if free.is_empty() {
+        let roll = self.rng.below(8);
+        if roll == 0 && !self.published.is_empty() {
+            // Expiry: the cursor acks every published position up to one of them.
+            let i = self.rng.below(self.published.len() as u64) as usize;
+            let upto = self.published[i].0;
+            self.cursor
+                .ack_cumulative(upto.ledger_id, upto.entry_id)
+                .unwrap();
+            let below: Vec<Position> = self.published[..=i].iter().map(|(p, _)| *p).collect();
+            for p in below {
+                self.acked_directly(p);
+            }
+            self.stats.acked_elsewhere += 1;
+            return;
+        }
+        let held = roll < 4;
+        let candidates: Vec<Position> = if held {
+            self.seats
+                .values()
+                .flat_map(|s| s.pending.keys().copied())
+                .filter(|p| !self.acked.contains(p))
+                .collect()
+        } else {
+            self.published
+                .iter()
+                .map(|(p, _)| *p)
+                .filter(|p| {
+                    !self.acked.contains(p)
+                        && self.seats.values().all(|s| !s.pending.contains_key(p))
+                })
+                .collect()
+        };
+        if candidates.is_empty() {
             return;
         }
         for _ in 0..1 + self.rng.below(3) {
-            let p = self.rng.pick(&free);
+            let p = self.rng.pick(&candidates);
             self.cursor.ack(p.ledger_id, p.entry_id).unwrap();
-            self.acked.insert(p);
-            if self.waiting.remove(&p) {
-                self.acked_elsewhere.insert(p);
-            }
+            self.acked_directly(p);
         }
         self.stats.acked_elsewhere += 1;
     }
 
-    fn give_back(&mut self, positions: &[Position]) {
+    /// The model of one position the cursor acknowledged outside the core.
+    fn acked_directly(&mut self, p: Position) {
+        if !self.acked.insert(p) {
+            return;
+        }
+        if self.seats.values().any(|s| s.pending.contains_key(&p)) {
+            self.acked_held.insert(p);
+            self.stats.acked_held += 1;
+        } else {
+            // Waiting (or not read yet): the core drops it unsent; its count goes with it, when
+            // the core next tries to send it.
+            self.waiting.remove(&p);
+            self.counts.remove(&p);
+        }
+    }
+
+    /// Positions that left a consumer unacked. Those the cursor acknowledged are dropped with
+    /// their count; the others wait again, their count raised by a nack or redeliver (`counted`)
+    /// and left as it was for a leaver's.
+    fn give_back(&mut self, positions: &[Position], counted: bool) {
         for &p in positions {
-            *self.returned.entry(p).or_insert(0) += 1;
+            self.went_back.insert(p);
+            if self.acked_held.remove(&p) {
+                self.counts.remove(&p);
+                self.stats.acked_held_returned += 1;
+                continue;
+            }
+            assert!(!self.acked.contains(&p), "{p:?} returned acked");
+            if counted {
+                *self.counts.entry(p).or_insert(0) += 1;
+            }
             assert!(self.waiting.insert(p), "{p:?} returned twice");
         }
     }
@@ -560,7 +623,7 @@ impl Run {
         }
         assert_eq!(n, gone.len() as u64, "nack count of {list:?} from {c}");
         self.stats.nacked += n;
-        self.give_back(&gone);
+        self.give_back(&gone, true);
     }
 
     fn redeliver(&mut self) {
@@ -574,7 +637,7 @@ impl Run {
         let expect: Vec<Position> = std::mem::take(&mut seat.pending).into_keys().collect();
         assert_eq!(held, expect, "redeliver of {c}");
         self.stats.nacked += held.len() as u64;
-        self.give_back(&held);
+        self.give_back(&held, true);
     }
 
     /// Flow: `n` permits to every consumer, or (`n == 0`) a few to one of them.
@@ -631,7 +694,11 @@ impl Run {
         assert!(self.core.unacked(c).is_err());
         self.stats.returned += returned.len() as u64;
         self.stats.leaves += 1;
-        self.give_back(&returned);
+        self.give_back(&returned, false);
+        if self.seats.is_empty() {
+            // Nobody left: Pulsar clears its redelivery tracker.
+            self.counts.clear();
+        }
     }
 
     /// A rewind (the last consumer left, or a read found nobody): everything read after it is
@@ -641,7 +708,6 @@ impl Run {
             assert!(self.seats.is_empty(), "a rewind with consumers connected");
             assert_eq!(r, self.cursor.mark_delete());
             self.waiting.clear();
-            self.acked_elsewhere.clear();
             self.read_upto = self.published.partition_point(|(p, _)| *p <= r);
             self.stats.rewinds += 1;
         }
@@ -665,17 +731,20 @@ impl Run {
             total += seat.pending.len() as u64;
             permits += seat.permits;
             for (p, &slot) in &seat.pending {
-                let returns = self.returned.get(p).copied().unwrap_or(0);
                 assert_eq!(
                     self.core.redelivery_count(*p),
-                    returns,
-                    "redelivery count of {p:?}"
+                    self.counts.get(p).copied().unwrap_or(0),
+                    "redelivery count of {p:?} pending on {c}"
                 );
                 assert!(
                     !self.waiting.contains(p),
                     "{p:?} pending on {c} and waiting"
                 );
-                assert!(!self.acked.contains(p), "{p:?} pending on {c} and acked");
+                assert_eq!(
+                    self.acked.contains(p),
+                    self.acked_held.contains(p),
+                    "{p:?} pending on {c} and acked by {c}"
+                );
                 if self.mode == DispatchMode::Draining {
                     if let Some(other) = slot_holder.insert(slot, c) {
                         assert_eq!(
@@ -695,12 +764,46 @@ impl Run {
             replay.windows(2).all(|w| w[0] < w[1]),
             "replay out of order"
         );
+        // Acknowledged positions may wait in the replay queue until the core tries to send them
+        // (then they are dropped), as Pulsar's replay reads drop deleted entries.
+        let mut lingering = 0;
         for p in &replay {
-            assert!(
-                self.waiting.contains(p) || self.acked_elsewhere.contains(p),
-                "{p:?} in the replay queue but not waiting"
+            if self.acked.contains(p) {
+                assert!(
+                    !self.acked_held.contains(p),
+                    "{p:?} in the replay queue and pending"
+                );
+                lingering += usize::from(self.core.redelivery_count(*p) > 0);
+            } else {
+                assert!(
+                    self.waiting.contains(p),
+                    "{p:?} in the replay queue but not waiting"
+                );
+            }
+        }
+        // Redelivery counts: the model's for every waiting position, and none of a position neither
+        // pending nor queued (no leak).
+        for p in &self.waiting {
+            assert_eq!(
+                self.core.redelivery_count(*p),
+                self.counts.get(p).copied().unwrap_or(0),
+                "redelivery count of waiting {p:?}"
             );
         }
+        let counted = self
+            .counts
+            .iter()
+            .filter(|(p, &n)| {
+                n > 0
+                    && (self.waiting.contains(p)
+                        || self.seats.values().any(|s| s.pending.contains_key(p)))
+            })
+            .count();
+        assert_eq!(
+            self.core.redeliveries_tracked(),
+            counted + lingering,
+            "redelivery counts tracked"
+        );
 
         if self.mode == DispatchMode::Draining {
             for e in self.core.draining().entries(None) {
@@ -777,8 +880,8 @@ impl Run {
         }
         match roll {
             0..=19 => self.publish(),
-            20..=23 => self.read(false),
-            24 => self.ack_elsewhere(),
+            20..=22 => self.read(false),
+            23..=24 => self.ack_elsewhere(),
             25..=44 => self.dispatch(),
             45..=64 => self.ack(),
             65..=69 => self.nack(),
@@ -819,13 +922,21 @@ impl Run {
                 self.stats.acked += out.acked;
                 let seat = self.seats.get_mut(&c).unwrap();
                 seat.pending.clear();
-                self.acked.extend(held);
+                for p in held {
+                    self.acked.insert(p);
+                    self.acked_held.remove(&p);
+                    self.counts.remove(&p);
+                }
                 self.check();
             }
             if self.acked.len() == self.published.len() {
                 break;
             }
         }
+        // Everything is acknowledged: one more dispatch sends nothing and drops what still waits.
+        self.permits(32);
+        self.dispatch();
+        self.check();
         self.check_cursor();
         assert!(self.waiting.is_empty(), "still waiting: {:?}", self.waiting);
         assert_eq!(self.core.replay_len(), 0);
@@ -883,6 +994,8 @@ fn run_mode(mode: DispatchMode) {
             totals.rewinds += s.rewinds;
             totals.failed_acks += s.failed_acks;
             totals.acked_elsewhere += s.acked_elsewhere;
+            totals.acked_held += s.acked_held;
+            totals.acked_held_returned += s.acked_held_returned;
             totals.limited += s.limited;
             totals.draining += s.draining;
         }
@@ -893,6 +1006,7 @@ fn run_mode(mode: DispatchMode) {
     assert!(totals.not_pending > 0 && totals.duplicates > 0 && totals.nacked > 0);
     assert!(totals.returned > 0 && totals.leaves > 0 && totals.rewinds > 0);
     assert!(totals.failed_acks > 0 && totals.acked_elsewhere > 0);
+    assert!(totals.acked_held > 0 && totals.acked_held_returned > 0);
     match mode {
         DispatchMode::Draining => assert!(totals.unblocked > 0 && totals.draining > 0),
         DispatchMode::LastSent => assert!(totals.limited > 0),
@@ -913,4 +1027,102 @@ fn last_sent_mode_model() {
 #[test]
 fn out_of_order_mode_model() {
     run_mode(DispatchMode::OutOfOrder);
+}
+
+/// How a held message goes back to the dispatcher.
+#[derive(Debug, Clone, Copy)]
+enum Back {
+    Leave,
+    Nack,
+    Redeliver,
+}
+
+/// A holds 1:0 and 1:1; the cursor acknowledges 1:1 directly (a skip, TTL, a shared cursor); a
+/// dispatch runs; then 1:0 and 1:1 go back by `back`. 1:0 is sent again, 1:1 never is, and no
+/// redelivery count is left for it.
+fn acked_while_held(mode: DispatchMode, back: Back) {
+    let mut cursor = Cursor::new(pos(1, -1), false);
+    let mut sel = AutoSplitSelector::new(65536).unwrap();
+    let mut core = DispatchCore::new(mode);
+    let mut join = |core: &mut DispatchCore, id: u32, name: &str, cursor: &Cursor| {
+        let impact = sel.add_consumer(id, name, &[]).unwrap();
+        core.add_consumer(id, 10, cursor).unwrap();
+        core.set_owners_from(sel.table()).unwrap();
+        core.register_moved(&impact.removed, id).unwrap();
+    };
+    join(&mut core, 1, "a", &cursor);
+    core.add_read(&[1, 1], &[0, 1], &[7, 7], &cursor).unwrap();
+    let out = core.dispatch(&cursor).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].consumer, &out[0].entries[..]), (1, &[0, 1][..]));
+    join(&mut core, 2, "b", &cursor);
+
+    assert!(cursor.ack(1, 1).unwrap()); // directly on the cursor: a still holds 1:1
+    assert_eq!(core.dispatch(&cursor).unwrap(), vec![]);
+    let back_to_replay = match back {
+        Back::Leave => {
+            let impact = sel.remove_consumer(1).unwrap();
+            let returned = core.remove_consumer(1, &cursor).unwrap();
+            core.set_owners_from(sel.table()).unwrap();
+            core.register_moved(&impact.removed, 1).unwrap();
+            returned
+        }
+        Back::Nack => {
+            assert_eq!(core.nack(1, &[1, 1], &[0, 1], &cursor).unwrap(), 2);
+            vec![pos(1, 0), pos(1, 1)]
+        }
+        Back::Redeliver => core.redeliver(1, &cursor).unwrap(),
+    };
+    assert_eq!(back_to_replay, vec![pos(1, 0), pos(1, 1)]);
+    assert_eq!(core.replay_positions(), vec![pos(1, 0)]);
+    assert_eq!(core.redelivery_count(pos(1, 1)), 0);
+    let mut sent = Vec::new();
+    for _ in 0..3 {
+        for d in core.dispatch(&cursor).unwrap() {
+            sent.extend(d.entries.iter().map(|&e| (d.consumer, e)));
+        }
+    }
+    assert_eq!(sent.len(), 1, "{mode:?} {back:?}: sent {sent:?}");
+    assert_eq!(sent[0].1, 0, "{mode:?} {back:?}: 1:1 was acked, yet sent");
+    // A leaver's message is not counted as redelivered; a nacked or redelivered one is.
+    let expect = u32::from(!matches!(back, Back::Leave));
+    assert_eq!(core.redelivery_count(pos(1, 0)), expect);
+    assert_eq!(core.redeliveries_tracked(), expect as usize);
+    assert_eq!(core.replay_dropped_acked(), 1);
+}
+
+#[test]
+fn a_position_acked_on_the_cursor_while_held_is_never_sent_again() {
+    for mode in [
+        DispatchMode::Draining,
+        DispatchMode::LastSent,
+        DispatchMode::OutOfOrder,
+    ] {
+        for back in [Back::Leave, Back::Nack, Back::Redeliver] {
+            acked_while_held(mode, back);
+        }
+    }
+}
+
+/// Acked after it went back (acks happen at any time between calls): dropped at the send, with
+/// its count, even when nothing else about the cursor changes before the dispatch.
+#[test]
+fn a_position_acked_while_it_waits_in_replay_is_dropped_with_its_count() {
+    let mut cursor = Cursor::new(pos(1, -1), false);
+    let mut core = DispatchCore::new(DispatchMode::Draining);
+    core.add_consumer(1, 10, &cursor).unwrap();
+    core.set_owners(&vec![1; 65536]).unwrap();
+    core.add_read(&[1, 1], &[0, 1], &[7, 7], &cursor).unwrap();
+    assert_eq!(core.dispatch(&cursor).unwrap()[0].entries, vec![0, 1]);
+    assert_eq!(core.nack(1, &[1], &[1], &cursor).unwrap(), 1);
+    assert_eq!(core.redelivery_count(pos(1, 1)), 1);
+    cursor.ack(1, 1).unwrap();
+    assert_eq!(core.dispatch(&cursor).unwrap(), vec![]);
+    assert_eq!(core.replay_len(), 0);
+    assert_eq!(core.redeliveries_tracked(), 0);
+    // The last consumer leaving clears every count (Pulsar clears its redelivery tracker).
+    assert_eq!(core.nack(1, &[1], &[0], &cursor).unwrap(), 1);
+    assert_eq!(core.redelivery_count(pos(1, 0)), 1);
+    core.remove_consumer(1, &cursor).unwrap();
+    assert_eq!(core.redeliveries_tracked(), 0);
 }

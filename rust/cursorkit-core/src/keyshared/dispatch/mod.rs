@@ -8,6 +8,12 @@
 //! (`PendingAcks`, 12 bytes a message). Acks (single, bulk, from any consumer), nacks, redelivery
 //! and consumer removal update the same state and the cursor in one call.
 //!
+//! The cursor may also be acknowledged outside the core at any moment (a skip, TTL, a shared
+//! cursor), even for a message a consumer holds: a position coming back to the replay queue is
+//! checked against the cursor then, and again as it is about to be sent, so an acknowledged
+//! position is never sent again. Redelivery counts follow Pulsar's tracker: nacks and redelivery
+//! raise them, a leaver's messages do not, an ack drops one, the last consumer leaving clears all.
+//!
 //! The selector stays outside: the caller hands the owner table over with [`DispatchCore::set_owners`]
 //! and the ranges a change moved with [`DispatchCore::register_moved`]. Look-ahead limits and pausing
 //! are policy and stay with the caller too; [`DispatchCore::permits_total`] and
@@ -221,8 +227,8 @@ pub struct DispatchCore {
     blocked: BlockedSlots,
     unblocked: u64,
     dropped_acked: u64,
+    /// Redelivery counts (Pulsar's redelivery tracker), only of positions pending or in replay.
     redeliveries: HashMap<Position, u32>,
-    seen_mutations: Option<u64>,
     rewind: Option<Position>,
     highest_read: Option<Position>,
     last_sent: LastSent,
@@ -293,7 +299,6 @@ impl DispatchCore {
             unblocked: 0,
             dropped_acked: 0,
             redeliveries: HashMap::new(),
-            seen_mutations: None,
             rewind: None,
             highest_read: None,
             last_sent: LastSent::default(),
@@ -367,10 +372,11 @@ impl DispatchCore {
         Ok(())
     }
 
-    /// Unregisters consumer `id`: its unacked messages go to the replay queue (or, with nobody
-    /// left, everything read is released and [`take_rewind`](Self::take_rewind) says where to read
-    /// again). Returns the returned positions in order. Refresh the owner table and register the
-    /// moved ranges after it.
+    /// Unregisters consumer `id`: its unacked messages go to the replay queue, their redelivery
+    /// counts unchanged, and those the cursor has acknowledged meanwhile are dropped (as Pulsar).
+    /// With nobody left, everything read is released, the redelivery counts are cleared and
+    /// [`take_rewind`](Self::take_rewind) says where to read again. Returns the positions it held,
+    /// in order. Refresh the owner table and register the moved ranges after it.
     pub fn remove_consumer(&mut self, id: u32, cursor: &Cursor) -> Result<Vec<Position>> {
         let seat = self.seat(id)?;
         let state = self.seats[seat].take().expect("registered seat");
@@ -394,15 +400,12 @@ impl DispatchCore {
                 )
             })
             .collect();
-        for (p, _) in &returned {
-            *self.redeliveries.entry(*p).or_insert(0) += 1;
-        }
-        let md = cursor.mark_delete();
         if self.seat_of.is_empty() {
-            self.drop_everything_read(md);
+            self.drop_everything_read(cursor.mark_delete());
         } else {
             for &(p, s) in &returned {
-                self.queue_replay(p, s, md);
+                // Pulsar does not count a leaver's messages as redelivered.
+                self.requeue(p, s, cursor)?;
             }
         }
         self.draining.remove_consumer(id, true);
@@ -593,13 +596,8 @@ impl DispatchCore {
         let Some((positions, slots)) = self.accept(ledgers, entries, slots, cursor)? else {
             return Ok(());
         };
-        let md = cursor.mark_delete();
         for (&p, &s) in positions.iter().zip(&slots) {
-            if p > md && cursor.is_acked(p.ledger_id, p.entry_id)? {
-                self.dropped_acked += 1; // acknowledged already: never redelivered
-                continue;
-            }
-            self.queue_replay(p, s, md);
+            self.requeue(p, s, cursor)?;
         }
         Ok(())
     }
@@ -636,6 +634,8 @@ impl DispatchCore {
         }
     }
 
+    /// Queues a new entry that could not be sent (unacked when read, so only mark-delete is
+    /// checked here; the send from replay checks the cursor again).
     fn queue_replay(&mut self, pos: Position, slot: u16, md: Position) {
         if self.replay.contains(pos) {
             return;
@@ -647,9 +647,35 @@ impl DispatchCore {
         self.replay.insert(pos, slot);
     }
 
+    /// Queues a position coming back (a leaver's, a nack, a redeliver, a re-read) unless the cursor
+    /// has acknowledged it, which drops it and its redelivery count. Returns whether it is queued.
+    fn requeue(&mut self, pos: Position, slot: u16, cursor: &Cursor) -> Result<bool> {
+        if self.replay.contains(pos) {
+            return Ok(true);
+        }
+        if cursor.is_acked(pos.ledger_id, pos.entry_id)? {
+            self.drop_acked(pos);
+            return Ok(false);
+        }
+        self.replay.insert(pos, slot);
+        Ok(true)
+    }
+
+    /// Forgets `pos`, which the cursor has acknowledged: out of the replay queue, its redelivery
+    /// count dropped, counted in [`replay_dropped_acked`](Self::replay_dropped_acked).
+    fn drop_acked(&mut self, pos: Position) {
+        self.replay.remove(pos);
+        if !self.redeliveries.is_empty() {
+            self.redeliveries.remove(&pos);
+        }
+        self.dropped_acked += 1;
+    }
+
     fn drop_everything_read(&mut self, md: Position) {
         self.replay.clear();
         self.incoming.clear();
+        // Pulsar clears its redelivery tracker once no consumer is left.
+        self.redeliveries.clear();
         self.highest_read = None;
         self.rewind = Some(md);
     }
@@ -666,10 +692,6 @@ impl DispatchCore {
         self.blocked.clear();
         let md = cursor.mark_delete();
         self.last_sent.forget_joined(md);
-        if self.seen_mutations != Some(cursor.mutations()) {
-            self.drop_acked(cursor)?;
-        }
-        self.seen_mutations = Some(cursor.mutations());
         let mut out: Vec<Delivery> = Vec::new();
         let waiting = self.replay.len()
             + self
@@ -680,10 +702,17 @@ impl DispatchCore {
         self.share = (waiting / self.seat_of.len().max(1)).clamp(4, 4096);
         if !self.replay.is_empty() {
             // Every queued entry is tried in order (each held one's reason is recorded); sent ones
-            // leave the queue.
+            // leave the queue. The cursor may have acknowledged an entry at any time since it was
+            // queued (a skip, TTL, an ack on a shared cursor, even while a consumer held it): it is
+            // checked as it would be sent, and dropped, as Pulsar drops deleted entries it reads
+            // back for replay.
             let queued: Vec<(Position, u16)> = self.replay.positions().collect();
             for (pos, slot) in queued {
                 if let Some(seat) = self.target(pos, slot, true)? {
+                    if cursor.is_acked(pos.ledger_id, pos.entry_id)? {
+                        self.drop_acked(pos);
+                        continue;
+                    }
                     self.replay.remove(pos);
                     self.send(seat, pos, slot, &mut out, cursor)?;
                 }
@@ -808,29 +837,6 @@ impl DispatchCore {
         Ok(())
     }
 
-    /// Drops replay entries and redelivery counts of positions the cursor acknowledged elsewhere
-    /// (skip, TTL, seek, a shared cursor).
-    fn drop_acked(&mut self, cursor: &Cursor) -> Result<()> {
-        if !self.replay.is_empty() {
-            let acked: Vec<Position> = self
-                .replay
-                .positions()
-                .map(|(p, _)| p)
-                .filter(|p| cursor.is_acked(p.ledger_id, p.entry_id).unwrap_or(false))
-                .collect();
-            for p in &acked {
-                self.replay.remove(*p);
-                self.redeliveries.remove(p);
-            }
-            self.dropped_acked += acked.len() as u64;
-        }
-        if !self.redeliveries.is_empty() {
-            self.redeliveries
-                .retain(|p, _| !cursor.is_acked(p.ledger_id, p.entry_id).unwrap_or(false));
-        }
-        Ok(())
-    }
-
     // --- acks -----------------------------------------------------------------------------------
 
     /// Individual acks from consumer `id`, as Pulsar accepts them: a position pending on another
@@ -851,9 +857,8 @@ impl DispatchCore {
         same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
         check_entries(ledgers, entries)?;
         let mut out = AckOutcome::default();
-        let in_sync = self.seen_mutations == Some(cursor.mutations());
         let r = self.ack_positions(seat, ledgers, entries, cursor, &mut out);
-        self.after_acks(cursor, in_sync);
+        self.last_sent.forget_joined(cursor.mark_delete());
         r.map(|()| out)
     }
 
@@ -965,6 +970,10 @@ impl DispatchCore {
                 None => {
                     if cursor.is_acked(p.ledger_id, p.entry_id)? {
                         out.duplicates += 1;
+                        if self.replay.contains(p) {
+                            // Acked on the cursor directly while it waited: never sent now.
+                            self.drop_acked(p);
+                        }
                         continue;
                     }
                     cursor.ack(p.ledger_id, p.entry_id)?;
@@ -991,17 +1000,9 @@ impl DispatchCore {
         Ok(None)
     }
 
-    /// `in_sync`: the cursor had not changed elsewhere since the core last looked; otherwise the
-    /// next dispatch must still look (marking these acks seen would hide that change).
-    fn after_acks(&mut self, cursor: &Cursor, in_sync: bool) {
-        if in_sync {
-            self.seen_mutations = Some(cursor.mutations());
-        }
-        self.last_sent.forget_joined(cursor.mark_delete());
-    }
-
     /// Negative acks from consumer `id`: positions pending on it go to the replay queue with their
-    /// redelivery count raised; others are skipped. Returns how many were nacked.
+    /// redelivery count raised (or, if the cursor has acknowledged them meanwhile, are dropped with
+    /// their count, as Pulsar); others are skipped. Returns how many left the consumer.
     pub fn nack(
         &mut self,
         id: u32,
@@ -1011,7 +1012,6 @@ impl DispatchCore {
     ) -> Result<u64> {
         let seat = self.seat(id)?;
         let positions = positions_of(ledgers, entries)?;
-        let md = cursor.mark_delete();
         let mut n = 0;
         for p in positions {
             let Some((_, h)) = self.state(seat).pending.remove(p.ledger_id, p.entry_id)? else {
@@ -1023,15 +1023,16 @@ impl DispatchCore {
             {
                 self.unblocked += 1;
             }
-            self.queue_replay(p, h as u16, md);
-            *self.redeliveries.entry(p).or_insert(0) += 1;
+            if self.requeue(p, h as u16, cursor)? {
+                *self.redeliveries.entry(p).or_insert(0) += 1;
+            }
             n += 1;
         }
         Ok(n)
     }
 
-    /// Every unacked message of consumer `id` goes to replay (Pulsar's redeliver-unacknowledged);
-    /// returns them in order.
+    /// Every unacked message of consumer `id` goes to replay (Pulsar's redeliver-unacknowledged),
+    /// as [`nack`](Self::nack) sends them; returns them in order.
     pub fn redeliver(&mut self, id: u32, cursor: &Cursor) -> Result<Vec<Position>> {
         let held = self.unacked(id)?;
         let ls: Vec<i64> = held.iter().map(|p| p.ledger_id).collect();
@@ -1091,12 +1092,14 @@ impl DispatchCore {
         self.unblocked
     }
 
-    /// Replay entries dropped because the cursor had acknowledged them.
+    /// Positions dropped on their way to (or from) the replay queue because the cursor had
+    /// acknowledged them.
     pub fn replay_dropped_acked(&self) -> u64 {
         self.dropped_acked
     }
 
-    /// How many times `p` went back for redelivery.
+    /// How many times `p` was nacked or redelivered (Pulsar's redelivery count: a leaver's messages
+    /// are not counted; counts go with an ack and when the last consumer leaves).
     pub fn redelivery_count(&self, p: Position) -> u32 {
         self.redeliveries.get(&p).copied().unwrap_or(0)
     }
