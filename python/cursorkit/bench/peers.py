@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import struct
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -113,7 +114,8 @@ class NaiveDispatcher:
 
     One loop iteration per message and no ordering guarantee at all (no replay order, no draining,
     no last-sent rule), so it bounds what pure Python does per message. It speaks the column API
-    ``keyshared.sim.Simulation`` drives.
+    ``keyshared.sim.Simulation`` drives and the object API of the broker loop. Acks go to the same
+    Rust ``Cursor`` cursorkit uses, so the peer is, if anything, faster than a pure-Python one.
     """
 
     mode = "out-of-order"
@@ -166,8 +168,13 @@ class NaiveDispatcher:
         """A read, kept as Python tuples."""
         self.incoming.extend(zip(ledgers.tolist(), entries.tolist(), slots.tolist(), strict=True))
 
-    def dispatch_columns(self) -> list[tuple[Any, I64, I64]]:
-        """One loop iteration per message: owner, permits, pending, output."""
+    def add_read(self, positions: Sequence[Position], slots: I64) -> None:
+        """A read of ``Position`` objects and their slots (the object API)."""
+        ids = [(p.ledger_id, p.entry_id) for p in positions]
+        self.incoming.extend((lid, eid, s) for (lid, eid), s in zip(ids, slots.tolist(), strict=True))
+
+    def _route(self) -> dict[Any, tuple[list[int], list[int]]]:
+        """One loop iteration per message: owner, permits, pending; what each consumer gets."""
         todo, self.waiting, self.incoming = self.waiting + self.incoming, [], []
         owner, permits, pending, waiting = self.owner, self.permits, self.pending, self.waiting
         out: dict[Any, tuple[list[int], list[int]]] = {}
@@ -183,9 +190,18 @@ class NaiveDispatcher:
                 out[c] = got = ([], [])
             got[0].append(lid)
             got[1].append(eid)
+        return out
+
+    def dispatch_columns(self) -> list[tuple[Any, I64, I64]]:
+        """What can be sent, as int64 columns per consumer."""
         return [
-            (c, np.array(ls, dtype=np.int64), np.array(es, dtype=np.int64)) for c, (ls, es) in out.items()
+            (c, np.array(ls, dtype=np.int64), np.array(es, dtype=np.int64))
+            for c, (ls, es) in self._route().items()
         ]
+
+    def dispatch(self) -> list[tuple[Any, list[Position]]]:
+        """What can be sent, as ``Position`` lists per consumer (the object API)."""
+        return [(c, list(map(Position, ls, es))) for c, (ls, es) in self._route().items()]
 
     def ack_columns(self, consumer: Any, ledgers: I64, entries: I64) -> None:
         """Pending entries dropped one by one; the cursor gets one bulk call."""
@@ -193,3 +209,11 @@ class NaiveDispatcher:
         for key in zip(ledgers.tolist(), entries.tolist(), strict=True):
             held.pop(key, None)
         self.cursor.ack_many(ledgers, entries)
+
+    def ack_many(self, consumer: Any, positions: Sequence[Position]) -> None:
+        """Pending entries dropped one by one, each acked on the cursor (the object API)."""
+        held = self.pending[consumer]
+        ack = self.cursor.ack
+        for p in positions:
+            held.pop((p.ledger_id, p.entry_id), None)
+            ack(p)

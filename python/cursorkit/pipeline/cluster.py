@@ -445,11 +445,9 @@ def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]
     Raises ``InvalidArgument`` when ``out`` holds no manifest, ``CorruptSnapshot`` (or
     ``UnsupportedVersion``) when the manifest or the summary it names does not check out.
     """
-    output = open_output(out)
-    raw = output.read(MANIFEST_FILE)
-    if raw is None:
-        raise InvalidArgument(f"{output.uri}: no {MANIFEST_FILE}")
-    doc = parse_topics_manifest(raw, f"{output.uri}/{MANIFEST_FILE}")
+    from cursorkit.pipeline.load import open_topics
+
+    output, doc = open_topics(out)
     where = f"{output.uri}/{doc.summary}"
     summary_raw = output.read(doc.summary)
     if summary_raw is None:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore
@@ -30,6 +30,7 @@ from cursorkit.pipeline.manifest import (
     MAX_MANIFEST_BYTES,
     TOPICS_FORMAT,
     FileEntry,
+    TopicsManifest,
     check_files,
     inside,
     local_digest,
@@ -39,6 +40,9 @@ from cursorkit.pipeline.manifest import (
     read_topics_manifest,
     safe_relative,
 )
+
+if TYPE_CHECKING:
+    from cursorkit.pipeline.output import Output
 
 __all__ = [
     "MANIFEST_FILE",
@@ -51,6 +55,7 @@ __all__ = [
     "inside",
     "list_topics",
     "open_delayed_index",
+    "open_topics",
     "parse_manifest",
     "read_cursors",
     "read_manifest",
@@ -159,6 +164,17 @@ def read_manifest(path: str | os.PathLike[str], topic: str | None = None) -> Man
     )
 
 
+def open_topics(location: str | os.PathLike[str]) -> tuple[Output, TopicsManifest]:
+    """A many-topic output (a directory or ``s3://…``) and its root manifest, checked whole."""
+    from cursorkit.pipeline.output import open_output
+
+    output = open_output(location)
+    raw = output.read(MANIFEST_FILE)
+    if raw is None:
+        raise InvalidArgument(f"{output.uri} is not a rebuild's output (no {MANIFEST_FILE})")
+    return output, parse_topics_manifest(raw, f"{output.uri}/{MANIFEST_FILE}")
+
+
 def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
     """Downloads one topic of a many-topic output on an object store into the local ``into``.
 
@@ -168,13 +184,7 @@ def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
     """
     import hashlib
 
-    from cursorkit.pipeline.output import open_output
-
-    output = open_output(out)
-    raw = output.read(MANIFEST_FILE)
-    if raw is None:
-        raise InvalidArgument(f"{out} is not a rebuild's output (no {MANIFEST_FILE})")
-    doc = parse_topics_manifest(raw, f"{out}/{MANIFEST_FILE}")
+    output, doc = open_topics(out)
     entry = doc.topics.get(topic)
     if entry is None:
         raise InvalidArgument(f"{out} has no topic {topic!r}")

@@ -17,7 +17,7 @@ from typing import Any
 from cursorkit.errors import CursorkitError, DamagedStore, InvalidArgument
 from cursorkit.pipeline.inspector.outputs import inspect_rebuild
 from cursorkit.pipeline.inspector.summaries import RebuildOutputSummary, retarget
-from cursorkit.pipeline.manifest import MANIFEST_FILE, TopicsManifest, inside, parse_topics_manifest
+from cursorkit.pipeline.manifest import TopicsManifest, inside
 
 __all__ = ["TopicsOutputSummary", "inspect_topic", "inspect_topics"]
 
@@ -79,13 +79,10 @@ def _recovery_damage(report: object) -> str:
 def inspect_topics(location: str, *, verify: bool = True, sample: int = 20) -> TopicsOutputSummary:
     """Inspects every topic of a many-topic output at ``location`` (a directory or ``s3://…``)."""
     from cursorkit.pipeline.cluster import read_topic_figures
-    from cursorkit.pipeline.output import is_object_store, open_output
+    from cursorkit.pipeline.load import open_topics
+    from cursorkit.pipeline.output import is_object_store
 
-    output = open_output(location)
-    raw = output.read(MANIFEST_FILE)
-    if raw is None:
-        raise InvalidArgument(f"{location} is not a rebuild's output (no {MANIFEST_FILE})")
-    doc = parse_topics_manifest(raw, f"{output.uri}/{MANIFEST_FILE}")
+    output, doc = open_topics(location)
     problems: dict[str, tuple[str, ...]] = {}
     try:
         figures: Mapping[str, Mapping[str, Any]] = read_topic_figures(location)
@@ -143,13 +140,10 @@ def inspect_topic(
     Raises ``InvalidArgument`` when the output has no such topic, ``DamagedStore`` when an object
     store's copy of the topic does not match the manifest.
     """
-    from cursorkit.pipeline.output import is_object_store, open_output
+    from cursorkit.pipeline.load import open_topics
+    from cursorkit.pipeline.output import is_object_store
 
-    output = open_output(location)
-    raw = output.read(MANIFEST_FILE)
-    if raw is None:
-        raise InvalidArgument(f"{location} is not a rebuild's output (no {MANIFEST_FILE})")
-    doc = parse_topics_manifest(raw, f"{output.uri}/{MANIFEST_FILE}")
+    output, doc = open_topics(location)
     entry = doc.topics.get(topic)
     if entry is None:
         raise InvalidArgument(f"{location} has no topic {topic!r}")
