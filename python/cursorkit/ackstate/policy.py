@@ -63,6 +63,10 @@ class DispatchPausePolicy:
         """Times dispatch was paused."""
         self.resumes = 0
         """Times dispatch resumed."""
+        self.checks_acks = self.enabled
+        """Whether an ack, or a read check, needs a look at the cursor: the feature is on or the
+        dispatcher is paused. A plain attribute, kept current, so a dispatcher reads it per event
+        without a call (Pulsar #22729: no O(ranges) work while the feature is off)."""
 
     @property
     def enabled(self) -> bool:
@@ -76,14 +80,17 @@ class DispatchPausePolicy:
     def set_broker(self, enabled: bool) -> None:
         """Sets the broker-wide default (dynamic, as Pulsar's broker.conf entry)."""
         self._broker = _broker_flag(enabled)
+        self.checks_acks = self._paused or self.enabled
 
     def set_namespace(self, enabled: bool | None) -> None:
         """Sets (``None``: removes) the namespace policy."""
         self._namespace = _flag(enabled, "namespace", optional=True)
+        self.checks_acks = self._paused or self.enabled
 
     def set_topic(self, enabled: bool | None) -> None:
         """Sets (``None``: removes) the topic policy."""
         self._topic = _flag(enabled, "topic", optional=True)
+        self.checks_acks = self._paused or self.enabled
 
     @property
     def blocked_on_ack_state_persistent(self) -> bool:
@@ -121,6 +128,7 @@ class DispatchPausePolicy:
             if pause == self._paused:
                 return False
             self._paused = pause
+            self.checks_acks = pause or self.enabled
             if pause:
                 self.pauses += 1
                 return False

@@ -27,7 +27,7 @@ from cursorkit import Cursor, Position
 from cursorkit.keyshared.hashing import slot as slot_of_hash
 from cursorkit.keyshared.hashing import sticky_key_hash
 
-__all__ = ["LoopInputs", "LoopSpec", "prepare", "run_loop"]
+__all__ = ["LEDGER_SIZE", "LoopInputs", "LoopSpec", "loop_cursor", "prepare", "run_loop"]
 
 I64 = npt.NDArray[np.int64]
 Form = Literal["objects", "columns"]
@@ -83,9 +83,20 @@ def prepare(spec: LoopSpec) -> LoopInputs:
     )
     keys = (rng.zipf(spec.zipf, spec.messages) - 1) % spec.keys
     index = np.arange(spec.messages, dtype=np.int64)
-    ledgers, entries = 1 + index // 50_000, index % 50_000
+    ledgers, entries = 1 + index // LEDGER_SIZE, index % LEDGER_SIZE
     positions = list(map(Position, ledgers.tolist(), entries.tolist()))
     return LoopInputs(positions, ledgers, entries, key_slots[keys])
+
+
+LEDGER_SIZE = 50_000
+"""Entries per ledger of the published messages (Pulsar's ``managedLedgerMaxEntriesPerLedger``)."""
+
+
+def loop_cursor(spec: LoopSpec) -> Cursor:
+    """The subscription's cursor, knowing its ledgers (so mark-delete rolls across them, as a broker's)."""
+    ledgers = -(-spec.messages // LEDGER_SIZE)
+    sizes = {1 + i: min(LEDGER_SIZE, spec.messages - i * LEDGER_SIZE) for i in range(ledgers)}
+    return Cursor(Position(1, -1), ledger_sizes=sizes)
 
 
 def run_loop(d: Any, cursor: Cursor, spec: LoopSpec, inputs: LoopInputs, form: Form) -> float:

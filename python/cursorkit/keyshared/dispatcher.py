@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from cursorkit._core import CursorState, DispatchCore, Position
+from cursorkit._core import KeySharedBase, Position
 from cursorkit.ackstate import Cursor, DispatchPausePolicy
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
@@ -108,8 +108,8 @@ class Blocked:
 class AckResult(NamedTuple):
     """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor.
 
-    Truthy when it unblocked a draining hash (what ``ack`` used to return). A named tuple: made
-    once per ack call on the hot path.
+    Truthy when it unblocked a draining hash (what ``ack`` used to return). Results are shared:
+    each distinct outcome is made once (in Rust) and handed back again.
     """
 
     acked: int = 0
@@ -127,10 +127,6 @@ class AckResult(NamedTuple):
         return self.unblocked > 0
 
 
-_ACKED = AckResult(acked=1)
-_ACKED_UNBLOCKING = AckResult(acked=1, unblocked=1)
-
-
 @dataclass(slots=True, eq=False)
 class _Consumer:
     """A registered consumer: its object, name and id in the Rust core (which holds its state)."""
@@ -140,27 +136,8 @@ class _Consumer:
     cid: int
 
 
-_RESULTS: dict[tuple[int, int, int, int, int], AckResult] = {
-    (1, 0, 0, 0, 0): _ACKED,
-    (1, 0, 0, 0, 1): _ACKED_UNBLOCKING,
-}
-"""Outcomes made once and shared (results are immutable): acks return them without building a
-result; it keeps the first ``_RESULTS_KEPT`` distinct outcomes seen."""
-
-_RESULTS_KEPT = 4096
-_new_tuple = tuple.__new__
-
 _ALL_SLOTS = np.arange(65536, dtype=np.int64)
 """Every slot: the owner table is one ``select_many`` of these after each membership change."""
-
-
-def _result(outcome: tuple[int, int, int, int, int]) -> AckResult:
-    found = _RESULTS.get(outcome)
-    if found is None:
-        found = _new_tuple(AckResult, outcome)  # the core returns exactly the five fields
-        if len(_RESULTS) < _RESULTS_KEPT:
-            _RESULTS[outcome] = found
-    return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,7 +185,7 @@ class SubscriptionStats:
     draining_hashes_unacked_messages: int = 0
 
 
-class KeySharedDispatcher:
+class KeySharedDispatcher(KeySharedBase):
     """Dispatches a Key_Shared subscription's entries to consumers, keeping per-key order.
 
     ``cursor`` receives the acks; ``policy`` (PIP-299) is consulted before new entries are read;
@@ -217,9 +194,13 @@ class KeySharedDispatcher:
     (``"consistent"`` for consistent hashing, ``"range"`` otherwise).
 
     The per-entry loop, pending acks, the replay queue and the ordering gates live in Rust
-    (``cursorkit._core.DispatchCore``): each read, dispatch and ack batch is one call. The column
-    forms (``add_read_columns``, ``dispatch_columns``, ``ack_columns``) never make a ``Position``
-    per message; the ``Position`` forms are the same calls with a conversion around them.
+    (``cursorkit._core.DispatchCore``), and so do the calls a broker makes per event: ``ack``,
+    ``ack_many``, ``ack_columns``, ``add_permits``, ``nack``, ``should_read``,
+    ``max_entries_to_read``, ``add_read``, ``add_read_columns``, ``dispatch``, ``dispatch_columns``
+    and ``redelivery_count`` are inherited from ``cursorkit._core.KeySharedBase``, each one call
+    into Rust with no Python frame or lock around it (``Position`` lists are read there, results
+    made there). Membership changes and stats are Python, under a lock of their own. Every call is
+    safe from any thread.
     """
 
     def __init__(
@@ -236,36 +217,20 @@ class KeySharedDispatcher:
         max_unacked_per_consumer: int = MAX_UNACKED_PER_CONSUMER,
         max_unacked_per_subscription: int = MAX_UNACKED_PER_SUBSCRIPTION,
     ) -> None:
-        if mode not in MODES:
-            raise InvalidArgument(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        if not isinstance(cursor, CursorState):
-            raise InvalidInputType(f"cursor must be a cursorkit.Cursor, got {type(cursor).__name__}")
-        _count(look_ahead_per_consumer, "look_ahead_per_consumer")
-        _count(look_ahead_per_subscription, "look_ahead_per_subscription")
-        _count(max_unacked_per_consumer, "max_unacked_per_consumer")
-        _count(max_unacked_per_subscription, "max_unacked_per_subscription")
+        # The cursor, mode, policy, delayed tracker and look-ahead settings were taken (and
+        # checked) by KeySharedBase.__new__, which holds them for the per-event calls.
         self.selector = selector
-        self.cursor = cursor
         self.mode: Mode = mode
-        self.policy = policy
-        self.delayed = delayed
         if slot_kind is None:
             slot_kind = "consistent" if type(selector).__name__ == "ConsistentHashingSelector" else "range"
         self.slot_kind = slot_kind
-        self.look_ahead_per_consumer = look_ahead_per_consumer
-        self.look_ahead_per_subscription = look_ahead_per_subscription
-        self.max_unacked_per_consumer = max_unacked_per_consumer
-        self.max_unacked_per_subscription = max_unacked_per_subscription
-        self._core = DispatchCore(mode)
         self._exact_impacts = _exact_impacts(selector)
         """Whether membership changes may update the owner table from the impact alone."""
         self._lock = threading.RLock()
+        """Membership changes and stats; the per-event calls lock the Rust core instead."""
         self._consumers: dict[Any, _Consumer] = {}
         self._by_cid: dict[int, _Consumer] = {}
         self._next_cid = 1
-        self._delayed_slots: dict[tuple[int, int], int] = {}
-        """Positions the delayed tracker holds → their slot, until they come back due."""
-        self._read_blocked: str | None = None
 
     # --- consumers --------------------------------------------------------------------------------
 
@@ -284,6 +249,7 @@ class KeySharedDispatcher:
             self._core.add_consumer(state.cid, n, self.cursor)
             self._consumers[consumer] = state
             self._by_cid[state.cid] = state
+            self._register(consumer, state.cid)
             self._membership_changed(impact, state.cid)
 
     def remove_consumer(self, consumer: Hashable) -> list[Position]:
@@ -296,16 +262,11 @@ class KeySharedDispatcher:
             state = self._state(consumer)
             impact = self.selector.remove_consumer(consumer)
             returned = self._core.remove_consumer(state.cid, self.cursor)
+            self._unregister(consumer)
             del self._consumers[consumer]
             del self._by_cid[state.cid]
             self._membership_changed(impact, state.cid)
             return returned
-
-    def add_permits(self, consumer: Hashable, n: int) -> None:
-        """A consumer's flow request: ``n`` more messages may be sent to it."""
-        k = n if type(n) is int and n >= 0 else _count(n, "permits")
-        with self._lock:
-            self._core.add_permits(self._state(consumer).cid, k)
 
     def _state(self, consumer: Hashable) -> _Consumer:
         try:
@@ -378,104 +339,14 @@ class KeySharedDispatcher:
                 self._core.add_replay(ls, es, slots, self.cursor)
             return
         ats = [e.deliver_at for e in batch]
-        self._add(ls, es, slots, ats if any(a is not None for a in ats) else None)
-
-    def add_read(self, positions: Sequence[Position], slots: Any, deliver_at: Any = None) -> None:
-        """Entries of one read as columns: the bulk form of ``add_entries``.
-
-        ``positions`` in read order, their selector ``slots`` (an int array), and optionally their
-        ``deliver_at`` times.
-        """
-        pos = list(positions)
-        if not all(type(p) is Position for p in pos):
-            raise InvalidInputType("positions must be cursorkit.Position objects")
-        ls, es = _columns(pos)
-        self.add_read_columns(ls, es, slots, deliver_at)
-
-    def add_read_columns(self, ledgers: Any, entries: Any, slots: Any, deliver_at: Any = None) -> None:
-        """One read as int64 columns of ledger ids, entry ids and slots (and deliver-at times).
-
-        Without ``deliver_at`` the columns go to the Rust core as given (it reads numpy, Arrow or
-        int sequences and checks them); with it they become arrays here for the delayed tracker.
-        """
-        if deliver_at is None:
-            with self._lock:
-                self._core.add_read(ledgers, entries, slots, self.cursor)
-            return
-        col = _int64_column(slots, "slots")
-        ls = _int64_column(ledgers, "ledger_ids")
-        es = _int64_column(entries, "entry_ids")
-        ats: list[int | None] = [int(a) for a in _int64_column(deliver_at, "deliver_at")]
-        if len(col) != len(ls) or len(es) != len(ls) or len(ats) != len(ls):
-            raise InvalidArgument(
-                f"positions, slots and deliver_at differ in length: {len(ls)}, {col.size}, {len(ats)}"
-            )
-        if len(ls):
-            self._add(ls, es, col, ats)
-
-    def _add(
-        self,
-        ls: npt.NDArray[np.int64],
-        es: npt.NDArray[np.int64],
-        slots: npt.NDArray[np.int64],
-        ats: list[int | None] | None,
-    ) -> None:
-        """A new read: messages the delayed tracker takes wait there; the rest go to the core."""
-        with self._lock:
-            delayed = self.delayed
-            if ats is not None and delayed is not None and self._consumers:
-                _check_slots(slots)
-                keep = np.ones(len(ls), dtype=bool)
-                for i, (ledger, entry, slot, at) in enumerate(
-                    zip(ls.tolist(), es.tolist(), slots.tolist(), ats, strict=True)
-                ):
-                    if at is not None and delayed.add_message(ledger, entry, at):
-                        self._delayed_slots[(ledger, entry)] = slot
-                        keep[i] = False
-                if not keep.all():
-                    ls, es, slots = ls[keep], es[keep], slots[keep]
-            self._core.add_read(ls, es, slots, self.cursor)
+        if any(a is not None for a in ats):
+            # No deliver-at is one in the past: the tracker never holds it.
+            at = np.fromiter((0 if a is None else a for a in ats), np.int64, len(ats))
+            self.add_read_columns(ls, es, slots, at)
+        else:
+            self.add_read_columns(ls, es, slots)
 
     # --- acks ---------------------------------------------------------------------------------------
-
-    def ack(self, consumer: Hashable, position: Position) -> AckResult:
-        """An individual ack from ``consumer``, accepted as Pulsar accepts it (see ``AckResult``)."""
-        with self._lock:
-            cid = self._state(consumer).cid
-            given: object = position
-            if type(given) is not Position:
-                _check_positions([given])
-            outcome = self._core.ack_one(cid, position.ledger_id, position.entry_id, self.cursor)
-            if self.policy is not None:
-                self.policy.after_ack(self.cursor, "Key_Shared")
-            return _result(outcome)
-
-    def ack_many(self, consumer: Hashable, positions: Sequence[Position]) -> AckResult:
-        """Individual acks of many positions from one consumer, accepted as Pulsar accepts them."""
-        _check_positions(positions)
-        ls, es = _columns(positions)
-        return self.ack_columns(consumer, ls, es)
-
-    def ack_columns(self, consumer: Hashable, ledgers: Any, entries: Any) -> AckResult:
-        """``ack_many`` with the positions as ledger and entry columns: one call into Rust."""
-        with self._lock:
-            outcome = self._core.ack(self._state(consumer).cid, ledgers, entries, self.cursor)
-            if self.policy is not None:
-                self.policy.after_ack(self.cursor, "Key_Shared")
-            return _result(outcome)
-
-    def nack(self, consumer: Hashable, positions: Sequence[Position]) -> int:
-        """Negative acks: the messages leave the consumer and are redelivered (order may change).
-
-        As in Pulsar, a position not pending on ``consumer`` is skipped and each one redelivered has
-        its redelivery count raised; one the cursor acknowledged meanwhile is dropped instead.
-        Returns how many left the consumer.
-        """
-        with self._lock:
-            cid = self._state(consumer).cid
-            _check_positions(positions)
-            ls, es = _columns(positions)
-            return self._core.nack(cid, ls, es, self.cursor)
 
     def redeliver(self, consumer: Hashable) -> list[Position]:
         """Pulsar's redeliver-unacknowledged: all of the consumer's unacked messages, as ``nack``."""
@@ -483,67 +354,6 @@ class KeySharedDispatcher:
             return self._core.redeliver(self._state(consumer).cid, self.cursor)
 
     # --- reads and dispatch ---------------------------------------------------------------------------
-
-    @property
-    def look_ahead_limit(self) -> int:
-        """Replay-queue size beyond which new entries are not read (Pulsar 4's rule).
-
-        ``per_consumer × consumers`` capped by ``per_subscription``, or ``per_subscription`` alone.
-        A limit of 0 means "no limit of this kind": Pulsar then falls back to
-        ``min(max_unacked_per_subscription, consumers × max_unacked_per_consumer)``, each 0 = none,
-        and to ``UNLIMITED`` when every one is 0.
-        """
-        per_c, per_s = self.look_ahead_per_consumer, self.look_ahead_per_subscription
-        n = len(self._consumers)
-        if per_c > 0:
-            limit = per_c * n
-            limit = min(limit, per_s) if per_s > 0 else limit
-        else:
-            limit = per_s
-        if limit > 0:
-            return limit
-        caps = [c for c in (self.max_unacked_per_subscription, n * self.max_unacked_per_consumer) if c > 0]
-        return min(caps) if caps else UNLIMITED
-
-    def max_entries_to_read(self) -> int:
-        """How many new entries the broker should read now; 0 when ``should_read()`` says no.
-
-        Pulsar's read size for Key_Shared: ``max(look-ahead limit - replay size, 1)``, and never more
-        than the permits consumers have available, so one read cannot overshoot the limit.
-        """
-        with self._lock:
-            if not self.should_read():
-                return 0
-            room = max(self.look_ahead_limit - self._core.replay_len(), 1)
-            return min(room, self._core.permits_total())
-
-    def should_read(self) -> bool:
-        """Whether the broker should read new entries now (PIP-299, look-ahead, permits).
-
-        When not, ``stats().read_blocked`` says why: ``paused`` (ack state not persistable),
-        ``look-ahead`` (the replay queue is at its limit) or ``no-permits``.
-        """
-        with self._lock:
-            if self.policy is not None and self.policy.should_pause(self.cursor, "Key_Shared"):
-                self._read_blocked = "paused"
-            elif self._core.replay_len() >= self.look_ahead_limit:
-                self._read_blocked = "look-ahead"
-            elif self._core.permits_total() == 0:
-                self._read_blocked = "no-permits"
-            else:
-                self._read_blocked = None
-            return self._read_blocked is None
-
-    def dispatch_columns(self) -> list[tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-        """``dispatch()`` as ``(consumer, ledger ids, entry ids)`` int64 columns: no object per message."""
-        with self._lock:
-            self._take_due()
-            by_cid = self._by_cid
-            return [(by_cid[cid].consumer, ls, es) for cid, ls, es in self._core.dispatch(self.cursor)]
-
-    def dispatch(self) -> list[tuple[Any, list[Position]]]:
-        """Sends what can be sent: due delayed messages and the replay queue first, then new entries."""
-        return [(c, _positions(ls, es)) for c, ls, es in self.dispatch_columns()]
 
     def dispatch_with_counts(self) -> list[tuple[Any, list[Position], npt.NDArray[np.int32]]]:
         """``dispatch()`` with each position's redelivery count, as an int32 array per consumer.
@@ -556,19 +366,6 @@ class KeySharedDispatcher:
                 for c, ls, es in self.dispatch_columns()
             ]
 
-    def _take_due(self) -> None:
-        """Due delayed messages join the replay queue (they are older than anything read since)."""
-        if self.delayed is None:
-            return
-        due = self.delayed.get_scheduled_messages(2**31).tolist()
-        if not due:
-            return
-        rows = [(ledger, entry, self._delayed_slots.pop((ledger, entry), None)) for ledger, entry in due]
-        known = [r for r in rows if r[2] is not None]
-        if known:
-            ls, es, slots = (np.fromiter((r[i] for r in known), np.int64, len(known)) for i in range(3))
-            self._core.add_replay(ls, es, slots, self.cursor)
-
     def take_rewind(self) -> Position | None:
         """The position to read again after (mark-delete) when the last consumer left, or None.
 
@@ -577,16 +374,6 @@ class KeySharedDispatcher:
         """
         with self._lock:
             return self._core.take_rewind()
-
-    def redelivery_count(self, position: Position) -> int:
-        """How many times ``position`` was nacked or redelivered (Pulsar's redelivery count).
-
-        A leaving consumer's messages are not counted; a count goes with the ack of its position and
-        when the last consumer leaves, as Pulsar's redelivery tracker.
-        """
-        _check_positions([position])
-        with self._lock:
-            return self._core.redelivery_count(position.ledger_id, position.entry_id)
 
     # --- state ----------------------------------------------------------------------------------------
 
@@ -664,7 +451,7 @@ class KeySharedDispatcher:
                     )
                     for slot, reason, c, o, pos in core.blocked()
                 },
-                read_blocked=self._read_blocked,
+                read_blocked=self.read_blocked,
                 unblocked_events=core.unblocked_events(),
                 replay_dropped_acked=core.replay_dropped_acked(),
                 draining_hashes_count=sum(c.draining_hashes_count for c in consumers),
@@ -686,27 +473,6 @@ def _exact_impacts(selector: object) -> bool:
     return False
 
 
-def _int64_column(values: Any, what: str) -> npt.NDArray[np.int64]:
-    """A one-dimensional int64 array of ``values`` (no copy when it is one); typed errors otherwise.
-
-    Only integers are taken: floats, bools and strings are refused, never truncated.
-    """
-    try:
-        arr = np.asarray(values)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise InvalidInputType(f"{what} must be integers ({e})") from None
-    if arr.ndim != 1:
-        raise InvalidInputType(f"{what} must be one-dimensional, got {arr.ndim} dimensions")
-    kind = arr.dtype.kind
-    if kind == "O" and all(type(v) is int for v in arr.tolist()):  # ints beyond int64
-        raise InvalidArgument(f"{what}: a value is outside int64")
-    if arr.size and kind not in "iu":
-        raise InvalidInputType(f"{what} must be integers, got {arr.dtype}")
-    if kind == "u" and arr.size and int(arr.max()) > 2**63 - 1:
-        raise InvalidArgument(f"{what}: a value is outside int64")
-    return np.ascontiguousarray(arr, dtype=np.int64)
-
-
 def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Ledger and entry columns of checked positions."""
     n = len(positions)
@@ -718,11 +484,6 @@ def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.
 def _positions(ls: npt.NDArray[np.int64], es: npt.NDArray[np.int64]) -> list[Position]:
     """Positions of two columns (the loop runs in C)."""
     return list(map(Position, ls.tolist(), es.tolist()))
-
-
-def _check_slots(slots: npt.NDArray[np.int64]) -> None:
-    if len(slots) and (int(slots.min()) < 1 or int(slots.max()) > 65535):
-        raise InvalidArgument("slots must be in 1..=65535 (sticky-key hash slots)")
 
 
 def _check_positions(positions: Sequence[object]) -> None:

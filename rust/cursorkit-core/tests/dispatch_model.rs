@@ -423,9 +423,9 @@ impl Run {
             self.core.ack(acker, &ls, &es, &mut self.cursor)
         };
 
-        // The model: each position in order, up to a refused one.
+        // The model: each position in order; a call with a refused one changes nothing.
         let mut expect = AckOutcome::default();
-        let upto = bad_at.unwrap_or(list.len());
+        let upto = if bad_at.is_some() { 0 } else { list.len() };
         for &p in &list[..upto] {
             if self
                 .seats
@@ -451,28 +451,12 @@ impl Run {
             self.counts.remove(&p);
         }
         match bad_at {
-            Some(at) => {
+            Some(_) => {
                 assert!(
                     result.is_err(),
                     "an ack beyond the ledger's end was accepted"
                 );
                 self.stats.failed_acks += 1;
-                // The positions before the refused one are done; after it, those pending on the
-                // acker are too (they go first, in one bulk ack), the others are not.
-                for &p in &list[at + 1..] {
-                    if self
-                        .seats
-                        .get_mut(&acker)
-                        .unwrap()
-                        .pending
-                        .remove(&p)
-                        .is_some()
-                    {
-                        self.acked.insert(p);
-                        self.acked_held.remove(&p);
-                        self.counts.remove(&p);
-                    }
-                }
             }
             None => {
                 let out = result.unwrap();
@@ -756,6 +740,11 @@ impl Run {
             }
         }
         assert_eq!(self.core.pending_total(), total);
+        assert_eq!(
+            self.core.pending_anywhere(),
+            total,
+            "the index of pending positions"
+        );
         assert_eq!(self.core.permits_total(), permits);
 
         let replay = self.core.replay_positions();

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple,
@@ -16,6 +16,12 @@ use cursorkit_core::Position;
 /// One integer argument; a non-integer is `InvalidInputType`, an out-of-int64 one `InvalidPosition`.
 #[inline]
 pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
+    // An exact `int` (never a bool, a subclass) is the per-call case: one type compare.
+    if let Ok(i) = obj.cast_exact::<PyInt>() {
+        if let Ok(v) = i.extract::<i64>() {
+            return Ok(v);
+        }
+    }
     match obj.extract::<i64>() {
         Ok(v) if !obj.is_instance_of::<PyBool>() => Ok(v),
         _ => Err(int_arg_error(obj, what)),
@@ -93,8 +99,24 @@ fn contiguous_i64<'py>(obj: &Bound<'py, PyAny>) -> Option<PyReadonlyArray1<'py, 
     ro.as_slice().is_ok().then_some(ro)
 }
 
+/// Arrays up to this long are copied rather than borrowed: a copy costs less than a borrow's
+/// bookkeeping (a per-event call's columns are a handful of ids).
+const COPY_BELOW: usize = 256;
+
+/// A short contiguous int64 array, copied (no borrow taken).
+fn short_i64(obj: &Bound<'_, PyAny>) -> Option<Vec<i64>> {
+    let arr = obj.cast::<PyArray1<i64>>().ok()?;
+    if PyUntypedArrayMethods::len(arr) > COPY_BELOW {
+        return None;
+    }
+    arr.to_vec().ok()
+}
+
 /// Extracts one id column from numpy, Arrow, or any sequence of ints.
 pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>> {
+    if let Some(v) = short_i64(obj) {
+        return Ok(Column::Owned(v));
+    }
     if let Some(ro) = contiguous_i64(obj) {
         return Ok(Column::Borrowed(ro));
     }

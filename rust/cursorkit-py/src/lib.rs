@@ -20,7 +20,7 @@ mod sync;
 
 use ackstate::{cursor, position, rangeset};
 use delayed::{delay_queue, snapshot};
-use keyshared::{dispatch, draining, hash, selector};
+use keyshared::{dispatch, dispatcher, draining, hash, selector};
 
 use pyo3::prelude::*;
 
@@ -35,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<delay_queue::PyInMemoryTrackerState>()?;
     m.add_class::<draining::PyDrainingHashes>()?;
     m.add_class::<dispatch::PyDispatchCore>()?;
+    m.add_class::<dispatcher::PyKeySharedBase>()?;
     m.add_class::<draining::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;

@@ -15,10 +15,12 @@ use crate::ackstate::position::{check_bound, check_entry, Position, MAX_ENTRY_ID
 use crate::ackstate::rangeset::{validate_columns, validate_sizes, RangeSet};
 use crate::error::{CoreError, Result};
 
-/// Bytes the compact estimate charges per ledger record: tag, length and id varints (≤ 19) plus a
-/// one-container roaring header (≤ 16, the array form's; its data is at most 2 B more than runs').
 /// Most positions one `next_unacked` call returns (16 B each: 256 MiB); larger limits are refused.
 pub const MAX_NEXT_UNACKED: u64 = 1 << 24;
+/// Acks at most this many go one by one in [`Cursor::ack_many`] (bulk set-up costs more).
+const FEW_ACKS: usize = 32;
+/// Bytes the compact estimate charges per ledger record: tag, length and id varints (≤ 19) plus a
+/// one-container roaring header (≤ 16, the array form's; its data is at most 2 B more than runs').
 const COMPACT_BYTES_PER_LEDGER: u64 = 40;
 /// Bytes the compact estimate charges per run (a roaring run-container interval).
 const COMPACT_BYTES_PER_RUN: u64 = 4;
@@ -229,13 +231,36 @@ impl Cursor {
     pub fn ack(&mut self, ledger_id: i64, entry_id: i64) -> Result<bool> {
         let p = self.valid_entry(ledger_id, entry_id)?;
         self.drop_batch(p);
-        if p <= self.mark_delete || self.acked_contains(p) {
+        if p <= self.mark_delete {
+            self.counters.duplicate_acks += 1;
+            return Ok(false);
+        }
+        // The entry after mark-delete is never held (mark-delete would have rolled over it), so
+        // it moves mark-delete; any other is one insert that also says whether it was new.
+        if self.next_after(self.mark_delete) == Some(p) {
+            self.counters.acks += 1;
+            self.touch();
+            self.mark_delete = p;
+            self.roll_forward();
+            return Ok(true);
+        }
+        if !self.acked.add(p.ledger_id, p.entry_id)? {
             self.counters.duplicate_acks += 1;
             return Ok(false);
         }
         self.counters.acks += 1;
-        self.ack_new(p);
+        self.touch();
         Ok(true)
+    }
+
+    /// Checks that every position of the columns could be acknowledged (valid ids, inside the
+    /// known ledgers): after it, acks of them cannot be refused.
+    pub fn check_ackable(&self, ledger_ids: &[i64], entry_ids: &[i64]) -> Result<()> {
+        validate_columns(ledger_ids, entry_ids, 0)?;
+        if let Some(sizes) = &self.sizes {
+            check_columns_within(sizes, ledger_ids, entry_ids)?;
+        }
+        Ok(())
     }
 
     /// Acknowledges many entries (equal-length columns); returns how many were new.
@@ -245,6 +270,14 @@ impl Cursor {
         validate_columns(ledger_ids, entry_ids, 0)?;
         if let Some(sizes) = &self.sizes {
             check_columns_within(sizes, ledger_ids, entry_ids)?;
+        }
+        if ledger_ids.len() <= FEW_ACKS {
+            // A handful (a consumer's grouped acks): one by one beats building bulk bitmaps.
+            let mut added = 0;
+            for (&l, &e) in ledger_ids.iter().zip(entry_ids) {
+                added += u64::from(self.ack(l, e)?);
+            }
+            return Ok(added);
         }
         let md = self.mark_delete;
         let below = ledger_ids
@@ -625,22 +658,22 @@ impl Cursor {
 
     /// Moves mark-delete over every acknowledged run that starts at the next entry.
     fn roll_forward(&mut self) {
+        // Everything held is after mark-delete, so the run just after it (if any) starts there:
+        // mark-delete moves to its end and the run leaves the set, then the next one is tried.
         let mut moved = false;
         while let Some(next) = self.next_after(self.mark_delete) {
-            let Some((lower, upper)) = self.acked.first_range() else {
-                break;
+            let taken = self
+                .acked
+                .take_run_from(next.ledger_id, next.entry_id)
+                .expect("a valid position");
+            let Some(end) = taken else {
+                break; // the usual case: nothing held right after mark-delete
             };
-            let first = pos(lower.ledger_id, lower.entry_id + 1);
-            if first > next || upper < next {
-                break;
-            }
-            self.mark_delete = upper;
-            self.acked
-                .remove_at_most(upper.ledger_id, upper.entry_id)
-                .expect("a range bound is valid");
+            self.mark_delete = pos(next.ledger_id, end);
             moved = true;
         }
         if moved {
+            self.touch();
             self.after_mark_delete_moved();
         }
     }

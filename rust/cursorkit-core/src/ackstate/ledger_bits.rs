@@ -705,6 +705,37 @@ impl LedgerBits {
         removed
     }
 
+    /// Removes `e` and the rest of its run (`e..=end`); returns `end`, or None when `e` is not held.
+    ///
+    /// The roll of a mark-delete over the run just after it: one run found and dropped, without
+    /// the run counting of [`remove_range`](Self::remove_range).
+    pub(crate) fn take_run_from(&mut self, e: u32) -> Option<u32> {
+        if !self.contains(e) {
+            return None;
+        }
+        let end = self.run_end_of(e);
+        let left = e > 0 && self.held(e - 1);
+        let from_hot = self.hot.as_mut().map_or(0, |h| h.clear_range(e, end));
+        let removed = from_hot
+            + if (end >> 16) - (e >> 16) > 2 {
+                let before = self.bits.len();
+                let mut mask = RoaringBitmap::new();
+                mask.insert_range(e..=end);
+                self.bits -= mask;
+                before - self.bits.len()
+            } else {
+                self.bits.remove_range(e..=end)
+            };
+        if !left {
+            self.runs -= 1; // the whole run went (else its left part stays a run)
+        }
+        if i64::from(end) >= self.max {
+            self.max = self.recompute_max();
+        }
+        self.touched(removed);
+        Some(end)
+    }
+
     /// Number of maximal runs of the bitmap restricted to `window`.
     pub(crate) fn runs_within(&self, window: RangeInclusive<u32>) -> u64 {
         let (lo, hi) = (*window.start(), *window.end());

@@ -418,6 +418,13 @@ impl RangeSet {
     }
 
     fn drop_ledgers_below(&mut self, ledger_id: i64) {
+        if self
+            .ledgers
+            .first_key_value()
+            .is_none_or(|(&first, _)| first >= ledger_id)
+        {
+            return; // nothing below: no split of the map
+        }
         let kept = self.ledgers.split_off(&ledger_id);
         let dropped = std::mem::replace(&mut self.ledgers, kept);
         for (id, l) in dropped {
@@ -460,6 +467,18 @@ impl RangeSet {
             self.with_ledger(uk, |l| l.remove_range(0..=uv as u32));
         }
         Ok(())
+    }
+
+    /// Removes `(ledger, entry)` and the rest of its run; returns the run's last entry, or None
+    /// when the position is not held (nothing changes then).
+    pub fn take_run_from(&mut self, ledger_id: i64, entry_id: i64) -> Result<Option<i64>> {
+        let entry = check_entry(ledger_id, entry_id)?;
+        if !self.ledgers.contains_key(&ledger_id) {
+            return Ok(None);
+        }
+        Ok(self
+            .with_ledger(ledger_id, |l| l.take_run_from(entry))
+            .map(i64::from))
     }
 
     /// First range of the first ledger, open-closed.

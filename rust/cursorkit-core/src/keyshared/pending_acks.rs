@@ -9,6 +9,7 @@
 //! 128 items. Runs give back capacity as they empty and merge with a neighbour when both are small.
 //! `drain_and_close` is Pulsar's `forEachAndClose`: it returns everything and refuses later adds.
 
+use std::collections::VecDeque;
 use std::mem::size_of;
 
 use crate::ackstate::position::{check_bound, check_entries, check_entry};
@@ -44,11 +45,18 @@ fn new_run(item: Item) -> Vec<Item> {
 }
 
 /// The pending acks of one ledger: non-empty sorted runs, ascending and disjoint.
+///
+/// A removed item is first marked (batch size 0, which no live item has) and counted in its run's
+/// `dead`; a run is compacted once half of it is dead and dropped once all of it is. Acks come in
+/// the order messages were sent, so a run mostly empties front to back: each ack then costs a
+/// mark, not a shift of the run, and dropping the front run costs nothing (the runs are deques).
 #[derive(Debug, Clone, Default)]
 struct LedgerAcks {
-    /// First entry of each run.
-    firsts: Vec<u32>,
-    runs: Vec<Vec<Item>>,
+    /// First entry of each run (dead or alive).
+    firsts: VecDeque<u32>,
+    runs: VecDeque<Vec<Item>>,
+    /// Marked (dead) items of each run.
+    dead: VecDeque<u8>,
 }
 
 impl LedgerAcks {
@@ -67,14 +75,20 @@ impl LedgerAcks {
     fn get(&self, entry: u32) -> Option<Item> {
         let run = self.runs.get(self.run_of(entry))?;
         let i = run.binary_search_by_key(&entry, |it| it.entry).ok()?;
-        Some(run[i])
+        Some(run[i]).filter(|it| it.batch != 0)
+    }
+
+    fn push_run(&mut self, at: usize, run: Vec<Item>) {
+        let dead = run.iter().filter(|it| it.batch == 0).count() as u8;
+        self.firsts.insert(at, run[0].entry);
+        self.runs.insert(at, run);
+        self.dead.insert(at, dead);
     }
 
     /// Inserts an item; false when its entry is present.
     fn insert(&mut self, item: Item) -> bool {
         if self.runs.is_empty() {
-            self.runs.push(new_run(item));
-            self.firsts.push(item.entry);
+            self.push_run(0, new_run(item));
             return true;
         }
         // Dispatch order: after the last item, no search.
@@ -85,14 +99,18 @@ impl LedgerAcks {
                 make_room(tail);
                 tail.push(item);
             } else {
-                self.runs.push(new_run(item));
-                self.firsts.push(item.entry);
+                self.push_run(last + 1, new_run(item));
             }
             return true;
         }
         let r = self.run_of(item.entry);
         let run = &mut self.runs[r];
         let pos = match run.binary_search_by_key(&item.entry, |it| it.entry) {
+            Ok(p) if run[p].batch == 0 => {
+                run[p] = item; // a marked item comes back to life
+                self.dead[r] -= 1;
+                return true;
+            }
             Ok(_) => return false,
             Err(p) => p,
         };
@@ -110,10 +128,7 @@ impl LedgerAcks {
                     next.insert(0, item);
                     self.firsts[r + 1] = item.entry;
                 }
-                _ => {
-                    self.runs.insert(r + 1, new_run(item));
-                    self.firsts.insert(r + 1, item.entry);
-                }
+                _ => self.push_run(r + 1, new_run(item)),
             }
         } else {
             // Inside a full run: split it in halves.
@@ -128,19 +143,16 @@ impl LedgerAcks {
                 make_room(&mut right);
                 right.insert(pos - half, item);
             }
-            self.firsts.insert(r + 1, right[0].entry);
-            self.runs.insert(r + 1, right);
+            self.dead[r] = self.runs[r].iter().filter(|it| it.batch == 0).count() as u8;
+            self.push_run(r + 1, right);
         }
         true
     }
 
     /// Removes the item of `entry`, if present.
     fn remove(&mut self, entry: u32) -> Option<Item> {
-        let r = self.run_of(entry);
-        let run = self.runs.get_mut(r)?;
-        let pos = run.binary_search_by_key(&entry, |it| it.entry).ok()?;
-        let item = run.remove(pos);
-        self.settle(r);
+        let (r, _, item) = self.take(entry, None)?;
+        self.tidy(r);
         Some(item)
     }
 
@@ -157,9 +169,17 @@ impl LedgerAcks {
                 (r + 1, 0)
             }
         });
-        let (r, pos) = match next {
-            Some((r, i)) if self.runs.get(r).is_some_and(|run| run[i].entry == entry) => (r, i),
-            _ => {
+        // Acks in send order take the oldest live item: the first run, just after its dead prefix.
+        let oldest = || {
+            let run = self.runs.front()?;
+            let i = usize::from(*self.dead.front()?);
+            (run.get(i)?.entry == entry).then_some((0, i))
+        };
+        let hinted =
+            next.filter(|&(r, i)| self.runs.get(r).is_some_and(|run| run[i].entry == entry));
+        let (r, pos) = match hinted.or_else(oldest) {
+            Some(found) => found,
+            None => {
                 let r = self.run_of(entry);
                 let pos = self
                     .runs
@@ -175,41 +195,53 @@ impl LedgerAcks {
         }
         let taken = *item;
         item.batch = 0;
+        self.dead[r] += 1;
         Some((r, pos, taken))
     }
 
-    /// Drops what [`take`](Self::take) marked in run `r`, in one pass, and settles the run.
-    fn sweep(&mut self, r: usize) {
-        self.runs[r].retain(|it| it.batch != 0);
-        self.settle(r);
-    }
-
-    /// After removals from run `r`: drops it when empty, else fixes its first entry, gives back
-    /// capacity beyond four times its length and merges it with a small neighbour.
-    fn settle(&mut self, r: usize) {
-        let run = &mut self.runs[r];
-        if run.is_empty() {
+    /// After marks in run `r`: drops it when all of it is dead, compacts it when half of it is.
+    /// Returns whether the run was dropped (the runs after it moved down one).
+    fn tidy(&mut self, r: usize) -> bool {
+        let (len, dead) = (self.runs[r].len(), usize::from(self.dead[r]));
+        if dead == len {
             self.runs.remove(r);
             self.firsts.remove(r);
-            return;
+            self.dead.remove(r);
+            return true;
         }
+        if dead * 2 >= len {
+            self.runs[r].retain(|it| it.batch != 0);
+            self.dead[r] = 0;
+            self.settle(r);
+        }
+        false
+    }
+
+    /// After a compaction of run `r` (no dead items left in it): fixes its first entry, gives
+    /// back capacity beyond four times its length and merges it with a small neighbour.
+    fn settle(&mut self, r: usize) {
+        let run = &mut self.runs[r];
         self.firsts[r] = run[0].entry;
         if run.capacity() > 8 && run.len() * 4 <= run.capacity() {
             run.shrink_to(run.len() * 2);
         }
         let small = |a: &Vec<Item>, b: &Vec<Item>| a.len() + b.len() <= RUN_MAX / 2;
         if r + 1 < self.runs.len() && small(&self.runs[r], &self.runs[r + 1]) {
-            let next = self.runs.remove(r + 1);
+            let next = self.runs.remove(r + 1).unwrap_or_default();
             self.firsts.remove(r + 1);
+            let dead = self.dead.remove(r + 1).unwrap_or(0);
             self.runs[r].extend(next);
+            self.dead[r] += dead;
         } else if r > 0 && small(&self.runs[r - 1], &self.runs[r]) {
-            let this = self.runs.remove(r);
+            let this = self.runs.remove(r).unwrap_or_default();
             self.firsts.remove(r);
+            let dead = self.dead.remove(r).unwrap_or(0);
             self.runs[r - 1].extend(this);
+            self.dead[r - 1] += dead;
         }
     }
 
-    /// Removes the items with entry `<= entry` into `out`, in order.
+    /// Removes the live items with entry `<= entry` into `out`, in order.
     fn remove_up_to(&mut self, ledger: i64, entry: u32, out: &mut Vec<PendingAck>) {
         let covered = self.firsts.partition_point(|&f| f <= entry);
         if covered == 0 {
@@ -217,9 +249,11 @@ impl LedgerAcks {
         }
         let last = covered - 1;
         let push = |out: &mut Vec<PendingAck>, it: &Item| {
-            out.push((ledger, i64::from(it.entry), it.batch, it.hash));
+            if it.batch != 0 {
+                out.push((ledger, i64::from(it.entry), it.batch, it.hash));
+            }
         };
-        for run in &self.runs[..last] {
+        for run in self.runs.range(..last) {
             run.iter().for_each(|it| push(out, it));
         }
         let run = &mut self.runs[last];
@@ -227,17 +261,32 @@ impl LedgerAcks {
         run.drain(..cut).for_each(|it| push(out, &it));
         self.runs.drain(..last);
         self.firsts.drain(..last);
-        self.settle(0);
+        self.dead.drain(..last);
+        if self.runs[0].is_empty() {
+            self.runs.remove(0);
+            self.firsts.remove(0);
+            self.dead.remove(0);
+            return;
+        }
+        self.dead[0] = self.runs[0].iter().filter(|it| it.batch == 0).count() as u8;
+        if !self.tidy(0) {
+            self.firsts[0] = self.runs[0][0].entry;
+        }
     }
 
     fn for_each(&self, mut f: impl FnMut(&Item)) {
-        self.runs.iter().flatten().for_each(&mut f);
+        self.runs
+            .iter()
+            .flatten()
+            .filter(|it| it.batch != 0)
+            .for_each(&mut f);
     }
 
     fn memory_usage(&self) -> usize {
         let items: usize = self.runs.iter().map(|r| r.capacity()).sum();
         self.firsts.capacity() * size_of::<u32>()
             + self.runs.capacity() * size_of::<Vec<Item>>()
+            + self.dead.capacity()
             + items * size_of::<Item>()
     }
 }
@@ -410,7 +459,10 @@ impl PendingAcks {
             });
         }
         check_entries(ledgers, entries)?;
-        let mut touched: Vec<(usize, usize)> = Vec::new(); // (ledger index, run)
+        // (ledger index, run) of every run a take marked: the first kept apart, so the usual
+        // handful of acks (all in one run) allocates nothing.
+        let mut first: Option<(usize, usize)> = None;
+        let mut touched: Vec<(usize, usize)> = Vec::new();
         let mut at: Option<(i64, usize)> = None; // the last ledger looked up
         let mut last: Option<(usize, usize, usize)> = None; // the last take: ledger index, run, item
         for (i, (&l, &e)) in ledgers.iter().zip(entries).enumerate() {
@@ -431,8 +483,12 @@ impl PendingAcks {
             match self.ledgers[li].1.take(e as u32, after) {
                 Some((r, pos, item)) => {
                     last = Some((li, r, pos));
-                    if touched.last() != Some(&(li, r)) {
-                        touched.push((li, r));
+                    match first {
+                        None => first = Some((li, r)),
+                        Some(f) if f != (li, r) && touched.last() != Some(&(li, r)) => {
+                            touched.push((li, r));
+                        }
+                        Some(_) => {}
                     }
                     self.len -= 1;
                     self.messages -= u64::from(item.batch);
@@ -441,9 +497,19 @@ impl PendingAcks {
                 None => found(i, None),
             }
         }
+        let Some(first) = first else {
+            return Ok(());
+        };
         if touched.is_empty() {
+            let (li, r) = first;
+            let acks = &mut self.ledgers[li].1;
+            acks.tidy(r);
+            if acks.is_empty() {
+                self.ledgers.remove(li);
+            }
             return Ok(());
         }
+        touched.push(first);
         touched.sort_unstable();
         touched.dedup();
         // From the last run back: settling run r merges only with r + 1 (swept already) or r - 1
@@ -451,7 +517,7 @@ impl PendingAcks {
         let mut emptied = false;
         for &(li, r) in touched.iter().rev() {
             let acks = &mut self.ledgers[li].1;
-            acks.sweep(r);
+            acks.tidy(r);
             emptied |= acks.is_empty();
         }
         if emptied {

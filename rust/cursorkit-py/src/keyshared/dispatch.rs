@@ -46,6 +46,15 @@ pub struct PyDispatchCore {
 
 crate::shared!(PyDispatchCore, DispatchCore, "DispatchCore");
 
+impl PyDispatchCore {
+    /// An empty subscription in `mode` (for `KeySharedBase`, which owns one).
+    pub fn with_mode(mode: DispatchMode) -> Self {
+        Self {
+            inner: Mutex::new(DispatchCore::new(mode)),
+        }
+    }
+}
+
 fn cursor_of<'a, 'py>(cursor: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyCursorState>> {
     cursor.cast::<PyCursorState>().map_err(|_| {
         error(

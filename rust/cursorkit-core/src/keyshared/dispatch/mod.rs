@@ -57,9 +57,10 @@
 mod last_sent;
 mod replay;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use crate::ackstate::position::check_entries;
+use crate::ackstate::position::{check_entries, check_entry};
+use crate::delayed::delay_queue::FastMap;
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
 use crate::keyshared::pending_acks::PendingAcks;
@@ -220,7 +221,7 @@ pub struct DispatchCore {
     /// Slot → seat index, or [`NOBODY`].
     owners: Box<[u32]>,
     seats: Vec<Option<Seat>>,
-    seat_of: HashMap<u32, usize>,
+    seat_of: FastMap<u32, usize>,
     draining: DrainingHashes,
     replay: ReplayQueue,
     incoming: Vec<Read>,
@@ -228,7 +229,7 @@ pub struct DispatchCore {
     unblocked: u64,
     dropped_acked: u64,
     /// Redelivery counts (Pulsar's redelivery tracker), only of positions pending or in replay.
-    redeliveries: HashMap<Position, u32>,
+    redeliveries: FastMap<Position, u32>,
     rewind: Option<Position>,
     highest_read: Option<Position>,
     last_sent: LastSent,
@@ -236,7 +237,165 @@ pub struct DispatchCore {
     out_index: Vec<usize>,
     /// Per-dispatch: the capacity a consumer's output starts with.
     share: usize,
+    /// Permits over every seat, kept as they change (a read check must not walk the consumers).
+    permits: u128,
+    /// Positions a delayed-delivery tracker holds, with their slots, until they come back due.
+    delayed_slots: FastMap<Position, u16>,
+    /// Every position pending on some consumer, so an ack of one pending nowhere (a duplicate, an
+    /// ack of a message never sent) costs one lookup instead of one per consumer.
+    held: Held,
+    /// Scratch of an ack call (the hashes of what it acked), kept to save an allocation a call.
+    ack_hashes: Vec<u32>,
 }
+
+/// A set of positions: what is pending on any consumer.
+///
+/// Messages are sent, and mostly acknowledged, in position order, so each ledger keeps a sliding
+/// window of bits from its oldest pending entry to its newest: a send or an ack is a bit flip, and
+/// the window's front moves on as it empties. An entry more than [`WINDOW_SPAN`] below a window's
+/// newest (a long-stuck message, a crafted position) goes to a roaring bitmap instead, so memory is
+/// bounded by the span, not by how far apart ids are.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    /// Ledgers with a pending entry, ascending (a few at a time: ledgers roll over).
+    ledgers: Vec<(i64, Window)>,
+    /// The index in `ledgers` used last (sends and acks stay in one ledger for long).
+    last: usize,
+    len: u64,
+}
+
+/// Entries one window spans at most (128 KiB of bits).
+const WINDOW_SPAN: u32 = 1 << 20;
+
+#[derive(Debug, Clone, Default)]
+struct Window {
+    /// Entry of bit 0 of `words[0]` (a multiple of 64).
+    base: u32,
+    words: std::collections::VecDeque<u64>,
+    /// Entries outside the window.
+    far: roaring::RoaringBitmap,
+}
+
+impl Window {
+    fn is_empty(&self) -> bool {
+        self.words.is_empty() && self.far.is_empty()
+    }
+
+    fn slot(&self, e: u32) -> Option<(usize, u64)> {
+        let off = e.checked_sub(self.base)?;
+        let i = (off / 64) as usize;
+        (i < self.words.len()).then_some((i, 1u64 << (off % 64)))
+    }
+
+    /// Sets `e`; returns whether it was new.
+    fn insert(&mut self, e: u32) -> bool {
+        if self.words.is_empty() {
+            self.base = e & !63;
+            self.words.push_back(0);
+        }
+        let top = self.base + 64 * self.words.len() as u32; // first entry past the window
+        let fits_front = e >= self.base || (top - (e & !63)) <= WINDOW_SPAN;
+        let fits_back = e < top || (e & !63) + 64 - self.base <= WINDOW_SPAN;
+        if !(fits_front && fits_back) {
+            return self.far.insert(e);
+        }
+        while e < self.base {
+            self.base -= 64;
+            self.words.push_front(0);
+        }
+        while e >= self.base + 64 * self.words.len() as u32 {
+            self.words.push_back(0);
+        }
+        let (i, bit) = self.slot(e).unwrap_or((0, 0));
+        let word = &mut self.words[i];
+        let new = *word & bit == 0;
+        *word |= bit;
+        new
+    }
+
+    /// Clears `e`; returns whether it was set.
+    fn remove(&mut self, e: u32) -> bool {
+        let Some((i, bit)) = self.slot(e) else {
+            return self.far.remove(e);
+        };
+        let word = &mut self.words[i];
+        if *word & bit == 0 {
+            return false;
+        }
+        *word &= !bit;
+        while self.words.front() == Some(&0) {
+            self.words.pop_front();
+            self.base += 64;
+        }
+        while self.words.back() == Some(&0) {
+            self.words.pop_back();
+        }
+        true
+    }
+
+    fn contains(&self, e: u32) -> bool {
+        match self.slot(e) {
+            Some((i, bit)) => self.words[i] & bit != 0,
+            None => self.far.contains(e),
+        }
+    }
+}
+
+impl Held {
+    /// The index of `ledger` in `ledgers`: the last one used, else a binary search.
+    #[inline]
+    fn find(&self, ledger: i64) -> std::result::Result<usize, usize> {
+        match self.ledgers.get(self.last) {
+            Some((l, _)) if *l == ledger => Ok(self.last),
+            _ => self.ledgers.binary_search_by_key(&ledger, |(l, _)| *l),
+        }
+    }
+
+    /// Entry ids are checked by every caller (`0..2^32`), so the casts are exact.
+    #[inline]
+    fn insert(&mut self, p: Position) {
+        let i = match self.find(p.ledger_id) {
+            Ok(i) => i,
+            Err(i) => {
+                self.ledgers.insert(i, (p.ledger_id, Window::default()));
+                i
+            }
+        };
+        self.last = i;
+        if self.ledgers[i].1.insert(p.entry_id as u32) {
+            self.len += 1;
+        }
+    }
+
+    #[inline]
+    fn remove(&mut self, p: Position) {
+        let Ok(i) = self.find(p.ledger_id) else {
+            return;
+        };
+        self.last = i;
+        let w = &mut self.ledgers[i].1;
+        if w.remove(p.entry_id as u32) {
+            self.len -= 1;
+            if w.is_empty() {
+                self.ledgers.remove(i);
+                self.last = 0;
+            }
+        }
+    }
+
+    #[inline]
+    fn contains(&self, p: Position) -> bool {
+        self.find(p.ledger_id)
+            .is_ok_and(|i| self.ledgers[i].1.contains(p.entry_id as u32))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// Acks at most this many go one by one (bulk set-up costs more than it saves).
+const FEW_ACKS: usize = 32;
 
 /// Checks a slot: `1..SLOTS` (0 is Pulsar's "no hash").
 #[inline]
@@ -291,19 +450,23 @@ impl DispatchCore {
             mode,
             owners: vec![NOBODY; SLOTS].into_boxed_slice(),
             seats: Vec::new(),
-            seat_of: HashMap::new(),
+            seat_of: FastMap::default(),
             draining: DrainingHashes::new(),
             replay: ReplayQueue::default(),
             incoming: Vec::new(),
             blocked: BlockedSlots::default(),
             unblocked: 0,
             dropped_acked: 0,
-            redeliveries: HashMap::new(),
+            redeliveries: FastMap::default(),
             rewind: None,
             highest_read: None,
             last_sent: LastSent::default(),
             out_index: Vec::new(),
             share: 4,
+            permits: 0,
+            delayed_slots: FastMap::default(),
+            held: Held::default(),
+            ack_hashes: Vec::new(),
         }
     }
 
@@ -358,6 +521,7 @@ impl DispatchCore {
             joined_last_sent: None,
         });
         self.seat_of.insert(id, seat);
+        self.permits += u128::from(permits);
         let md = cursor.mark_delete();
         if self.mode == DispatchMode::LastSent
             && self.seat_of.len() > 1
@@ -381,6 +545,7 @@ impl DispatchCore {
         let seat = self.seat(id)?;
         let state = self.seats[seat].take().expect("registered seat");
         self.seat_of.remove(&id);
+        self.permits -= u128::from(state.permits);
         for o in self.owners.iter_mut() {
             if *o as usize == seat {
                 *o = NOBODY;
@@ -400,6 +565,9 @@ impl DispatchCore {
                 )
             })
             .collect();
+        for &(p, _) in &returned {
+            self.held.remove(p);
+        }
         if self.seat_of.is_empty() {
             self.drop_everything_read(cursor.mark_delete());
         } else {
@@ -549,16 +717,16 @@ impl DispatchCore {
     pub fn add_permits(&mut self, id: u32, n: u64) -> Result<()> {
         let seat = self.seat(id)?;
         let s = self.state(seat);
-        s.permits = s.permits.saturating_add(n);
+        let before = s.permits;
+        s.permits = before.saturating_add(n);
+        let added = s.permits - before;
+        self.permits += u128::from(added);
         Ok(())
     }
 
-    /// Permits available over all consumers.
+    /// Permits available over all consumers (O(1): kept as they change).
     pub fn permits_total(&self) -> u64 {
-        self.seats
-            .iter()
-            .flatten()
-            .fold(0u64, |a, s| a.saturating_add(s.permits))
+        u64::try_from(self.permits).unwrap_or(u64::MAX)
     }
 
     // --- entries in -----------------------------------------------------------------------------
@@ -605,6 +773,64 @@ impl DispatchCore {
     /// Checks the columns of entries coming in (nothing changes on error) and notes the read.
     /// None when there is nothing to keep: an empty read, or one made while nobody is connected
     /// (released at once; the broker reads it again after [`take_rewind`](Self::take_rewind)).
+    /// Positions a delayed-delivery tracker took from a read, with their slots: they wait there
+    /// and come back through [`release_delayed`](Self::release_delayed) when due. Checked first.
+    pub fn hold_delayed(&mut self, ledgers: &[i64], entries: &[i64], slots: &[i64]) -> Result<()> {
+        let positions = positions_of(ledgers, entries)?;
+        same_len(positions.len(), slots.len(), "positions and slots")?;
+        let slots = slots_of(slots)?;
+        self.delayed_slots.extend(positions.into_iter().zip(slots));
+        Ok(())
+    }
+
+    /// Due positions a tracker hands back: those it took from a read here join the replay queue
+    /// (they are older than anything read since); others are not this dispatcher's and are
+    /// ignored. Returns how many were queued.
+    pub fn release_delayed(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        cursor: &Cursor,
+    ) -> Result<usize> {
+        let positions = positions_of(ledgers, entries)?;
+        let mut ls = Vec::new();
+        let mut es = Vec::new();
+        let mut ss = Vec::new();
+        for p in positions {
+            if let Some(slot) = self.delayed_slots.remove(&p) {
+                ls.push(p.ledger_id);
+                es.push(p.entry_id);
+                ss.push(i64::from(slot));
+            }
+        }
+        let n = ls.len();
+        if n > 0 {
+            self.add_replay(&ls, &es, &ss, cursor)?;
+        }
+        Ok(n)
+    }
+
+    /// Entries waiting for a dispatch: the replay queue and the reads not yet dispatched.
+    pub fn waiting(&self) -> usize {
+        self.replay.len()
+            + self
+                .incoming
+                .iter()
+                .map(|r| r.positions.len())
+                .sum::<usize>()
+    }
+
+    /// Positions pending on any consumer, counted from the index acks consult (equals
+    /// [`pending_total`](Self::pending_total): a message is pending on one consumer at most).
+    pub fn pending_anywhere(&self) -> u64 {
+        self.held.len()
+    }
+
+    /// Positions a delayed-delivery tracker holds for this dispatcher.
+    pub fn delayed_held(&self) -> usize {
+        self.delayed_slots.len()
+    }
+
     fn accept(
         &mut self,
         ledgers: &[i64],
@@ -693,12 +919,7 @@ impl DispatchCore {
         let md = cursor.mark_delete();
         self.last_sent.forget_joined(md);
         let mut out: Vec<Delivery> = Vec::new();
-        let waiting = self.replay.len()
-            + self
-                .incoming
-                .iter()
-                .map(|r| r.positions.len())
-                .sum::<usize>();
+        let waiting = self.waiting();
         self.share = (waiting / self.seat_of.len().max(1)).clamp(4, 4096);
         if !self.replay.is_empty() {
             // Every queued entry is tried in order (each held one's reason is recorded); sent ones
@@ -814,9 +1035,11 @@ impl DispatchCore {
     ) -> Result<()> {
         let state = self.seats[seat].as_mut().expect("registered seat");
         state.permits -= 1;
+        self.permits -= 1;
         state
             .pending
             .add(pos.ledger_id, pos.entry_id, 1, u32::from(slot))?;
+        self.held.insert(pos);
         let mut at = self.out_index[seat];
         if at == usize::MAX {
             at = out.len();
@@ -841,11 +1064,9 @@ impl DispatchCore {
 
     /// Individual acks from consumer `id`, as Pulsar accepts them: a position pending on another
     /// consumer is removed there, one pending on nobody is acked on the cursor (and leaves the
-    /// replay queue), a duplicate changes nothing. Positions are checked first. The positions
-    /// pending on the acking consumer reach the cursor in one bulk call, which checks them all
-    /// first: if the cursor refuses one (an entry beyond a known ledger end), none of them is
-    /// acked and they stay pending; the other positions follow one by one, and a refusal among
-    /// them stops the call there.
+    /// replay queue), a duplicate changes nothing. Every position is checked first, against the
+    /// cursor too: if the cursor would refuse one (an entry beyond a known ledger end), the call
+    /// changes nothing.
     pub fn ack(
         &mut self,
         id: u32,
@@ -856,13 +1077,34 @@ impl DispatchCore {
         let seat = self.seat(id)?;
         same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
         check_entries(ledgers, entries)?;
+        // The cursor vouches for every position first: a call it would refuse changes nothing.
+        cursor.check_ackable(ledgers, entries)?;
         let mut out = AckOutcome::default();
+        if ledgers.len() <= FEW_ACKS {
+            // A consumer's grouped acks: one by one beats building bulk bitmaps.
+            let mut r = Ok(());
+            for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
+                let p = Position {
+                    ledger_id,
+                    entry_id,
+                };
+                r = match self.state(seat).pending.remove(ledger_id, entry_id)? {
+                    Some((_, h)) => self.ack_mine(seat, p, h, cursor, &mut out),
+                    None => self.ack_elsewhere(seat, p, cursor, &mut out),
+                };
+                if r.is_err() {
+                    break;
+                }
+            }
+            self.last_sent.forget_joined(cursor.mark_delete());
+            return r.map(|()| out);
+        }
         let r = self.ack_positions(seat, ledgers, entries, cursor, &mut out);
         self.last_sent.forget_joined(cursor.mark_delete());
         r.map(|()| out)
     }
 
-    /// One ack (the per-call path).
+    /// One ack (the per-call path): the same rules as [`ack`](Self::ack), without its columns.
     pub fn ack_one(
         &mut self,
         id: u32,
@@ -870,7 +1112,51 @@ impl DispatchCore {
         entry: i64,
         cursor: &mut Cursor,
     ) -> Result<AckOutcome> {
-        self.ack(id, &[ledger], &[entry], cursor)
+        let seat = self.seat(id)?;
+        check_entry(ledger, entry)?;
+        let p = Position {
+            ledger_id: ledger,
+            entry_id: entry,
+        };
+        let mut out = AckOutcome::default();
+        let r = match self.state(seat).pending.remove(ledger, entry)? {
+            Some((_, h)) => self.ack_mine(seat, p, h, cursor, &mut out),
+            None => self.ack_elsewhere(seat, p, cursor, &mut out),
+        };
+        self.last_sent.forget_joined(cursor.mark_delete());
+        r.map(|()| out)
+    }
+
+    /// Acks `p`, just taken from the pending acks of the acking `seat` (hash `h`), on the cursor; a
+    /// refusal puts it back.
+    fn ack_mine(
+        &mut self,
+        seat: usize,
+        p: Position,
+        h: u32,
+        cursor: &mut Cursor,
+        out: &mut AckOutcome,
+    ) -> Result<()> {
+        if let Err(e) = cursor.ack(p.ledger_id, p.entry_id) {
+            self.state(seat)
+                .pending
+                .add(p.ledger_id, p.entry_id, 1, h)?;
+            return Err(e);
+        }
+        self.held.remove(p);
+        out.acked += 1;
+        let id = self.state(seat).id;
+        if self.mode == DispatchMode::Draining
+            && !self.draining.is_empty()
+            && self.draining.reduce_ref(id, h, false)?
+        {
+            self.unblocked += 1;
+            out.unblocked += 1;
+        }
+        if !self.redeliveries.is_empty() {
+            self.redeliveries.remove(&p);
+        }
+        Ok(())
     }
 
     /// Acks of checked positions (columns of equal length).
@@ -882,11 +1168,27 @@ impl DispatchCore {
         cursor: &mut Cursor,
         out: &mut AckOutcome,
     ) -> Result<()> {
+        let mut hashes = std::mem::take(&mut self.ack_hashes);
+        hashes.clear();
+        let r = self.ack_positions_into(seat, ledgers, entries, cursor, out, &mut hashes);
+        self.ack_hashes = hashes;
+        r
+    }
+
+    /// [`ack_positions`](Self::ack_positions) with a scratch vector for the acked hashes.
+    fn ack_positions_into(
+        &mut self,
+        seat: usize,
+        ledgers: &[i64],
+        entries: &[i64],
+        cursor: &mut Cursor,
+        out: &mut AckOutcome,
+        hashes: &mut Vec<u32>,
+    ) -> Result<()> {
         let id = self.seats[seat].as_ref().expect("registered seat").id;
         let draining = self.mode == DispatchMode::Draining;
         // The usual case first: positions pending on the acking consumer, acked on the cursor in one
         // bulk call (checked there before anything changes; on error they are pending again).
-        let mut hashes: Vec<u32> = Vec::with_capacity(ledgers.len());
         let mut mine: Vec<usize> = Vec::new(); // indexes, kept only once some position is not mine
         let mut rest: Vec<Position> = Vec::new();
         self.state(seat)
@@ -919,14 +1221,20 @@ impl DispatchCore {
             };
             if let Err(e) = cursor.ack_many(ls, es) {
                 let pending = &mut self.state(seat).pending;
-                for ((&l, &en), &h) in ls.iter().zip(es).zip(&hashes) {
+                for ((&l, &en), &h) in ls.iter().zip(es).zip(hashes.iter()) {
                     pending.add(l, en, 1, h)?;
                 }
                 return Err(e);
             }
+            for (&ledger_id, &entry_id) in ls.iter().zip(es) {
+                self.held.remove(Position {
+                    ledger_id,
+                    entry_id,
+                });
+            }
             out.acked += hashes.len() as u64;
             if draining && !self.draining.is_empty() {
-                for &h in &hashes {
+                for &h in hashes.iter() {
                     if self.draining.reduce_ref(id, h, false)? {
                         self.unblocked += 1;
                         out.unblocked += 1;
@@ -944,52 +1252,71 @@ impl DispatchCore {
         }
         for p in rest {
             // Pending on another consumer (or, repeated in this call, nowhere any more).
-            match self.holder_of(p)? {
-                Some((s, hid, h)) => {
-                    if s != seat {
-                        self.state(s).pending.remove(p.ledger_id, p.entry_id)?;
-                    }
-                    if let Err(e) = cursor.ack(p.ledger_id, p.entry_id) {
-                        // Refused by the cursor: the message stays pending where it was.
-                        self.state(s).pending.add(p.ledger_id, p.entry_id, 1, h)?;
-                        return Err(e);
-                    }
-                    if s == seat {
-                        out.acked += 1;
-                    } else {
-                        out.from_other_consumer += 1;
-                    }
-                    if draining
-                        && !self.draining.is_empty()
-                        && self.draining.reduce_ref(hid, h, false)?
-                    {
-                        self.unblocked += 1;
-                        out.unblocked += 1;
-                    }
+            self.ack_elsewhere(seat, p, cursor, out)?;
+        }
+        Ok(())
+    }
+
+    /// Acks `p`, which the acking `seat` does not hold: pending on another consumer (removed
+    /// there, its draining reference released), or on nobody (acked on the cursor, out of the
+    /// replay queue), or acknowledged already (a duplicate).
+    fn ack_elsewhere(
+        &mut self,
+        seat: usize,
+        p: Position,
+        cursor: &mut Cursor,
+        out: &mut AckOutcome,
+    ) -> Result<()> {
+        let draining = self.mode == DispatchMode::Draining;
+        match self.holder_of(p)? {
+            Some((s, hid, h)) => {
+                if s != seat {
+                    self.state(s).pending.remove(p.ledger_id, p.entry_id)?;
                 }
-                None => {
-                    if cursor.is_acked(p.ledger_id, p.entry_id)? {
-                        out.duplicates += 1;
-                        if self.replay.contains(p) {
-                            // Acked on the cursor directly while it waited: never sent now.
-                            self.drop_acked(p);
-                        }
-                        continue;
-                    }
-                    cursor.ack(p.ledger_id, p.entry_id)?;
-                    out.not_pending += 1;
-                    self.replay.remove(p);
+                if let Err(e) = cursor.ack(p.ledger_id, p.entry_id) {
+                    // Refused by the cursor: the message stays pending where it was.
+                    self.state(s).pending.add(p.ledger_id, p.entry_id, 1, h)?;
+                    return Err(e);
+                }
+                self.held.remove(p);
+                if s == seat {
+                    out.acked += 1;
+                } else {
+                    out.from_other_consumer += 1;
+                }
+                if draining
+                    && !self.draining.is_empty()
+                    && self.draining.reduce_ref(hid, h, false)?
+                {
+                    self.unblocked += 1;
+                    out.unblocked += 1;
                 }
             }
-            if !self.redeliveries.is_empty() {
-                self.redeliveries.remove(&p);
+            None => {
+                if cursor.is_acked(p.ledger_id, p.entry_id)? {
+                    out.duplicates += 1;
+                    if self.replay.contains(p) {
+                        // Acked on the cursor directly while it waited: never sent now.
+                        self.drop_acked(p);
+                    }
+                    return Ok(());
+                }
+                cursor.ack(p.ledger_id, p.entry_id)?;
+                out.not_pending += 1;
+                self.replay.remove(p);
             }
+        }
+        if !self.redeliveries.is_empty() {
+            self.redeliveries.remove(&p);
         }
         Ok(())
     }
 
     /// The seat, id and slot of the consumer `p` is pending on, if any.
     fn holder_of(&self, p: Position) -> Result<Option<(usize, u32, u32)>> {
+        if !self.held.contains(p) {
+            return Ok(None);
+        }
         for (i, s) in self.seats.iter().enumerate() {
             if let Some(s) = s {
                 if let Some((_, h)) = s.pending.get(p.ledger_id, p.entry_id)? {
@@ -1017,6 +1344,7 @@ impl DispatchCore {
             let Some((_, h)) = self.state(seat).pending.remove(p.ledger_id, p.entry_id)? else {
                 continue;
             };
+            self.held.remove(p);
             if self.mode == DispatchMode::Draining
                 && !self.draining.is_empty()
                 && self.draining.reduce_ref(id, h, false)?
