@@ -23,6 +23,7 @@ TABLE_MODULES = (
     "test_bench_selectors",
     "test_bench_draining",
     "test_bench_dispatcher",
+    "test_bench_broker_loop",
     "test_bench_pipeline",
     "test_bench_topics",
     "test_bench_shared_stores",

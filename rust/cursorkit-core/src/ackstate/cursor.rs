@@ -624,6 +624,12 @@ impl Cursor {
         self.acked
             .remove_at_most(md.ledger_id, md.entry_id)
             .expect("mark-delete is a valid bound");
+        self.drop_batches_through(md);
+    }
+
+    /// Forgets the batch acks of positions at or before `md` (they are acknowledged whole).
+    #[inline]
+    fn drop_batches_through(&mut self, md: Position) {
         if self
             .batches
             .first_key_value()
@@ -673,8 +679,14 @@ impl Cursor {
             moved = true;
         }
         if moved {
+            // The runs taken were everything held up to the new mark-delete: only batch acks
+            // may remain behind it.
+            debug_assert!(self
+                .acked
+                .first_range()
+                .is_none_or(|(from, _)| from >= self.mark_delete));
             self.touch();
-            self.after_mark_delete_moved();
+            self.drop_batches_through(self.mark_delete);
         }
     }
 

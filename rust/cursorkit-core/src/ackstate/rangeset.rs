@@ -473,8 +473,12 @@ impl RangeSet {
     /// when the position is not held (nothing changes then).
     pub fn take_run_from(&mut self, ledger_id: i64, entry_id: i64) -> Result<Option<i64>> {
         let entry = check_entry(ledger_id, entry_id)?;
-        if !self.ledgers.contains_key(&ledger_id) {
-            return Ok(None);
+        if !self
+            .ledgers
+            .get(&ledger_id)
+            .is_some_and(|l| l.contains(entry))
+        {
+            return Ok(None); // the usual case, one lookup
         }
         Ok(self
             .with_ledger(ledger_id, |l| l.take_run_from(entry))

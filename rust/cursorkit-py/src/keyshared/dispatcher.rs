@@ -11,6 +11,7 @@
 //! hooks are called with neither held.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
@@ -69,6 +70,9 @@ pub struct PyKeySharedBase {
     cursor: Py<PyCursorState>,
     /// Consumer object -> consumer id (the dict hashes consumers as Python does).
     ids: Py<PyDict>,
+    /// Registered consumer object's address -> consumer id: the lookup of a consumer passed as
+    /// the object it was registered as (the dict is asked only for an equal, other object).
+    by_address: Mutex<HashMap<usize, u32, BuildHasherDefault<AddressHasher>>>,
     /// Consumer id -> consumer object, for what a dispatch returns.
     consumers: Mutex<HashMap<u32, Py<PyAny>>>,
     policy: Mutex<Option<Py<PyAny>>>,
@@ -79,6 +83,27 @@ pub struct PyKeySharedBase {
     look_ahead: [AtomicU64; 4],
     read_blocked: AtomicU8,
     results: Mutex<HashMap<Outcome, Py<PyAny>>>,
+}
+
+/// Hashes an object address: objects are 16-byte aligned, so the bits above those are spread.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.0 = ((v as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -203,6 +228,10 @@ impl PyKeySharedBase {
     /// The consumer id of a registered consumer (`UnknownConsumer` otherwise).
     #[inline]
     fn id_of(&self, consumer: &Bound<'_, PyAny>) -> PyResult<u32> {
+        // A registered object is kept alive by `consumers`, so its address is not reused.
+        if let Some(&id) = lock(&self.by_address).get(&(consumer.as_ptr() as usize)) {
+            return Ok(id);
+        }
         let py = consumer.py();
         match self.ids.bind(py).get_item(consumer) {
             Ok(Some(id)) => id.extract::<u32>(),
@@ -423,26 +452,34 @@ impl PyKeySharedBase {
             ),
         )?;
         let held = bools(&mask, ls.len())?;
-        let split = |keep: bool| -> (Vec<i64>, Vec<i64>, Vec<i64>) {
-            let mut out = (Vec::new(), Vec::new(), Vec::new());
-            for (i, &h) in held.iter().enumerate() {
-                if h != keep {
-                    continue;
-                }
-                if let (Some(&l), Some(&e), Some(&s)) = (ls.get(i), es.get(i), slots.get(i)) {
-                    out.0.push(l);
-                    out.1.push(e);
-                    out.2.push(s);
-                }
-            }
-            out
-        };
-        let (hl, he, hs) = split(true);
-        let (nl, ne, ns) = split(false);
+        // One pass: the held entries and the rest, each in read order.
+        let kept = held.iter().filter(|&&h| h).count();
+        let mut hold = Columns3::with_capacity(kept);
+        let mut rest = Columns3::with_capacity(ls.len() - kept.min(ls.len()));
+        for ((&h, (&l, &e)), &s) in held.iter().zip(ls.iter().zip(es)).zip(slots) {
+            let to = if h { &mut hold } else { &mut rest };
+            to.0.push(l);
+            to.1.push(e);
+            to.2.push(s);
+        }
+        let (Columns3(hl, he, hs), Columns3(nl, ne, ns)) = (hold, rest);
         self.locked(py, "add_read", |d, c| {
             d.hold_delayed(&hl, &he, &hs)?;
             d.add_read(&nl, &ne, &ns, c)
         })
+    }
+}
+
+/// Ledger, entry and slot columns being filled.
+struct Columns3(Vec<i64>, Vec<i64>, Vec<i64>);
+
+impl Columns3 {
+    fn with_capacity(n: usize) -> Self {
+        Columns3(
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        )
     }
 }
 
@@ -606,6 +643,7 @@ impl PyKeySharedBase {
             core: Py::new(py, PyDispatchCore::with_mode(mode))?,
             cursor: cursor.clone().unbind(),
             ids: PyDict::new(py).unbind(),
+            by_address: Mutex::new(HashMap::default()),
             consumers: Mutex::new(HashMap::new()),
             has_policy: AtomicBool::new(policy.is_some()),
             policy: Mutex::new(policy),
@@ -742,7 +780,14 @@ impl PyKeySharedBase {
         self.ids
             .bind(consumer.py())
             .set_item(consumer, consumer_id)?;
-        lock(&self.consumers).insert(consumer_id, consumer.clone().unbind());
+        let old = lock(&self.consumers).insert(consumer_id, consumer.clone().unbind());
+        let mut addresses = lock(&self.by_address);
+        if let Some(old) = &old {
+            addresses.remove(&(old.as_ptr() as usize));
+        }
+        addresses.insert(consumer.as_ptr() as usize, consumer_id);
+        drop(addresses);
+        drop(old);
         Ok(())
     }
 
@@ -752,6 +797,9 @@ impl PyKeySharedBase {
         let id = self.id_of(consumer)?;
         self.ids.bind(py).del_item(consumer)?;
         let gone = lock(&self.consumers).remove(&id);
+        if let Some(registered) = &gone {
+            lock(&self.by_address).remove(&(registered.as_ptr() as usize));
+        }
         drop(gone);
         Ok(())
     }

@@ -779,6 +779,7 @@ impl DispatchCore {
         let positions = positions_of(ledgers, entries)?;
         same_len(positions.len(), slots.len(), "positions and slots")?;
         let slots = slots_of(slots)?;
+        self.delayed_slots.reserve(positions.len());
         self.delayed_slots.extend(positions.into_iter().zip(slots));
         Ok(())
     }
