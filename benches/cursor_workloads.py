@@ -100,6 +100,7 @@ class Row:
 ROWS = [
     Row("ack per call, 1M holes / 20 ledgers", "M/s", True, 1.0),
     Row("ack per call, in order", "M/s", True, 1.0),
+    Row("ack per call from ints, holes: cursorkit / pyroaring, interleaved", "×", True, 1.5),
     Row("ack_many bulk, 1M holes / 20 ledgers", "M/s", True, 20.0),
     Row("flush, 1 dirty of 20 ledgers (1M holes)", "ms", False, 50.0),
     Row("flush, full (1M holes / 20 ledgers)", "ms", False, 300.0),

@@ -8,6 +8,7 @@ per flush, in its MessageRange and LongListMap forms (persistence).
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ MILLION_200 = Holes(1_000_000, 200)
 FLUSH_ONE = "flush, 1 dirty of 20 ledgers (1M holes)"
 FLUSH_FULL = "flush, full (1M holes / 20 ledgers)"
 KEPT = "ranges kept by Pulsar's defaults (of 500k)"
+RATIO_ROW = "ack per call from ints, holes: cursorkit / pyroaring, interleaved"
 
 
 def _scaled(h: Holes, smoke: bool) -> Holes:
@@ -60,6 +62,30 @@ def test_ack_per_call(benchmark: Any, smoke: bool, impl: str, order: str) -> Non
     benchmark.pedantic(timer, setup=setup, rounds=3, warmup_rounds=0)
     metric = "ack per call, 1M holes / 20 ledgers" if order == "holes" else "ack per call, in order"
     TABLE.record(metric, impl, ls.size / timer.best / 1e6, lower=False)
+
+
+def test_ack_per_call_ratio(benchmark: Any, smoke: bool) -> None:
+    """``Cursor.ack(l, e)`` against the pyroaring cursor, rounds alternating so noise hits both."""
+    h = _scaled(MILLION_20, smoke)
+    ls, es = h.columns()
+    pairs = (ls.tolist(), es.tolist())
+    makers: dict[str, Any] = {
+        CURSORKIT: lambda: Cursor(Position(1, -1)).ack,
+        PYROARING: lambda: cw.PyroaringCursor((1, -1)).ack,
+    }
+    timers = {impl: rw.BestTimer(lambda ack: deque(map(ack, *pairs), 0)) for impl in makers}
+
+    def alternate() -> None:
+        for _ in range(1 if smoke else 5):
+            for impl, timer in timers.items():
+                ack = makers[impl]()
+                gc.collect()
+                timer(ack)
+
+    benchmark.group = "ack per call (holes)"
+    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    ratio = timers[PYROARING].best / timers[CURSORKIT].best
+    TABLE.record(RATIO_ROW, CURSORKIT, ratio, lower=False)
 
 
 @pytest.mark.parametrize("impl", [CURSORKIT, PYROARING])

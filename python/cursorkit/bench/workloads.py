@@ -3,7 +3,8 @@
 Groups: ``rangeset`` (W1 in-order acks, W2 alternating holes, W3 permuted over 10 ledgers, membership),
 ``cursor`` (acks per call and in bulk, persistence), ``delayed`` (W4: a million deliver-at times over an
 hour, added and drained in order), ``hashing`` (Pulsar's sticky-key hash), ``selectors`` (consistent
-hashing at 100 consumers), ``dispatcher`` (the Key_Shared broker loop with consumer churn) and
+hashing at 100 consumers), ``dispatcher`` (the Key_Shared simulation with consumer churn),
+``broker-loop`` (a broker's per-event calls in its loop), ``per-call`` (each per-event call's cost) and
 ``pipeline`` (a small rebuild on local Spark, when PySpark and Java are here). A peer missing from
 this machine is skipped and named in the row's note.
 """
@@ -39,6 +40,7 @@ MMH3 = "mmh3"
 PURE_MURMUR = "Murmur3 in Python"
 BISECT = "bisect per slot (Python)"
 NAIVE = "naive Python dispatcher"
+CALL_FLOOR = "CPython call floor"
 PULSAR_REWRITE = "Pulsar's full rewrite (MessageRange)"
 REFERENCE = "single process (pyarrow + Cursor)"
 SIM_CONSUMERS = 100
@@ -392,6 +394,49 @@ def dispatcher(plan: Plan) -> list[Row]:
     return [row]
 
 
+def broker_loop(plan: Plan) -> list[Row]:
+    """A broker's event loop: per-consumer acks of a few positions, flows, reads, churn (100 consumers)."""
+    from cursorkit.bench.broker_loop import LoopSpec, loop_cursor, prepare, run_loop
+    from cursorkit.keyshared.dispatcher import KeySharedDispatcher
+    from cursorkit.keyshared.selectors import ConsistentHashingSelector
+
+    spec = LoopSpec(messages=20_000, churn_every=2_000) if plan.quick else LoopSpec()
+    inputs = prepare(spec)
+    rows = []
+    for form in ("objects", "columns"):
+        row = Row("broker-loop", f"{form} API, {spec.messages:,} messages", "M/s", True)
+        fastest = {CURSORKIT: float("inf"), NAIVE: float("inf")}
+        for _ in range(1 if plan.quick else 3):  # interleaved rounds: noise hits both
+            for name in fastest:
+                cursor = loop_cursor(spec)
+                selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
+                d: Any = (
+                    KeySharedDispatcher(selector=selector, cursor=cursor)
+                    if name == CURSORKIT
+                    else NaiveDispatcher(selector=selector, cursor=cursor)
+                )
+                fastest[name] = min(fastest[name], run_loop(d, cursor, spec, inputs, form))
+        row.values = {name: _rate(spec.messages, s) for name, s in fastest.items()}
+        row.note = "targets: objects ≥ 3×, columns ≥ 5× the naive peer"
+        rows.append(row)
+    return rows
+
+
+def per_call(plan: Plan) -> list[Row]:
+    """Each per-event call of KeySharedDispatcher and Cursor, beside the CPython call floor (ns)."""
+    from cursorkit.bench.per_call import measure_calls
+
+    floor, figures = measure_calls(4_800 if plan.quick else 96_000, plan.rounds)
+    rows = []
+    for f in figures:
+        row = Row("per-call", f.call, "ns", False)
+        row.values = {CURSORKIT: f.fixed_ns, CALL_FLOOR: floor}
+        if f.per_position_ns is not None:
+            row.note = f"+{max(f.per_position_ns, 0):.0f} ns per further position"
+        rows.append(row)
+    return rows
+
+
 def pipeline(plan: Plan) -> list[Row]:
     """A small rebuild on local Spark (start-up not counted) beside the single-process computation."""
     if optional("pyspark") is None or shutil.which("java") is None:
@@ -439,6 +484,8 @@ GROUPS: dict[str, Callable[[Plan], list[Row]]] = {
     "hashing": hashing,
     "selectors": selectors,
     "dispatcher": dispatcher,
+    "broker-loop": broker_loop,
+    "per-call": per_call,
     "pipeline": pipeline,
 }
 """Every group, in the order they run."""
