@@ -183,7 +183,8 @@ def _install(artefact: Path, tmp_path: Path, **env: str) -> Path:
         str(env_dir / "bin" / "python"),
         "--disable-pip-version-check",
     ]
-    _run([*pip, "install", "--quiet", str(artefact)], cwd=tmp_path, timeout=1200, **env)
+    # --no-cache-dir: a wheel pip built from an earlier sdist of the same name is never reused
+    _run([*pip, "install", "--quiet", "--no-cache-dir", str(artefact)], cwd=tmp_path, timeout=1200, **env)
     return env_dir
 
 
@@ -198,6 +199,9 @@ def test_sdist_builds_and_installs_in_a_fresh_venv(dist: dict[str, Path | str], 
         _artefact(dist, "sdist"),
         tmp_path,
         MATURIN_PEP517_ARGS="--profile wheel-test",  # quick to compile; the build itself is what is tested
-        CARGO_TARGET_DIR=str(TARGET_DIR),
+        # A target directory of its own: an sdist's files carry one fixed old mtime, so a shared
+        # directory's earlier build of the same relative paths would look fresh to cargo and be
+        # packed instead of the sources.
+        CARGO_TARGET_DIR=str(tmp_path / "target"),
     )
     _smoke(env_dir, tmp_path)
