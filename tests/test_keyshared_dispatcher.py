@@ -403,3 +403,42 @@ def test_the_simulation_is_deterministic_per_seed() -> None:
 
     assert trace(7) == trace(7)
     assert trace(7) != trace(8)
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["int64", "strided", "int32", "list", "tuple", "arrow"],
+)
+def test_ack_columns_reads_every_column_form_alike(form: str) -> None:
+    """Short int64 arrays take a stack copy; every other form the general reader: same outcome."""
+    import numpy as np
+
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
+    c = C("c")
+    d.add_consumer(c, 100)
+    d.add_entries([(Position(1, e), b"k") for e in range(20)])
+    assert len(sent_to(d.dispatch(), c)) == 20
+    wide_l = np.ones(20, dtype=np.int64)
+    wide_e = np.arange(0, 20, dtype=np.int64)
+    ls: Any
+    es: Any
+    if form == "int64":
+        ls, es = wide_l[1:20:2].copy(), wide_e[1:20:2].copy()
+    elif form == "strided":
+        ls, es = wide_l[1:20:2], wide_e[1:20:2]  # views, not contiguous
+    elif form == "int32":
+        ls, es = wide_l[1:20:2].astype(np.int32), wide_e[1:20:2].astype(np.int32)
+    elif form == "list":
+        ls, es = [1] * 10, list(range(1, 20, 2))
+    elif form == "tuple":
+        ls, es = (1,) * 10, tuple(range(1, 20, 2))
+    else:
+        pa = pytest.importorskip("pyarrow")
+        ls, es = pa.array([1] * 10, pa.int64()), pa.array(range(1, 20, 2), pa.int64())
+    assert d.ack_columns(c, ls, es) == AckResult(acked=10)
+    assert d.unacked(c) == [Position(1, e) for e in range(0, 20, 2)]
+    with pytest.raises(InvalidArgument):
+        d.ack_columns(c, np.ones(3, dtype=np.int64), np.arange(2, dtype=np.int64))
+    assert d.ack_columns(c, np.ones(0, dtype=np.int64), np.ones(0, dtype=np.int64)) == AckResult()
+    assert d.ack_columns(c, np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)) == AckResult(acked=1)
+    assert d.cursor.mark_delete_position == Position(1, 1)

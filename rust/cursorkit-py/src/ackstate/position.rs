@@ -14,6 +14,17 @@ use crate::errors::IntoPy;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PyPosition(pub Position);
 
+/// A new `Position` object left out of the cyclic GC: it holds two integers and can never be part
+/// of a cycle, so tracking it only makes every collection walk it (brokers make millions).
+pub fn untracked_position(py: Python<'_>, p: Position) -> PyResult<Bound<'_, PyPosition>> {
+    let obj = Bound::new(py, PyPosition(p))?;
+    // SAFETY: `obj` is a live object of a GC type; untracking an object that holds no references
+    // is always sound (CPython untracks tuples of atoms the same way), and dealloc untracks only
+    // what is tracked.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr().cast()) };
+    Ok(obj)
+}
+
 impl fmt::Display for PyPosition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

@@ -23,7 +23,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
 
 use crate::ackstate::cursor::PyCursorState;
-use crate::ackstate::position::PyPosition;
+use crate::ackstate::position::{untracked_position, PyPosition};
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, str_arg};
 use crate::errors::{error, to_py};
@@ -185,6 +185,31 @@ impl Ids {
             }
         }
         Ok(ids)
+    }
+
+    /// Two contiguous int64 numpy arrays of equal length up to [`INLINE`], copied onto the stack
+    /// (None for anything else: the general column reader takes it).
+    fn from_short_arrays(ledgers: &Bound<'_, PyAny>, entries: &Bound<'_, PyAny>) -> Option<Self> {
+        let (l, e) = (
+            ledgers.cast::<PyArray1<i64>>().ok()?,
+            entries.cast::<PyArray1<i64>>().ok()?,
+        );
+        // SAFETY: read and copied at once with the GIL held and no Python code run in between,
+        // so nothing can write the arrays while they are read (a borrow's bookkeeping would cost
+        // more than the copy).
+        let (l, e) = unsafe { (l.as_slice().ok()?, e.as_slice().ok()?) };
+        if l.len() != e.len() || l.len() > INLINE {
+            return None;
+        }
+        let mut ids = Ids {
+            n: l.len(),
+            inline_ls: [0; INLINE],
+            inline_es: [0; INLINE],
+            heap: None,
+        };
+        ids.inline_ls[..l.len()].copy_from_slice(l);
+        ids.inline_es[..e.len()].copy_from_slice(e);
+        Some(ids)
     }
 
     #[inline]
@@ -857,6 +882,12 @@ impl PyKeySharedBase {
     ) -> PyResult<Py<PyAny>> {
         let py = consumer.py();
         let id = self.id_of(consumer)?;
+        if let Some(ids) = Ids::from_short_arrays(ledgers, entries) {
+            let (ls, es) = ids.slices();
+            let o = self.locked(py, "ack_columns", |d, c| d.ack(id, ls, es, c))?;
+            self.after_ack(py)?;
+            return self.result(py, outcome(o));
+        }
         let (ls, es) = columns(ledgers, entries)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
         let o = if ls.len() > SMALL {
@@ -970,18 +1001,21 @@ impl PyKeySharedBase {
             let Some(consumer) = consumers.get(&d.consumer) else {
                 continue; // it left meanwhile: what it was sent went back for redelivery
             };
-            let positions = PyList::new(
-                py,
-                d.ledgers
-                    .iter()
-                    .zip(&d.entries)
-                    .map(|(&ledger_id, &entry_id)| {
-                        PyPosition(Position {
+            let made = d
+                .ledgers
+                .iter()
+                .zip(&d.entries)
+                .map(|(&ledger_id, &entry_id)| {
+                    untracked_position(
+                        py,
+                        Position {
                             ledger_id,
                             entry_id,
-                        })
-                    }),
-            )?;
+                        },
+                    )
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            let positions = PyList::new(py, made)?;
             list.append((consumer.clone_ref(py), positions))?;
         }
         Ok(list)

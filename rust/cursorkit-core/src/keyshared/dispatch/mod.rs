@@ -877,14 +877,11 @@ impl DispatchCore {
     /// Queues a position coming back (a leaver's, a nack, a redeliver, a re-read) unless the cursor
     /// has acknowledged it, which drops it and its redelivery count. Returns whether it is queued.
     fn requeue(&mut self, pos: Position, slot: u16, cursor: &Cursor) -> Result<bool> {
-        if self.replay.contains(pos) {
-            return Ok(true);
-        }
-        if cursor.is_acked(pos.ledger_id, pos.entry_id)? {
+        if cursor.is_acked(pos.ledger_id, pos.entry_id)? && !self.replay.contains(pos) {
             self.drop_acked(pos);
             return Ok(false);
         }
-        self.replay.insert(pos, slot);
+        self.replay.insert(pos, slot); // one search: false (kept as it was) when queued already
         Ok(true)
     }
 
