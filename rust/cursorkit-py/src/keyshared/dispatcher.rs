@@ -207,8 +207,15 @@ impl Ids {
             inline_es: [0; INLINE],
             heap: None,
         };
-        ids.inline_ls[..l.len()].copy_from_slice(l);
-        ids.inline_es[..e.len()].copy_from_slice(e);
+        for ((to_l, to_e), (&from_l, &from_e)) in ids
+            .inline_ls
+            .iter_mut()
+            .zip(ids.inline_es.iter_mut())
+            .zip(l.iter().zip(e))
+        {
+            *to_l = from_l;
+            *to_e = from_e;
+        }
         Some(ids)
     }
 
