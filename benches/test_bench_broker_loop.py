@@ -25,8 +25,7 @@ import numpy as np
 import cursor_workloads as cw
 import delayed_workloads as dw
 from cursorkit import Cursor, Position
-from cursorkit.bench.broker_loop import Form, LoopSpec, loop_cursor, prepare, run_loop
-from cursorkit.bench.peers import NaiveDispatcher
+from cursorkit.bench.broker_loop import Form, LoopSpec, prepare, run_fresh
 from cursorkit.bench.per_call import measure_calls
 from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
@@ -97,18 +96,6 @@ def render(smoke: bool) -> str:
     return TABLE.render(f"Per-event calls and the broker loop - {mode}", judge=not smoke)
 
 
-def _loop_seconds(kind: str, spec: LoopSpec, inputs: Any, form: Form) -> float:
-    """One run of the loop on a fresh dispatcher of ``kind`` (its selector and cursor fresh too)."""
-    cursor = loop_cursor(spec)
-    selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
-    d: Any = (
-        KeySharedDispatcher(selector=selector, cursor=cursor)
-        if kind == CURSORKIT
-        else NaiveDispatcher(selector=selector, cursor=cursor)
-    )
-    return run_loop(d, cursor, spec, inputs, form)
-
-
 def test_broker_loop(benchmark: Any, smoke: bool) -> None:
     """Messages per second through the broker loop, cursorkit and the naive peer alternately."""
     benchmark.group = "broker loop"
@@ -126,7 +113,7 @@ def test_broker_loop(benchmark: Any, smoke: bool) -> None:
                 best = {CURSORKIT: float("inf"), NAIVE: float("inf")}
                 for _ in range(rounds):  # interleaved, so a noisy moment hits both
                     for kind in best:
-                        best[kind] = min(best[kind], _loop_seconds(kind, spec, inputs, form))
+                        best[kind] = min(best[kind], run_fresh(spec, inputs, form, naive=kind == NAIVE))
                 for kind, seconds in best.items():
                     TABLE.record(_loop_row(consumers, form), kind, spec.messages / seconds / 1e3, lower=False)
                 TABLE.record(

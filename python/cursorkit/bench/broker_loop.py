@@ -27,7 +27,7 @@ from cursorkit import Cursor, Position
 from cursorkit.keyshared.hashing import slot as slot_of_hash
 from cursorkit.keyshared.hashing import sticky_key_hash
 
-__all__ = ["LEDGER_SIZE", "LoopInputs", "LoopSpec", "loop_cursor", "prepare", "run_loop"]
+__all__ = ["LEDGER_SIZE", "LoopInputs", "LoopSpec", "loop_cursor", "prepare", "run_fresh", "run_loop"]
 
 I64 = npt.NDArray[np.int64]
 Form = Literal["objects", "columns"]
@@ -174,3 +174,19 @@ def run_loop(d: Any, cursor: Cursor, spec: LoopSpec, inputs: LoopInputs, form: F
         f"mark-delete {cursor.mark_delete_position}, expected {positions[-1]}"
     )
     return seconds
+
+
+def run_fresh(spec: LoopSpec, inputs: LoopInputs, form: Form, *, naive: bool = False) -> float:
+    """``run_loop`` on a new dispatcher (cursorkit's, or the naive peer) with its own selector and cursor."""
+    from cursorkit.bench.peers import NaiveDispatcher
+    from cursorkit.keyshared.dispatcher import KeySharedDispatcher
+    from cursorkit.keyshared.selectors import ConsistentHashingSelector
+
+    cursor = loop_cursor(spec)
+    selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
+    d: Any = (
+        NaiveDispatcher(selector=selector, cursor=cursor)
+        if naive
+        else KeySharedDispatcher(selector=selector, cursor=cursor)
+    )
+    return run_loop(d, cursor, spec, inputs, form)

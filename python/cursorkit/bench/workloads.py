@@ -396,9 +396,7 @@ def dispatcher(plan: Plan) -> list[Row]:
 
 def broker_loop(plan: Plan) -> list[Row]:
     """A broker's event loop: per-consumer acks of a few positions, flows, reads, churn (100 consumers)."""
-    from cursorkit.bench.broker_loop import LoopSpec, loop_cursor, prepare, run_loop
-    from cursorkit.keyshared.dispatcher import KeySharedDispatcher
-    from cursorkit.keyshared.selectors import ConsistentHashingSelector
+    from cursorkit.bench.broker_loop import LoopSpec, prepare, run_fresh
 
     spec = LoopSpec(messages=20_000, churn_every=2_000) if plan.quick else LoopSpec()
     inputs = prepare(spec)
@@ -408,14 +406,8 @@ def broker_loop(plan: Plan) -> list[Row]:
         fastest = {CURSORKIT: float("inf"), NAIVE: float("inf")}
         for _ in range(1 if plan.quick else 3):  # interleaved rounds: noise hits both
             for name in fastest:
-                cursor = loop_cursor(spec)
-                selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
-                d: Any = (
-                    KeySharedDispatcher(selector=selector, cursor=cursor)
-                    if name == CURSORKIT
-                    else NaiveDispatcher(selector=selector, cursor=cursor)
-                )
-                fastest[name] = min(fastest[name], run_loop(d, cursor, spec, inputs, form))
+                seconds = run_fresh(spec, inputs, form, naive=name == NAIVE)
+                fastest[name] = min(fastest[name], seconds)
         row.values = {name: _rate(spec.messages, s) for name, s in fastest.items()}
         row.note = "targets: objects ≥ 3×, columns ≥ 5× the naive peer"
         rows.append(row)
