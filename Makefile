@@ -124,4 +124,4 @@ stubtest: develop
 	$(PY) -m mypy.stubtest cursorkit._core --mypy-config-file pyproject.toml --allowlist stubtest-allowlist.txt
 
 pytest: develop
-	$(PY) -m pytest --durations=20  # the slowest tests, to keep \`make test\` near 20 minutes
+	$(PY) -m pytest --durations=20  # the slowest tests: make test should stay near 20 minutes
