@@ -19,6 +19,8 @@ const OPTIMIZE_INTERVAL_PER_CONTAINER: u64 = 256;
 /// A container becomes a hot bitset only when it holds at least this many entries (the bitset's
 /// 8 KiB is then at most four times the array it replaces; one per ledger at most).
 const HOT_MIN_ENTRIES: u64 = 1024;
+/// Runs up to this many entries long are walked entry by entry rather than by a range seek.
+const SHORT_RUN: u32 = 8;
 /// Largest container roaring keeps as an array.
 const ARRAY_LIMIT: u64 = 4096;
 
@@ -723,6 +725,8 @@ impl LedgerBits {
                 mask.insert_range(e..=end);
                 self.bits -= mask;
                 before - self.bits.len()
+            } else if end - e < SHORT_RUN {
+                (e..=end).map(|v| u64::from(self.bits.remove(v))).sum()
             } else {
                 self.bits.remove_range(e..=end)
             };
@@ -793,6 +797,14 @@ impl LedgerBits {
 
     /// Last entry of the run holding `e` (held), across the hot container's edges.
     fn run_end_of(&self, mut e: u32) -> u32 {
+        // Runs just above mark-delete are mostly a few entries long: probing the next few entries
+        // costs less than seeking a range iterator.
+        for _ in 0..SHORT_RUN {
+            if e == u32::MAX || !self.held(e + 1) {
+                return e;
+            }
+            e += 1;
+        }
         loop {
             let end = match &self.hot {
                 Some(h) if h.covers(e) => h.run_end(e),

@@ -1004,25 +1004,21 @@ impl PyKeySharedBase {
         let out = self.deliveries(py)?;
         let list = PyList::empty(py);
         let consumers = lock(&self.consumers);
+        let mut made = Vec::new(); // one buffer for every consumer's positions
         for d in out {
             let Some(consumer) = consumers.get(&d.consumer) else {
                 continue; // it left meanwhile: what it was sent went back for redelivery
             };
-            let made = d
-                .ledgers
-                .iter()
-                .zip(&d.entries)
-                .map(|(&ledger_id, &entry_id)| {
-                    untracked_position(
-                        py,
-                        Position {
-                            ledger_id,
-                            entry_id,
-                        },
-                    )
-                })
-                .collect::<PyResult<Vec<_>>>()?;
-            let positions = PyList::new(py, made)?;
+            for (&ledger_id, &entry_id) in d.ledgers.iter().zip(&d.entries) {
+                made.push(untracked_position(
+                    py,
+                    Position {
+                        ledger_id,
+                        entry_id,
+                    },
+                )?);
+            }
+            let positions = PyList::new(py, made.drain(..))?;
             list.append((consumer.clone_ref(py), positions))?;
         }
         Ok(list)
