@@ -339,12 +339,10 @@ class KeySharedDispatcher(KeySharedBase):
                 self._core.add_replay(ls, es, slots, self.cursor)
             return
         ats = [e.deliver_at for e in batch]
-        if any(a is not None for a in ats):
-            # No deliver-at is one in the past: the tracker never holds it.
-            at = np.fromiter((0 if a is None else a for a in ats), np.int64, len(ats))
-            self.add_read_columns(ls, es, slots, at)
-        else:
-            self.add_read_columns(ls, es, slots)
+        # No deliver-at is one in the past (0): the tracker never holds it.
+        delayed = any(a is not None for a in ats)
+        at = np.fromiter((a or 0 for a in ats), np.int64, len(ats)) if delayed else None
+        self.add_read_columns(ls, es, slots, at)
 
     # --- acks ---------------------------------------------------------------------------------------
 

@@ -668,11 +668,9 @@ impl Cursor {
         // mark-delete moves to its end and the run leaves the set, then the next one is tried.
         let mut moved = false;
         while let Some(next) = self.next_after(self.mark_delete) {
-            let taken = self
-                .acked
-                .take_run_from(next.ledger_id, next.entry_id)
-                .expect("a valid position");
-            let Some(end) = taken else {
+            // `next_after` only makes valid positions, so the take cannot be refused; if it were,
+            // mark-delete would simply stay where it is.
+            let Ok(Some(end)) = self.acked.take_run_from(next.ledger_id, next.entry_id) else {
                 break; // the usual case: nothing held right after mark-delete
             };
             self.mark_delete = pos(next.ledger_id, end);

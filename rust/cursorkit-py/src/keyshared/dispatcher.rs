@@ -155,13 +155,17 @@ struct Ids {
 }
 
 impl Ids {
-    fn read(positions: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let mut ids = Ids {
+    fn empty() -> Self {
+        Ids {
             n: 0,
             inline_ls: [0; INLINE],
             inline_es: [0; INLINE],
             heap: None,
-        };
+        }
+    }
+
+    fn read(positions: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let mut ids = Ids::empty();
         if let Ok(list) = positions.cast::<PyList>() {
             for item in list.iter() {
                 ids.push(position_of(&item)?);
@@ -201,12 +205,8 @@ impl Ids {
         if l.len() != e.len() || l.len() > INLINE {
             return None;
         }
-        let mut ids = Ids {
-            n: l.len(),
-            inline_ls: [0; INLINE],
-            inline_es: [0; INLINE],
-            heap: None,
-        };
+        let mut ids = Ids::empty();
+        ids.n = l.len();
         for ((to_l, to_e), (&from_l, &from_e)) in ids
             .inline_ls
             .iter_mut()
