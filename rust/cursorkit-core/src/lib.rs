@@ -22,7 +22,8 @@ pub use delayed::snapshot::{
 pub use delayed::tracker::{precision_bits, InMemoryTracker, TrackerCounters};
 pub use error::{CoreError, Result};
 pub use keyshared::dispatch::{
-    AckOutcome, BlockReason, Blocked, ConsumerFigures, Delivery, DispatchCore, DispatchMode, SLOTS,
+    AckOutcome, BlockReason, Blocked, ConsumerFigures, Delivery, DispatchCore, DispatchMode,
+    Dispatched, SLOTS,
 };
 pub use keyshared::draining::{
     ConsumerDrainingStats, DrainingCounters, DrainingHash, DrainingHashes, RemovedHashes,

@@ -17,6 +17,7 @@ mod delayed;
 mod errors;
 mod keyshared;
 mod sync;
+mod views;
 
 use ackstate::{cursor, position, rangeset};
 use delayed::{delay_queue, snapshot};

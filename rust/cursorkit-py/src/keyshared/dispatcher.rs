@@ -15,7 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use cursorkit_core::{CoreError, Cursor, Delivery, DispatchCore, DispatchMode, Position};
+use cursorkit_core::{CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -29,6 +29,7 @@ use crate::args::{column, int_arg, str_arg};
 use crate::errors::{error, to_py};
 use crate::keyshared::dispatch::PyDispatchCore;
 use crate::sync::{self, catching, Shared};
+use crate::views::views;
 
 /// Positions read in place (on the stack) by an ack or nack; more go to the heap.
 const INLINE: usize = 16;
@@ -425,13 +426,13 @@ impl PyKeySharedBase {
     }
 
     /// A dispatch's deliveries (the GIL released when much is waiting).
-    fn deliveries(&self, py: Python<'_>) -> PyResult<Vec<Delivery>> {
+    fn deliveries(&self, py: Python<'_>) -> PyResult<Dispatched> {
         self.take_due(py)?;
         let waiting = self.core.get().lock(py).waiting();
         if waiting > SMALL {
-            self.detached(py, "dispatch", |d, c| d.dispatch(c))
+            self.detached(py, "dispatch", |d, c| d.dispatch_packed(c))
         } else {
-            self.locked(py, "dispatch", |d, c| d.dispatch(c))
+            self.locked(py, "dispatch", |d, c| d.dispatch_packed(c))
         }
     }
 
@@ -1005,11 +1006,11 @@ impl PyKeySharedBase {
         let list = PyList::empty(py);
         let consumers = lock(&self.consumers);
         let mut made = Vec::new(); // one buffer for every consumer's positions
-        for d in out {
-            let Some(consumer) = consumers.get(&d.consumer) else {
+        for (id, ledgers, entries) in out.iter() {
+            let Some(consumer) = consumers.get(&id) else {
                 continue; // it left meanwhile: what it was sent went back for redelivery
             };
-            for (&ledger_id, &entry_id) in d.ledgers.iter().zip(&d.entries) {
+            for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
                 made.push(untracked_position(
                     py,
                     Position {
@@ -1024,31 +1025,35 @@ impl PyKeySharedBase {
         Ok(list)
     }
 
-    /// ``dispatch()`` as ``(consumer, ledger ids, entry ids)`` int64 columns: no object per message.
+    /// ``dispatch()`` as ``(consumer, ledger ids, entry ids)`` int64 columns: no object per message
+    /// (each column a view of one buffer the dispatch fills once).
     fn dispatch_columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = self.deliveries(py)?;
+        let Dispatched {
+            consumers: ids,
+            ends,
+            mut ledgers,
+            entries,
+        } = self.deliveries(py)?;
+        let total = ledgers.len();
+        ledgers.extend_from_slice(&entries); // one buffer: the ledger ids, then the entry ids
+        drop(entries);
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let ranges: Vec<(usize, usize)> = starts.zip(ends.iter().copied()).collect();
+        let both = ranges
+            .iter()
+            .copied()
+            .chain(ranges.iter().map(|&(a, b)| (total + a, total + b)));
+        let columns = views(py, ledgers, both.collect::<Vec<_>>().into_iter())?;
+        let (ls, es) = columns.split_at(ids.len().min(columns.len()));
         let list = PyList::empty(py);
         let consumers = lock(&self.consumers);
-        for d in out {
-            let Some(consumer) = consumers.get(&d.consumer) else {
-                continue;
+        for ((id, l), e) in ids.iter().zip(ls).zip(es) {
+            let Some(consumer) = consumers.get(id) else {
+                continue; // it left meanwhile: what it was sent went back for redelivery
             };
-            list.append((
-                consumer.clone_ref(py),
-                int64_array(py, d.ledgers),
-                int64_array(py, d.entries),
-            ))?;
+            list.append((consumer.clone_ref(py), l, e))?;
         }
         Ok(list)
-    }
-}
-
-/// An int64 array of `v`: a short one copied into a plain numpy array, a long one taken over.
-fn int64_array(py: Python<'_>, v: Vec<i64>) -> Bound<'_, PyArray1<i64>> {
-    if v.len() <= 1024 {
-        PyArray1::from_slice(py, &v)
-    } else {
-        PyArray1::from_vec(py, v)
     }
 }
 

@@ -126,6 +126,52 @@ pub struct Delivery {
     pub entries: Vec<i64>,
 }
 
+/// A whole dispatch in four flat columns (no allocation per consumer): delivery `i` is consumer
+/// `consumers[i]` with positions `ends[i - 1]..ends[i]` (from 0 for the first) of `ledgers`/`entries`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dispatched {
+    /// Consumer ids, in the order each was first sent to.
+    pub consumers: Vec<u32>,
+    /// Where each consumer's positions end in the columns.
+    pub ends: Vec<usize>,
+    /// Ledger ids, grouped by consumer, each group in send order.
+    pub ledgers: Vec<i64>,
+    /// Entry ids, alike.
+    pub entries: Vec<i64>,
+}
+
+impl Dispatched {
+    /// Deliveries (consumers sent to).
+    pub fn len(&self) -> usize {
+        self.consumers.len()
+    }
+
+    /// Whether nothing was sent.
+    pub fn is_empty(&self) -> bool {
+        self.consumers.is_empty()
+    }
+
+    /// Each delivery as `(consumer, ledger ids, entry ids)`.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &[i64], &[i64])> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.consumers
+            .iter()
+            .zip(starts.zip(self.ends.iter().copied()))
+            .map(|(&c, (a, b))| (c, &self.ledgers[a..b], &self.entries[a..b]))
+    }
+
+    /// One [`Delivery`] per consumer.
+    pub fn into_deliveries(self) -> Vec<Delivery> {
+        self.iter()
+            .map(|(consumer, l, e)| Delivery {
+                consumer,
+                ledgers: l.to_vec(),
+                entries: e.to_vec(),
+            })
+            .collect()
+    }
+}
+
 /// What an ack call did, as Pulsar accepts acks: every well-formed ack reaches the cursor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AckOutcome {
@@ -235,8 +281,8 @@ pub struct DispatchCore {
     last_sent: LastSent,
     /// Per-dispatch scratch: seat → index in the output, or `usize::MAX`.
     out_index: Vec<usize>,
-    /// Per-dispatch: the capacity a consumer's output starts with.
-    share: usize,
+    /// Per-dispatch scratch: each position sent, with its consumer's index in the output.
+    sent: Vec<(u32, Position)>,
     /// Permits over every seat, kept as they change (a read check must not walk the consumers).
     permits: u128,
     /// Positions a delayed-delivery tracker holds, with their slots, until they come back due.
@@ -462,7 +508,7 @@ impl DispatchCore {
             highest_read: None,
             last_sent: LastSent::default(),
             out_index: Vec::new(),
-            share: 4,
+            sent: Vec::new(),
             permits: 0,
             delayed_slots: FastMap::default(),
             held: Held::default(),
@@ -913,12 +959,28 @@ impl DispatchCore {
 
     /// Sends what can be sent: the replay queue first, in position order, then the reads in order.
     pub fn dispatch(&mut self, cursor: &Cursor) -> Result<Vec<Delivery>> {
+        Ok(self.dispatch_packed(cursor)?.into_deliveries())
+    }
+
+    /// [`DispatchCore::dispatch`] as flat columns: what a binding turns into its own objects.
+    pub fn dispatch_packed(&mut self, cursor: &Cursor) -> Result<Dispatched> {
         self.blocked.clear();
+        self.last_sent.forget_joined(cursor.mark_delete());
+        let mut out: Vec<u32> = Vec::new();
+        self.sent.clear();
+        let routed = self.route(cursor, &mut out);
+        let packed = self.pack(out); // resets the per-dispatch scratch, whatever happened
+        routed?;
+        if self.mode == DispatchMode::LastSent && !packed.is_empty() {
+            self.last_sent.advance(cursor)?;
+        }
+        Ok(packed)
+    }
+
+    /// The replay queue, then the reads: each entry sent (into `sent`, its consumer in `out`),
+    /// queued for replay or dropped.
+    fn route(&mut self, cursor: &Cursor, out: &mut Vec<u32>) -> Result<()> {
         let md = cursor.mark_delete();
-        self.last_sent.forget_joined(md);
-        let mut out: Vec<Delivery> = Vec::new();
-        let waiting = self.waiting();
-        self.share = (waiting / self.seat_of.len().max(1)).clamp(4, 4096);
         if !self.replay.is_empty() {
             // Every queued entry is tried in order (each held one's reason is recorded); sent ones
             // leave the queue. The cursor may have acknowledged an entry at any time since it was
@@ -933,7 +995,7 @@ impl DispatchCore {
                         continue;
                     }
                     self.replay.remove(pos);
-                    self.send(seat, pos, slot, &mut out, cursor)?;
+                    self.send(seat, pos, slot, out, cursor)?;
                 }
             }
         }
@@ -952,20 +1014,45 @@ impl DispatchCore {
                     continue;
                 }
                 match self.target(pos, slot, false)? {
-                    Some(seat) => self.send(seat, pos, slot, &mut out, cursor)?,
+                    Some(seat) => self.send(seat, pos, slot, out, cursor)?,
                     None => self.queue_replay(pos, slot, md),
                 }
             }
         }
-        for d in &out {
-            let seat = self.seat_of[&d.consumer];
+        Ok(())
+    }
+
+    /// Groups the positions sent by consumer (a counting sort: two passes, no allocation per
+    /// consumer), resets the per-dispatch scratch and counts each consumer's deliveries.
+    fn pack(&mut self, consumers: Vec<u32>) -> Dispatched {
+        let mut ends = vec![0usize; consumers.len()];
+        for &(at, _) in &self.sent {
+            ends[at as usize] += 1;
+        }
+        let mut next = Vec::with_capacity(consumers.len());
+        let mut total = 0;
+        for (&id, end) in consumers.iter().zip(ends.iter_mut()) {
+            let seat = self.seat_of[&id];
             self.out_index[seat] = usize::MAX;
-            self.state(seat).delivered += d.entries.len() as u64;
+            self.state(seat).delivered += *end as u64;
+            next.push(total);
+            total += *end;
+            *end = total;
         }
-        if self.mode == DispatchMode::LastSent && !out.is_empty() {
-            self.last_sent.advance(cursor)?;
+        let (mut ledgers, mut entries) = (vec![0i64; total], vec![0i64; total]);
+        for &(at, pos) in &self.sent {
+            let i = &mut next[at as usize];
+            ledgers[*i] = pos.ledger_id;
+            entries[*i] = pos.entry_id;
+            *i += 1;
         }
-        Ok(out)
+        self.sent.clear();
+        Dispatched {
+            consumers,
+            ends,
+            ledgers,
+            entries,
+        }
     }
 
     #[inline]
@@ -1028,7 +1115,7 @@ impl DispatchCore {
         seat: usize,
         pos: Position,
         slot: u16,
-        out: &mut Vec<Delivery>,
+        out: &mut Vec<u32>,
         cursor: &Cursor,
     ) -> Result<()> {
         let state = self.seats[seat].as_mut().expect("registered seat");
@@ -1037,21 +1124,15 @@ impl DispatchCore {
         state
             .pending
             .add(pos.ledger_id, pos.entry_id, 1, u32::from(slot))?;
+        let id = state.id;
         self.held.insert(pos);
         let mut at = self.out_index[seat];
         if at == usize::MAX {
             at = out.len();
             self.out_index[seat] = at;
-            // Room for a fair share of this dispatch at once (the vectors then rarely grow).
-            let share = self.share;
-            out.push(Delivery {
-                consumer: state.id,
-                ledgers: Vec::with_capacity(share),
-                entries: Vec::with_capacity(share),
-            });
+            out.push(id);
         }
-        out[at].ledgers.push(pos.ledger_id);
-        out[at].entries.push(pos.entry_id);
+        self.sent.push((at as u32, pos));
         if self.mode == DispatchMode::LastSent {
             self.last_sent.on_send(pos, cursor)?;
         }
