@@ -407,7 +407,7 @@ def test_the_simulation_is_deterministic_per_seed() -> None:
 
 @pytest.mark.parametrize(
     "form",
-    ["int64", "strided", "int32", "list", "tuple", "arrow"],
+    ["int64", "strided", "int32", "big-endian", "longlong", "subclass", "read-only", "list", "tuple", "arrow"],
 )
 def test_ack_columns_reads_every_column_form_alike(form: str) -> None:
     """Short int64 arrays take a stack copy; every other form the general reader: same outcome."""
@@ -428,6 +428,15 @@ def test_ack_columns_reads_every_column_form_alike(form: str) -> None:
         ls, es = wide_l[1:20:2], wide_e[1:20:2]  # views, not contiguous
     elif form == "int32":
         ls, es = wide_l[1:20:2].astype(np.int32), wide_e[1:20:2].astype(np.int32)
+    elif form == "big-endian":
+        ls, es = wide_l[1:20:2].astype(">i8"), wide_e[1:20:2].astype(">i8")
+    elif form == "longlong":
+        ls, es = wide_l[1:20:2].astype(np.longlong), wide_e[1:20:2].astype(np.longlong)
+    elif form == "subclass":
+        ls, es = np.ma.masked_array(wide_l[1:20:2]), np.ma.masked_array(wide_e[1:20:2])
+    elif form == "read-only":
+        ls, es = wide_l[1:20:2].copy(), wide_e[1:20:2].copy()
+        ls.flags.writeable = es.flags.writeable = False
     elif form == "list":
         ls, es = [1] * 10, list(range(1, 20, 2))
     elif form == "tuple":
@@ -442,3 +451,36 @@ def test_ack_columns_reads_every_column_form_alike(form: str) -> None:
     assert d.ack_columns(c, np.ones(0, dtype=np.int64), np.ones(0, dtype=np.int64)) == AckResult()
     assert d.ack_columns(c, np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int64)) == AckResult(acked=1)
     assert d.cursor.mark_delete_position == Position(1, 1)
+
+
+def test_dispatch_columns_are_independent_arrays_of_one_dispatch() -> None:
+    """A dispatch's columns share one buffer: each holds only its consumer's positions, writing
+    into one changes no other, and they outlive the dispatcher and later dispatches."""
+    import gc
+
+    import numpy as np
+
+    d = KeySharedDispatcher(selector=ConsistentHashingSelector(), cursor=Cursor(Position(1, -1)))
+    consumers = [C(f"c{i}") for i in range(5)]
+    for c in consumers:
+        d.add_consumer(c, 1000)
+    keys = [f"k{i}".encode() for i in range(40)]
+    d.add_entries([(Position(1, e), keys[e % 40]) for e in range(200)])
+    out = d.dispatch_columns()
+    assert len(out) >= 2
+    expect = {c: (ls.tolist(), es.tolist()) for c, ls, es in out}
+    for _, ls, es in out:
+        assert ls.dtype == np.int64 and es.dtype == np.int64
+        assert ls.flags.c_contiguous and ls.flags.writeable and len(ls) == len(es)
+    assert sorted(e for _, _, es in out for e in es.tolist()) == list(range(200))
+    first, ls0, es0 = out[0]
+    ls0[:] = -1
+    es0 += 1000
+    for c, ls, es in out[1:]:
+        assert (ls.tolist(), es.tolist()) == expect[c]
+    del d
+    gc.collect()
+    for c, ls, es in out[1:]:
+        assert (ls.tolist(), es.tolist()) == expect[c]
+    assert ls0.tolist() == [-1] * len(ls0)
+    assert es0.tolist() == [e + 1000 for e in expect[first][1]]

@@ -99,12 +99,51 @@ fn contiguous_i64<'py>(obj: &Bound<'py, PyAny>) -> Option<PyReadonlyArray1<'py, 
     ro.as_slice().is_ok().then_some(ro)
 }
 
+/// The values of a plain int64 ndarray: exactly `numpy.ndarray` (no subclass), one dimension,
+/// native int64, aligned and C-contiguous; None for anything else (the general readers take it).
+/// Four field reads instead of a checked cast's type, dimension and dtype-equivalence calls.
+///
+/// # Safety
+/// The slice aliases the array's buffer: read it with the GIL held and before any Python code
+/// runs (nothing else can write it meanwhile), and do not keep it.
+#[inline]
+pub(crate) unsafe fn plain_i64<'a>(obj: &'a Bound<'_, PyAny>) -> Option<&'a [i64]> {
+    use numpy::npyffi::{
+        get_type_object, NpyTypes, PyArrayObject, NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS,
+    };
+    use numpy::{Element, PyArrayDescrMethods};
+    static INT64: pyo3::sync::PyOnceLock<usize> = pyo3::sync::PyOnceLock::new();
+    let py = obj.py();
+    let ptr = obj.as_ptr();
+    // SAFETY: `ptr` is a live object; its fields are read only once its type is numpy's ndarray.
+    unsafe {
+        if pyo3::ffi::Py_TYPE(ptr) != get_type_object(py, NpyTypes::PyArray_Type) {
+            return None;
+        }
+        let array = &(*ptr.cast::<PyArrayObject>()).fields;
+        let int64 = *INT64.get_or_init(py, || i64::get_dtype(py).as_dtype_ptr() as usize);
+        let wanted = NPY_ARRAY_ALIGNED | NPY_ARRAY_C_CONTIGUOUS;
+        if array.nd != 1 || array.descr as usize != int64 || array.flags & wanted != wanted {
+            return None;
+        }
+        let len = usize::try_from(*array.dimensions).ok()?;
+        if len == 0 {
+            return Some(&[]);
+        }
+        Some(std::slice::from_raw_parts(array.data.cast::<i64>(), len))
+    }
+}
+
 /// Arrays up to this long are copied rather than borrowed: a copy costs less than a borrow's
 /// bookkeeping (a per-event call's columns are a handful of ids).
 const COPY_BELOW: usize = 256;
 
 /// A short contiguous int64 array, copied (no borrow taken).
 fn short_i64(obj: &Bound<'_, PyAny>) -> Option<Vec<i64>> {
+    // SAFETY: copied at once, with the GIL held and no Python code run in between.
+    if let Some(v) = unsafe { plain_i64(obj) } {
+        return (v.len() <= COPY_BELOW).then(|| v.to_vec());
+    }
     let arr = obj.cast::<PyArray1<i64>>().ok()?;
     if PyUntypedArrayMethods::len(arr) > COPY_BELOW {
         return None;

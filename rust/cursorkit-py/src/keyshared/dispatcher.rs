@@ -25,7 +25,7 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyTuple};
 use crate::ackstate::cursor::PyCursorState;
 use crate::ackstate::position::{untracked_position, PyPosition};
 use crate::ackstate::rangeset::columns;
-use crate::args::{column, int_arg, str_arg};
+use crate::args::{column, int_arg, plain_i64, str_arg};
 use crate::errors::{error, to_py};
 use crate::keyshared::dispatch::PyDispatchCore;
 use crate::sync::{self, catching, Shared};
@@ -195,14 +195,10 @@ impl Ids {
     /// Two contiguous int64 numpy arrays of equal length up to [`INLINE`], copied onto the stack
     /// (None for anything else: the general column reader takes it).
     fn from_short_arrays(ledgers: &Bound<'_, PyAny>, entries: &Bound<'_, PyAny>) -> Option<Self> {
-        let (l, e) = (
-            ledgers.cast::<PyArray1<i64>>().ok()?,
-            entries.cast::<PyArray1<i64>>().ok()?,
-        );
         // SAFETY: read and copied at once with the GIL held and no Python code run in between,
         // so nothing can write the arrays while they are read (a borrow's bookkeeping would cost
         // more than the copy).
-        let (l, e) = unsafe { (l.as_slice().ok()?, e.as_slice().ok()?) };
+        let (l, e) = unsafe { (plain_i64(ledgers)?, plain_i64(entries)?) };
         if l.len() != e.len() || l.len() > INLINE {
             return None;
         }
@@ -1004,6 +1000,9 @@ impl PyKeySharedBase {
     fn dispatch<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = self.deliveries(py)?;
         let list = PyList::empty(py);
+        if out.is_empty() {
+            return Ok(list);
+        }
         let consumers = lock(&self.consumers);
         let mut made = Vec::new(); // one buffer for every consumer's positions
         for (id, ledgers, entries) in out.iter() {
@@ -1034,6 +1033,9 @@ impl PyKeySharedBase {
             mut ledgers,
             entries,
         } = self.deliveries(py)?;
+        if ids.is_empty() {
+            return Ok(PyList::empty(py));
+        }
         let total = ledgers.len();
         ledgers.extend_from_slice(&entries); // one buffer: the ledger ids, then the entry ids
         drop(entries);

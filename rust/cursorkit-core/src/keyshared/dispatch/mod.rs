@@ -1025,6 +1025,10 @@ impl DispatchCore {
     /// Groups the positions sent by consumer (a counting sort: two passes, no allocation per
     /// consumer), resets the per-dispatch scratch and counts each consumer's deliveries.
     fn pack(&mut self, consumers: Vec<u32>) -> Dispatched {
+        if consumers.is_empty() {
+            self.sent.clear();
+            return Dispatched::default();
+        }
         let mut ends = vec![0usize; consumers.len()];
         for &(at, _) in &self.sent {
             ends[at as usize] += 1;
