@@ -5,7 +5,10 @@ The broker loop (``cursorkit.bench.broker_loop``): 200,000 messages, Zipf keys, 
 followed by that consumer's flow, a leave and a join every 10,000 messages; cursorkit's
 ``KeySharedDispatcher`` and the naive pure-Python peer (no ordering guarantee) driven by the same
 loop, alternately, in the same run, through the object API and through the column API, with 100
-and with 1,000 consumers. The loop checks every message was acked exactly once.
+and with 1,000 consumers. The loop checks every message was acked exactly once. Beside them, the
+bound: the same loop driving a stand-in that replays cursorkit's decisions and does no work
+(``run_ceiling``): no dispatcher can beat it on this loop, so it shows how much of the remaining
+gap is the dispatcher's own work.
 
 The per-call table (``cursorkit.bench.per_call``): each per-event call driven from C, its fixed cost
 (one position or none) and its cost per further position, beside the CPython call floor.
@@ -25,7 +28,7 @@ import numpy as np
 import cursor_workloads as cw
 import delayed_workloads as dw
 from cursorkit import Cursor, Position
-from cursorkit.bench.broker_loop import Form, LoopSpec, prepare, run_fresh
+from cursorkit.bench.broker_loop import Form, LoopSpec, prepare, run_ceiling, run_fresh
 from cursorkit.bench.per_call import measure_calls
 from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
@@ -34,6 +37,7 @@ from cursorkit.keyshared.selectors import ConsistentHashingSelector
 CURSORKIT = "cursorkit"
 NAIVE = "naive Python (no ordering)"
 FLOOR = "CPython call floor"
+CEILING = "no dispatcher work (bound)"
 FORMS: tuple[Form, ...] = ("objects", "columns")
 RATIO_TARGET = {"objects": 3.0, "columns": 5.0}
 CONSUMER_COUNTS = (100, 1000)
@@ -49,7 +53,7 @@ def _loop_row(consumers: int, form: str) -> str:
 
 
 def _ratio_row(consumers: int, form: str) -> str:
-    return f"broker loop, {consumers} consumers, {form} API: cursorkit / naive"
+    return f"broker loop, {consumers} consumers, {form} API: / naive"
 
 
 PER_CALL_ROWS = (
@@ -86,7 +90,7 @@ TABLE = dw.DelayedTable(
         ),
         cw.Row(DELAYED_ROW, "×", False, DELAYED_TARGET),
     ],
-    peers=(NAIVE, FLOOR),
+    peers=(NAIVE, CEILING, FLOOR),
 )
 
 
@@ -114,11 +118,11 @@ def test_broker_loop(benchmark: Any, smoke: bool) -> None:
                 for _ in range(rounds):  # interleaved, so a noisy moment hits both
                     for kind in best:
                         best[kind] = min(best[kind], run_fresh(spec, inputs, form, naive=kind == NAIVE))
+                best[CEILING] = run_ceiling(spec, inputs, form, rounds=rounds)
                 for kind, seconds in best.items():
                     TABLE.record(_loop_row(consumers, form), kind, spec.messages / seconds / 1e3, lower=False)
-                TABLE.record(
-                    _ratio_row(consumers, form), CURSORKIT, best[NAIVE] / best[CURSORKIT], lower=False
-                )
+                for kind in (CURSORKIT, CEILING):
+                    TABLE.record(_ratio_row(consumers, form), kind, best[NAIVE] / best[kind], lower=False)
 
     benchmark.pedantic(timed, rounds=1, iterations=1)
 

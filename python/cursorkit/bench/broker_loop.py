@@ -10,6 +10,11 @@ dispatcher with no ordering guarantee at all.
 
 Producers' draws (keys, positions, slots) are made before the clock starts; the loop checks that
 every message was acknowledged exactly once, so a faster run cannot be a wrong one.
+
+``run_ceiling`` measures what no dispatcher can beat on this loop: cursorkit's own decisions,
+recorded, are replayed by a stand-in whose calls do nothing (the column form still makes each
+delivery's two numpy views, as any column API must). What is left between it and cursorkit is the
+dispatcher's own work.
 """
 
 from __future__ import annotations
@@ -27,7 +32,16 @@ from cursorkit import Cursor, Position
 from cursorkit.keyshared.hashing import slot as slot_of_hash
 from cursorkit.keyshared.hashing import sticky_key_hash
 
-__all__ = ["LEDGER_SIZE", "LoopInputs", "LoopSpec", "loop_cursor", "prepare", "run_fresh", "run_loop"]
+__all__ = [
+    "LEDGER_SIZE",
+    "LoopInputs",
+    "LoopSpec",
+    "loop_cursor",
+    "prepare",
+    "run_ceiling",
+    "run_fresh",
+    "run_loop",
+]
 
 I64 = npt.NDArray[np.int64]
 Form = Literal["objects", "columns"]
@@ -190,3 +204,101 @@ def run_fresh(spec: LoopSpec, inputs: LoopInputs, form: Form, *, naive: bool = F
         else KeySharedDispatcher(selector=selector, cursor=cursor)
     )
     return run_loop(d, cursor, spec, inputs, form)
+
+
+class _Recorder:
+    """Passes every call to a dispatcher, noting its read checks and deliveries (by consumer name)."""
+
+    def __init__(self, d: Any) -> None:
+        self.d = d
+        self.reads: list[bool] = []
+        self.sent: list[list[tuple[str, int]]] = []
+
+    def should_read(self) -> bool:
+        answer: bool = self.d.should_read()
+        self.reads.append(answer)
+        return answer
+
+    def dispatch(self) -> Any:
+        out = self.d.dispatch()
+        self.sent.append([(c.name, len(ps)) for c, ps in out])
+        return out
+
+    def dispatch_columns(self) -> Any:
+        out = self.d.dispatch_columns()
+        self.sent.append([(c.name, len(ls)) for c, ls, _ in out])
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.d, name)
+
+
+class _Replay:
+    """A dispatcher doing no work: it gives back a recorded run's answers, to the same loop."""
+
+    def __init__(self, rec: _Recorder, inputs: LoopInputs) -> None:
+        self._reads = iter(rec.reads)
+        self._sent = iter(rec.sent)
+        self._by_name: dict[str, _Consumer] = {}
+        self._positions = inputs.positions
+        self._ledgers, self._entries = inputs.ledgers, inputs.entries
+
+    def should_read(self) -> bool:
+        return next(self._reads)
+
+    def dispatch(self) -> list[tuple[_Consumer, list[Position]]]:
+        out, at, ps = [], 0, self._positions
+        for name, k in next(self._sent):
+            out.append((self._by_name[name], ps[at : at + k]))
+            at += k
+        return out
+
+    def dispatch_columns(self) -> list[tuple[_Consumer, I64, I64]]:
+        out, at, ls, es = [], 0, self._ledgers, self._entries
+        for name, k in next(self._sent):
+            out.append((self._by_name[name], ls[at : at + k], es[at : at + k]))
+            at += k
+        return out
+
+    def add_consumer(self, c: _Consumer, permits: int) -> None:
+        self._by_name[c.name] = c
+
+    def remove_consumer(self, c: _Consumer) -> None:
+        pass
+
+    def add_read(self, positions: Any, slots: Any) -> None:
+        pass
+
+    def add_read_columns(self, ledgers: Any, entries: Any, slots: Any) -> None:
+        pass
+
+    def ack_many(self, c: _Consumer, positions: Any) -> None:
+        pass
+
+    def ack_columns(self, c: _Consumer, ledgers: Any, entries: Any) -> None:
+        pass
+
+    def add_permits(self, c: _Consumer, n: int) -> None:
+        pass
+
+
+def run_ceiling(spec: LoopSpec, inputs: LoopInputs, form: Form, *, rounds: int = 1) -> float:
+    """Seconds of the loop driving a dispatcher that does nothing (best of ``rounds``): the bound.
+
+    A cursorkit run is recorded first (not timed); the replay gets the same read answers and the
+    same deliveries (as slices of the published positions or columns, so the column form still
+    makes two numpy arrays per delivery), and every other call returns at once.
+    """
+    from cursorkit.keyshared.dispatcher import KeySharedDispatcher
+    from cursorkit.keyshared.selectors import ConsistentHashingSelector
+
+    cursor = loop_cursor(spec)
+    selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
+    rec = _Recorder(KeySharedDispatcher(selector=selector, cursor=cursor))
+    run_loop(rec, cursor, spec, inputs, form)
+    best = float("inf")
+    for _ in range(rounds):
+        done = loop_cursor(spec)  # every message acknowledged, as the loop checks at the end
+        done.ack_cumulative(inputs.positions[-1])
+        best = min(best, run_loop(_Replay(rec, inputs), done, spec, inputs, form))
+    return best
