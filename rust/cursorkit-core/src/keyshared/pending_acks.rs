@@ -38,11 +38,10 @@ fn make_room(run: &mut Vec<Item>) {
     }
 }
 
-fn new_run(item: Item) -> Vec<Item> {
-    let mut run = Vec::with_capacity(4);
-    run.push(item);
-    run
-}
+/// Largest run kept as a ledger's spare when it empties (a bigger one is given back).
+const SPARE_RUN_MAX: usize = 16;
+/// Most runs a ledger may have had room for and still be kept as the spare ledger once empty.
+const SPARE_LEDGER_RUNS: usize = 8;
 
 /// The pending acks of one ledger: non-empty sorted runs, ascending and disjoint.
 ///
@@ -57,6 +56,10 @@ struct LedgerAcks {
     runs: VecDeque<Vec<Item>>,
     /// Marked (dead) items of each run.
     dead: VecDeque<u8>,
+    /// The buffer of the last run that emptied, kept empty for the next new run: a consumer
+    /// holding a message or two at a time would otherwise allocate a run per send and free it
+    /// per ack.
+    spare: Vec<Item>,
 }
 
 impl LedgerAcks {
@@ -78,6 +81,16 @@ impl LedgerAcks {
         Some(run[i]).filter(|it| it.batch != 0)
     }
 
+    /// A run holding `item`, in the spare buffer when there is one.
+    fn new_run(&mut self, item: Item) -> Vec<Item> {
+        let mut run = std::mem::take(&mut self.spare);
+        if run.capacity() == 0 {
+            run.reserve_exact(4);
+        }
+        run.push(item);
+        run
+    }
+
     fn push_run(&mut self, at: usize, run: Vec<Item>) {
         let dead = run.iter().filter(|it| it.batch == 0).count() as u8;
         self.firsts.insert(at, run[0].entry);
@@ -88,7 +101,8 @@ impl LedgerAcks {
     /// Inserts an item; false when its entry is present.
     fn insert(&mut self, item: Item) -> bool {
         if self.runs.is_empty() {
-            self.push_run(0, new_run(item));
+            let run = self.new_run(item);
+            self.push_run(0, run);
             return true;
         }
         // Dispatch order: after the last item, no search.
@@ -99,7 +113,8 @@ impl LedgerAcks {
                 make_room(tail);
                 tail.push(item);
             } else {
-                self.push_run(last + 1, new_run(item));
+                let run = self.new_run(item);
+                self.push_run(last + 1, run);
             }
             return true;
         }
@@ -128,7 +143,10 @@ impl LedgerAcks {
                     next.insert(0, item);
                     self.firsts[r + 1] = item.entry;
                 }
-                _ => self.push_run(r + 1, new_run(item)),
+                _ => {
+                    let run = self.new_run(item);
+                    self.push_run(r + 1, run);
+                }
             }
         } else {
             // Inside a full run: split it in halves.
@@ -204,7 +222,12 @@ impl LedgerAcks {
     fn tidy(&mut self, r: usize) -> bool {
         let (len, dead) = (self.runs[r].len(), usize::from(self.dead[r]));
         if dead == len {
-            self.runs.remove(r);
+            if let Some(mut run) = self.runs.remove(r) {
+                if self.spare.capacity() == 0 && run.capacity() <= SPARE_RUN_MAX {
+                    run.clear();
+                    self.spare = run;
+                }
+            }
             self.firsts.remove(r);
             self.dead.remove(r);
             return true;
@@ -287,7 +310,7 @@ impl LedgerAcks {
         self.firsts.capacity() * size_of::<u32>()
             + self.runs.capacity() * size_of::<Vec<Item>>()
             + self.dead.capacity()
-            + items * size_of::<Item>()
+            + (items + self.spare.capacity()) * size_of::<Item>()
     }
 }
 
@@ -308,6 +331,8 @@ impl LedgerAcks {
 pub struct PendingAcks {
     /// Ledgers holding pending acks, ascending.
     ledgers: Vec<(i64, LedgerAcks)>,
+    /// The last ledger that emptied, kept (empty, with its buffers) for the next new ledger.
+    spare: Option<LedgerAcks>,
     len: usize,
     messages: u64,
     closed: bool,
@@ -404,7 +429,8 @@ impl PendingAcks {
         let i = match self.ledgers.binary_search_by_key(&ledger, |l| l.0) {
             Ok(i) => i,
             Err(i) => {
-                self.ledgers.insert(i, (ledger, LedgerAcks::default()));
+                let fresh = self.spare.take().unwrap_or_default();
+                self.ledgers.insert(i, (ledger, fresh));
                 i
             }
         };
@@ -505,7 +531,7 @@ impl PendingAcks {
             let acks = &mut self.ledgers[li].1;
             acks.tidy(r);
             if acks.is_empty() {
-                self.ledgers.remove(li);
+                self.drop_ledger(li);
             }
             return Ok(());
         }
@@ -530,11 +556,19 @@ impl PendingAcks {
         let i = self.ledgers.binary_search_by_key(&ledger, |l| l.0).ok()?;
         let item = self.ledgers[i].1.remove(entry)?;
         if self.ledgers[i].1.is_empty() {
-            self.ledgers.remove(i);
+            self.drop_ledger(i);
         }
         self.len -= 1;
         self.messages -= u64::from(item.batch);
         Some((item.batch, item.hash))
+    }
+
+    /// Removes the emptied ledger at index `i`, keeping its buffers as the spare when small.
+    fn drop_ledger(&mut self, i: usize) {
+        let (_, acks) = self.ledgers.remove(i);
+        if self.spare.is_none() && acks.runs.capacity() <= SPARE_LEDGER_RUNS {
+            self.spare = Some(acks);
+        }
     }
 
     /// Removes every pending entry at or before `(ledger, entry)` (a cumulative ack; entry may
@@ -605,6 +639,7 @@ impl PendingAcks {
     /// Heap bytes held: the ledger vector, run vectors and items (capacities).
     pub fn memory_usage(&self) -> usize {
         self.ledgers.capacity() * size_of::<(i64, LedgerAcks)>()
+            + self.spare.as_ref().map_or(0, LedgerAcks::memory_usage)
             + self
                 .ledgers
                 .iter()
@@ -636,10 +671,16 @@ mod tests {
         assert_eq!(p.remove(0, 5).unwrap(), Some((1, 1)));
         assert!(p.is_empty());
         assert_eq!(p.total_messages(), 0);
+        // Emptied, it keeps one small spare ledger (with one spare run) for the next add.
+        let spare = p.spare.as_ref().map_or(0, LedgerAcks::memory_usage);
+        assert!(spare > 0 && spare <= 256, "{spare} B kept");
         assert_eq!(
             p.memory_usage(),
-            p.ledgers.capacity() * size_of::<(i64, LedgerAcks)>()
+            p.ledgers.capacity() * size_of::<(i64, LedgerAcks)>() + spare
         );
+        assert!(p.add(5, 1, 1, 2).unwrap()); // the spare comes back into use
+        assert!(p.spare.is_none());
+        assert_eq!(p.items(), vec![(5, 1, 1, 2)]);
     }
 
     #[test]
