@@ -987,7 +987,7 @@ impl DispatchCore {
             // queued (a skip, TTL, an ack on a shared cursor, even while a consumer held it): it is
             // checked as it would be sent, and dropped, as Pulsar drops deleted entries it reads
             // back for replay.
-            let queued: Vec<(Position, u16)> = self.replay.positions().collect();
+            let queued = self.replay.to_vec();
             for (pos, slot) in queued {
                 if let Some(seat) = self.target(pos, slot, true)? {
                     if cursor.is_acked(pos.ledger_id, pos.entry_id)? {
