@@ -137,6 +137,15 @@ fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 }
 
 fn position_of(obj: &Bound<'_, PyAny>) -> PyResult<Position> {
+    // An exact `Position` (the per-event case) is one type compare; a subclass takes the cast.
+    let exact = POSITION_TYPE.get_or_init(obj.py(), || {
+        obj.py().get_type::<PyPosition>().as_type_ptr() as usize
+    });
+    // SAFETY: a type compare against `Position`'s own type object: the cast below is to it.
+    if unsafe { pyo3::ffi::Py_TYPE(obj.as_ptr()) } as usize == *exact {
+        // SAFETY: the object's type is exactly `PyPosition` (checked above).
+        return Ok(unsafe { obj.cast_unchecked::<PyPosition>() }.get().0);
+    }
     match obj.cast::<PyPosition>() {
         Ok(p) => Ok(p.get().0),
         Err(_) => Err(error(
@@ -146,6 +155,9 @@ fn position_of(obj: &Bound<'_, PyAny>) -> PyResult<Position> {
         )),
     }
 }
+
+/// `Position`'s type object, as an address (compared, never dereferenced here).
+static POSITION_TYPE: PyOnceLock<usize> = PyOnceLock::new();
 
 /// Ledger and entry ids of a sequence of `Position`s, on the stack when few.
 struct Ids {
@@ -167,7 +179,15 @@ impl Ids {
 
     fn read(positions: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut ids = Ids::empty();
-        if let Ok(list) = positions.cast::<PyList>() {
+        if let Ok(list) = positions.cast_exact::<PyList>() {
+            // By index, without a length check per item: nothing between the reads can change
+            // the list (`position_of` runs no Python code, and the GIL is held throughout).
+            for i in 0..list.len() {
+                // SAFETY: `i` < the list's length, read before the loop and unchanged since.
+                let item = unsafe { list.get_item_unchecked(i) };
+                ids.push(position_of(&item)?);
+            }
+        } else if let Ok(list) = positions.cast::<PyList>() {
             for item in list.iter() {
                 ids.push(position_of(&item)?);
             }
