@@ -1421,9 +1421,14 @@ impl DispatchCore {
         cursor: &Cursor,
     ) -> Result<u64> {
         let seat = self.seat(id)?;
-        let positions = positions_of(ledgers, entries)?;
+        same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
+        check_entries(ledgers, entries)?; // every position first: a bad one changes nothing
         let mut n = 0;
-        for p in positions {
+        for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
+            let p = Position {
+                ledger_id,
+                entry_id,
+            };
             let Some((_, h)) = self.state(seat).pending.remove(p.ledger_id, p.entry_id)? else {
                 continue;
             };
