@@ -190,19 +190,21 @@ def run_loop(d: Any, cursor: Cursor, spec: LoopSpec, inputs: LoopInputs, form: F
     return seconds
 
 
-def run_fresh(spec: LoopSpec, inputs: LoopInputs, form: Form, *, naive: bool = False) -> float:
-    """``run_loop`` on a new dispatcher (cursorkit's, or the naive peer) with its own selector and cursor."""
+def _fresh(spec: LoopSpec, *, naive: bool = False) -> tuple[Any, Cursor]:
+    """A new dispatcher (cursorkit's, or the naive peer) with its own selector, and its cursor."""
     from cursorkit.bench.peers import NaiveDispatcher
     from cursorkit.keyshared.dispatcher import KeySharedDispatcher
     from cursorkit.keyshared.selectors import ConsistentHashingSelector
 
     cursor = loop_cursor(spec)
     selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
-    d: Any = (
-        NaiveDispatcher(selector=selector, cursor=cursor)
-        if naive
-        else KeySharedDispatcher(selector=selector, cursor=cursor)
-    )
+    kind = NaiveDispatcher if naive else KeySharedDispatcher
+    return kind(selector=selector, cursor=cursor), cursor
+
+
+def run_fresh(spec: LoopSpec, inputs: LoopInputs, form: Form, *, naive: bool = False) -> float:
+    """``run_loop`` on a new dispatcher (cursorkit's, or the naive peer) with its own selector and cursor."""
+    d, cursor = _fresh(spec, naive=naive)
     return run_loop(d, cursor, spec, inputs, form)
 
 
@@ -289,12 +291,8 @@ def run_ceiling(spec: LoopSpec, inputs: LoopInputs, form: Form, *, rounds: int =
     same deliveries (as slices of the published positions or columns, so the column form still
     makes two numpy arrays per delivery), and every other call returns at once.
     """
-    from cursorkit.keyshared.dispatcher import KeySharedDispatcher
-    from cursorkit.keyshared.selectors import ConsistentHashingSelector
-
-    cursor = loop_cursor(spec)
-    selector: ConsistentHashingSelector[Any] = ConsistentHashingSelector()
-    rec = _Recorder(KeySharedDispatcher(selector=selector, cursor=cursor))
+    d, cursor = _fresh(spec)
+    rec = _Recorder(d)
     run_loop(rec, cursor, spec, inputs, form)
     best = float("inf")
     for _ in range(rounds):

@@ -16,16 +16,16 @@ use pyo3::prelude::*;
 /// Arrays of `data`'s ranges (`start..end` each, in order), each a writeable view of one buffer
 /// that they share: ranges that do not overlap can be written independently. A range out of
 /// bounds is an error.
-pub(crate) fn views(
-    py: Python<'_>,
+pub(crate) fn views<'py>(
+    py: Python<'py>,
     data: Vec<i64>,
-    ranges: impl ExactSizeIterator<Item = (usize, usize)>,
-) -> PyResult<Vec<Bound<'_, PyArray1<i64>>>> {
+    ranges: &[(usize, usize)],
+) -> PyResult<Vec<Bound<'py, PyArray1<i64>>>> {
     let len = data.len();
     let owner = PyArray1::from_vec(py, data);
     let base = owner.data();
     let mut out = Vec::with_capacity(ranges.len());
-    for (start, end) in ranges {
+    for &(start, end) in ranges {
         if start > end || end > len {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!(
                 "range {start}..{end} outside a column of {len}"

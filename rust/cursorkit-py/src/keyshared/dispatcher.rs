@@ -137,7 +137,8 @@ fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 }
 
 fn position_of(obj: &Bound<'_, PyAny>) -> PyResult<Position> {
-    // An exact `Position` (the per-event case) is one type compare; a subclass takes the cast.
+    // A `Position` (the per-event case) is one type compare; anything else takes the checked cast
+    // (which refuses it with a typed error).
     let exact = POSITION_TYPE.get_or_init(obj.py(), || {
         obj.py().get_type::<PyPosition>().as_type_ptr() as usize
     });
@@ -179,16 +180,12 @@ impl Ids {
 
     fn read(positions: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut ids = Ids::empty();
-        if let Ok(list) = positions.cast_exact::<PyList>() {
+        if let Ok(list) = positions.cast::<PyList>() {
             // By index, without a length check per item: nothing between the reads can change
             // the list (`position_of` runs no Python code, and the GIL is held throughout).
             for i in 0..list.len() {
                 // SAFETY: `i` < the list's length, read before the loop and unchanged since.
                 let item = unsafe { list.get_item_unchecked(i) };
-                ids.push(position_of(&item)?);
-            }
-        } else if let Ok(list) = positions.cast::<PyList>() {
-            for item in list.iter() {
                 ids.push(position_of(&item)?);
             }
         } else if let Ok(tuple) = positions.cast::<PyTuple>() {
@@ -1059,13 +1056,12 @@ impl PyKeySharedBase {
         let total = ledgers.len();
         ledgers.extend_from_slice(&entries); // one buffer: the ledger ids, then the entry ids
         drop(entries);
+        // Each consumer's ledger ids, then each one's entry ids (the same ranges, `total` on).
         let starts = std::iter::once(0).chain(ends.iter().copied());
         let ranges: Vec<(usize, usize)> = starts.zip(ends.iter().copied()).collect();
-        let both = ranges
-            .iter()
-            .copied()
-            .chain(ranges.iter().map(|&(a, b)| (total + a, total + b)));
-        let columns = views(py, ledgers, both.collect::<Vec<_>>().into_iter())?;
+        let shifted = ranges.iter().map(|&(a, b)| (total + a, total + b));
+        let all: Vec<(usize, usize)> = ranges.iter().copied().chain(shifted).collect();
+        let columns = views(py, ledgers, &all)?;
         let (ls, es) = columns.split_at(ids.len().min(columns.len()));
         let list = PyList::empty(py);
         let consumers = lock(&self.consumers);

@@ -464,9 +464,14 @@ fn same_len(a: usize, b: usize, what: &str) -> Result<()> {
     }
 }
 
-fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
+/// Position columns of equal length, every id valid: checked before anything changes.
+fn check_positions(ledgers: &[i64], entries: &[i64]) -> Result<()> {
     same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
-    check_entries(ledgers, entries)?;
+    check_entries(ledgers, entries)
+}
+
+fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
+    check_positions(ledgers, entries)?;
     Ok(ledgers
         .iter()
         .zip(entries)
@@ -1158,8 +1163,7 @@ impl DispatchCore {
         cursor: &mut Cursor,
     ) -> Result<AckOutcome> {
         let seat = self.seat(id)?;
-        same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
-        check_entries(ledgers, entries)?;
+        check_positions(ledgers, entries)?;
         // The cursor vouches for every position first: a call it would refuse changes nothing.
         cursor.check_ackable(ledgers, entries)?;
         let mut out = AckOutcome::default();
@@ -1421,8 +1425,7 @@ impl DispatchCore {
         cursor: &Cursor,
     ) -> Result<u64> {
         let seat = self.seat(id)?;
-        same_len(ledgers.len(), entries.len(), "ledger and entry columns")?;
-        check_entries(ledgers, entries)?; // every position first: a bad one changes nothing
+        check_positions(ledgers, entries)?; // every position first: a bad one changes nothing
         let mut n = 0;
         for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
             let p = Position {

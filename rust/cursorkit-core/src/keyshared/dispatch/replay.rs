@@ -5,9 +5,8 @@
 //! so the queue is two sorted parts: a tree for what arrives out of order and a `tail` vector
 //! that an in-order arrival is appended to (no tree search from the root per nack). A removal
 //! from the tail marks the item, and the tail is compacted once half of it is marked. A dispatch
-//! walks both parts merged, in position order.
+//! walks both parts merged, in position order (one pass over both).
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use crate::Position;
@@ -141,16 +140,9 @@ impl ReplayQueue {
         out
     }
 
-    /// Every queued position with its slot, in position order (the two parts merged).
-    pub(super) fn positions(&self) -> impl Iterator<Item = (Position, u16)> + '_ {
-        Merged {
-            tree: self.tree.iter().map(|(p, s)| (*p, *s)).peekable(),
-            tail: self
-                .tail
-                .iter()
-                .filter_map(|(p, s)| s.map(|s| (*p, s)))
-                .peekable(),
-        }
+    /// Every queued position with its slot, in position order.
+    pub(super) fn positions(&self) -> impl Iterator<Item = (Position, u16)> {
+        self.to_vec().into_iter()
     }
 
     pub(super) fn clear(&mut self) {
@@ -158,33 +150,6 @@ impl ReplayQueue {
         self.tail.clear();
         self.dead = 0;
         self.per_slot.fill(0);
-    }
-}
-
-/// Two ascending iterators of distinct positions, merged.
-struct Merged<A: Iterator<Item = (Position, u16)>, B: Iterator<Item = (Position, u16)>> {
-    tree: std::iter::Peekable<A>,
-    tail: std::iter::Peekable<B>,
-}
-
-impl<A, B> Iterator for Merged<A, B>
-where
-    A: Iterator<Item = (Position, u16)>,
-    B: Iterator<Item = (Position, u16)>,
-{
-    type Item = (Position, u16);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let from_tree = match (self.tree.peek(), self.tail.peek()) {
-            (Some(a), Some(b)) => a.0.cmp(&b.0) != Ordering::Greater,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if from_tree {
-            self.tree.next()
-        } else {
-            self.tail.next()
-        }
     }
 }
 
