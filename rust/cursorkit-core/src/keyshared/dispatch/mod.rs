@@ -4,8 +4,8 @@
 //! columns come out. In between, every rule of a Key_Shared dispatcher runs here: the replay queue
 //! first and in position order, a new entry waiting behind an earlier message of its slot, the
 //! owner table (slot → consumer, refreshed from the selector on each membership change), permits,
-//! PIP-379's draining gate or PIP-282's last-sent restriction, and each consumer's pending acks
-//! (`PendingAcks`, 12 bytes a message). Acks (single, bulk, from any consumer), nacks, redelivery
+//! PIP-379's draining gate or PIP-282's last-sent restriction, and what each consumer has in flight
+//! (one window per ledger indexed by position, about 4 bytes a message). Acks (single, bulk, from any consumer), nacks, redelivery
 //! and consumer removal update the same state and the cursor in one call.
 //!
 //! The cursor may also be acknowledged outside the core at any moment (a skip, TTL, a shared
@@ -54,6 +54,7 @@
 //! assert_eq!(cursor.mark_delete(), Position::new(1, 3).unwrap());
 //! ```
 
+mod inflight;
 mod last_sent;
 mod replay;
 
@@ -63,10 +64,10 @@ use crate::ackstate::position::{check_entries, check_entry};
 use crate::delayed::delay_queue::FastMap;
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
-use crate::keyshared::pending_acks::PendingAcks;
 use crate::keyshared::selector::{HashRange, SlotTable};
 use crate::{Cursor, Position, RangeSet};
 
+use inflight::InFlight;
 use last_sent::LastSent;
 use replay::ReplayQueue;
 
@@ -233,7 +234,6 @@ impl BlockedSlots {
 struct Seat {
     id: u32,
     permits: u64,
-    pending: PendingAcks,
     delivered: u64,
     joined_last_sent: Option<Position>,
 }
@@ -287,157 +287,9 @@ pub struct DispatchCore {
     permits: u128,
     /// Positions a delayed-delivery tracker holds, with their slots, until they come back due.
     delayed_slots: FastMap<Position, u16>,
-    /// Every position pending on some consumer, so an ack of one pending nowhere (a duplicate, an
-    /// ack of a message never sent) costs one lookup instead of one per consumer.
-    held: Held,
-    /// Scratch of an ack call (the hashes of what it acked), kept to save an allocation a call.
-    ack_hashes: Vec<u32>,
-}
-
-/// A set of positions: what is pending on any consumer.
-///
-/// Messages are sent, and mostly acknowledged, in position order, so each ledger keeps a sliding
-/// window of bits from its oldest pending entry to its newest: a send or an ack is a bit flip, and
-/// the window's front moves on as it empties. An entry more than [`WINDOW_SPAN`] below a window's
-/// newest (a long-stuck message, a crafted position) goes to a roaring bitmap instead, so memory is
-/// bounded by the span, not by how far apart ids are.
-#[derive(Debug, Clone, Default)]
-struct Held {
-    /// Ledgers with a pending entry, ascending (a few at a time: ledgers roll over).
-    ledgers: Vec<(i64, Window)>,
-    /// The index in `ledgers` used last (sends and acks stay in one ledger for long).
-    last: usize,
-    len: u64,
-}
-
-/// Entries one window spans at most (128 KiB of bits).
-const WINDOW_SPAN: u32 = 1 << 20;
-
-#[derive(Debug, Clone, Default)]
-struct Window {
-    /// Entry of bit 0 of `words[0]` (a multiple of 64).
-    base: u32,
-    words: std::collections::VecDeque<u64>,
-    /// Entries outside the window.
-    far: roaring::RoaringBitmap,
-}
-
-impl Window {
-    fn is_empty(&self) -> bool {
-        self.words.is_empty() && self.far.is_empty()
-    }
-
-    fn slot(&self, e: u32) -> Option<(usize, u64)> {
-        let off = e.checked_sub(self.base)?;
-        let i = (off / 64) as usize;
-        (i < self.words.len()).then_some((i, 1u64 << (off % 64)))
-    }
-
-    /// Sets `e`; returns whether it was new.
-    fn insert(&mut self, e: u32) -> bool {
-        if self.words.is_empty() {
-            self.base = e & !63;
-            self.words.push_back(0);
-        }
-        let top = self.base + 64 * self.words.len() as u32; // first entry past the window
-        let fits_front = e >= self.base || (top - (e & !63)) <= WINDOW_SPAN;
-        let fits_back = e < top || (e & !63) + 64 - self.base <= WINDOW_SPAN;
-        if !(fits_front && fits_back) {
-            return self.far.insert(e);
-        }
-        while e < self.base {
-            self.base -= 64;
-            self.words.push_front(0);
-        }
-        while e >= self.base + 64 * self.words.len() as u32 {
-            self.words.push_back(0);
-        }
-        let (i, bit) = self.slot(e).unwrap_or((0, 0));
-        let word = &mut self.words[i];
-        let new = *word & bit == 0;
-        *word |= bit;
-        new
-    }
-
-    /// Clears `e`; returns whether it was set.
-    fn remove(&mut self, e: u32) -> bool {
-        let Some((i, bit)) = self.slot(e) else {
-            return self.far.remove(e);
-        };
-        let word = &mut self.words[i];
-        if *word & bit == 0 {
-            return false;
-        }
-        *word &= !bit;
-        while self.words.front() == Some(&0) {
-            self.words.pop_front();
-            self.base += 64;
-        }
-        while self.words.back() == Some(&0) {
-            self.words.pop_back();
-        }
-        true
-    }
-
-    fn contains(&self, e: u32) -> bool {
-        match self.slot(e) {
-            Some((i, bit)) => self.words[i] & bit != 0,
-            None => self.far.contains(e),
-        }
-    }
-}
-
-impl Held {
-    /// The index of `ledger` in `ledgers`: the last one used, else a binary search.
-    #[inline]
-    fn find(&self, ledger: i64) -> std::result::Result<usize, usize> {
-        match self.ledgers.get(self.last) {
-            Some((l, _)) if *l == ledger => Ok(self.last),
-            _ => self.ledgers.binary_search_by_key(&ledger, |(l, _)| *l),
-        }
-    }
-
-    /// Entry ids are checked by every caller (`0..2^32`), so the casts are exact.
-    #[inline]
-    fn insert(&mut self, p: Position) {
-        let i = match self.find(p.ledger_id) {
-            Ok(i) => i,
-            Err(i) => {
-                self.ledgers.insert(i, (p.ledger_id, Window::default()));
-                i
-            }
-        };
-        self.last = i;
-        if self.ledgers[i].1.insert(p.entry_id as u32) {
-            self.len += 1;
-        }
-    }
-
-    #[inline]
-    fn remove(&mut self, p: Position) {
-        let Ok(i) = self.find(p.ledger_id) else {
-            return;
-        };
-        self.last = i;
-        let w = &mut self.ledgers[i].1;
-        if w.remove(p.entry_id as u32) {
-            self.len -= 1;
-            if w.is_empty() {
-                self.ledgers.remove(i);
-                self.last = 0;
-            }
-        }
-    }
-
-    #[inline]
-    fn contains(&self, p: Position) -> bool {
-        self.find(p.ledger_id)
-            .is_ok_and(|i| self.ledgers[i].1.contains(p.entry_id as u32))
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
+    /// Every message in flight: position → consumer seat and slot (an ack, a nack or "who
+    /// holds it?" is one lookup).
+    inflight: InFlight,
 }
 
 /// Acks at most this many go one by one (bulk set-up costs more than it saves).
@@ -516,8 +368,7 @@ impl DispatchCore {
             sent: Vec::new(),
             permits: 0,
             delayed_slots: FastMap::default(),
-            held: Held::default(),
-            ack_hashes: Vec::new(),
+            inflight: InFlight::default(),
         }
     }
 
@@ -567,7 +418,6 @@ impl DispatchCore {
         self.seats[seat] = Some(Seat {
             id,
             permits,
-            pending: PendingAcks::new(),
             delivered: 0,
             joined_last_sent: None,
         });
@@ -602,23 +452,7 @@ impl DispatchCore {
                 *o = NOBODY;
             }
         }
-        let returned: Vec<(Position, u16)> = state
-            .pending
-            .items()
-            .into_iter()
-            .map(|(l, e, _, h)| {
-                (
-                    Position {
-                        ledger_id: l,
-                        entry_id: e,
-                    },
-                    h as u16,
-                )
-            })
-            .collect();
-        for &(p, _) in &returned {
-            self.held.remove(p);
-        }
+        let returned = self.inflight.remove_seat(seat);
         if self.seat_of.is_empty() {
             self.drop_everything_read(cursor.mark_delete());
         } else {
@@ -717,12 +551,8 @@ impl DispatchCore {
                 continue;
             };
             let mut moved: BTreeMap<u32, u32> = BTreeMap::new();
-            for h in self.seats[seat]
-                .as_ref()
-                .expect("registered seat")
-                .pending
-                .hashes()
-            {
+            for (_, slot) in self.inflight.of_seat(seat) {
+                let h = u32::from(slot);
                 let i = ranges.partition_point(|r| r.0 <= h);
                 if i > 0 && h <= ranges[i - 1].1 {
                     *moved.entry(h).or_insert(0) += 1;
@@ -875,7 +705,7 @@ impl DispatchCore {
     /// Positions pending on any consumer, counted from the index acks consult (equals
     /// [`pending_total`](Self::pending_total): a message is pending on one consumer at most).
     pub fn pending_anywhere(&self) -> u64 {
-        self.held.len()
+        self.inflight.len()
     }
 
     /// Positions a delayed-delivery tracker holds for this dispatcher.
@@ -1130,11 +960,8 @@ impl DispatchCore {
         let state = self.seats[seat].as_mut().expect("registered seat");
         state.permits -= 1;
         self.permits -= 1;
-        state
-            .pending
-            .add(pos.ledger_id, pos.entry_id, 1, u32::from(slot))?;
         let id = state.id;
-        self.held.insert(pos);
+        self.inflight.insert(pos, seat, slot);
         let mut at = self.out_index[seat];
         if at == usize::MAX {
             at = out.len();
@@ -1167,26 +994,21 @@ impl DispatchCore {
         // The cursor vouches for every position first: a call it would refuse changes nothing.
         cursor.check_ackable(ledgers, entries)?;
         let mut out = AckOutcome::default();
-        if ledgers.len() <= FEW_ACKS {
+        let r = if ledgers.len() <= FEW_ACKS {
             // A consumer's grouped acks: one by one beats building bulk bitmaps.
-            let mut r = Ok(());
-            for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
-                let p = Position {
-                    ledger_id,
-                    entry_id,
-                };
-                r = match self.state(seat).pending.remove(ledger_id, entry_id)? {
-                    Some((_, h)) => self.ack_mine(seat, p, h, cursor, &mut out),
-                    None => self.ack_elsewhere(seat, p, cursor, &mut out),
-                };
-                if r.is_err() {
-                    break;
-                }
-            }
-            self.last_sent.forget_joined(cursor.mark_delete());
-            return r.map(|()| out);
-        }
-        let r = self.ack_positions(seat, ledgers, entries, cursor, &mut out);
+            ledgers
+                .iter()
+                .zip(entries)
+                .try_for_each(|(&ledger_id, &entry_id)| {
+                    let p = Position {
+                        ledger_id,
+                        entry_id,
+                    };
+                    self.ack_at(seat, p, cursor, &mut out)
+                })
+        } else {
+            self.ack_bulk(seat, ledgers, entries, cursor, &mut out)
+        };
         self.last_sent.forget_joined(cursor.mark_delete());
         r.map(|()| out)
     }
@@ -1206,178 +1028,30 @@ impl DispatchCore {
             entry_id: entry,
         };
         let mut out = AckOutcome::default();
-        let r = match self.state(seat).pending.remove(ledger, entry)? {
-            Some((_, h)) => self.ack_mine(seat, p, h, cursor, &mut out),
-            None => self.ack_elsewhere(seat, p, cursor, &mut out),
-        };
+        let r = self.ack_at(seat, p, cursor, &mut out);
         self.last_sent.forget_joined(cursor.mark_delete());
         r.map(|()| out)
     }
 
-    /// Acks `p`, just taken from the pending acks of the acking `seat` (hash `h`), on the cursor; a
-    /// refusal puts it back.
-    fn ack_mine(
-        &mut self,
-        seat: usize,
-        p: Position,
-        h: u32,
-        cursor: &mut Cursor,
-        out: &mut AckOutcome,
-    ) -> Result<()> {
-        if let Err(e) = cursor.ack(p.ledger_id, p.entry_id) {
-            self.state(seat)
-                .pending
-                .add(p.ledger_id, p.entry_id, 1, h)?;
-            return Err(e);
-        }
-        self.held.remove(p);
-        out.acked += 1;
-        let id = self.state(seat).id;
-        if self.mode == DispatchMode::Draining
-            && !self.draining.is_empty()
-            && self.draining.reduce_ref(id, h, false)?
-        {
-            self.unblocked += 1;
-            out.unblocked += 1;
-        }
-        if !self.redeliveries.is_empty() {
-            self.redeliveries.remove(&p);
-        }
-        Ok(())
-    }
-
-    /// Acks of checked positions (columns of equal length).
-    fn ack_positions(
-        &mut self,
-        seat: usize,
-        ledgers: &[i64],
-        entries: &[i64],
-        cursor: &mut Cursor,
-        out: &mut AckOutcome,
-    ) -> Result<()> {
-        let mut hashes = std::mem::take(&mut self.ack_hashes);
-        hashes.clear();
-        let r = self.ack_positions_into(seat, ledgers, entries, cursor, out, &mut hashes);
-        self.ack_hashes = hashes;
-        r
-    }
-
-    /// [`ack_positions`](Self::ack_positions) with a scratch vector for the acked hashes.
-    fn ack_positions_into(
-        &mut self,
-        seat: usize,
-        ledgers: &[i64],
-        entries: &[i64],
-        cursor: &mut Cursor,
-        out: &mut AckOutcome,
-        hashes: &mut Vec<u32>,
-    ) -> Result<()> {
-        let id = self.seats[seat].as_ref().expect("registered seat").id;
-        let draining = self.mode == DispatchMode::Draining;
-        // The usual case first: positions pending on the acking consumer, acked on the cursor in one
-        // bulk call (checked there before anything changes; on error they are pending again).
-        let mut mine: Vec<usize> = Vec::new(); // indexes, kept only once some position is not mine
-        let mut rest: Vec<Position> = Vec::new();
-        self.state(seat)
-            .pending
-            .remove_each(ledgers, entries, |i, found| match found {
-                Some((_, h)) => {
-                    if !rest.is_empty() {
-                        mine.push(i);
-                    }
-                    hashes.push(h);
-                }
-                None => {
-                    if rest.is_empty() {
-                        mine.extend(0..i); // every earlier one was mine
-                    }
-                    rest.push(Position {
-                        ledger_id: ledgers[i],
-                        entry_id: entries[i],
-                    });
-                }
-            })?;
-        if !hashes.is_empty() {
-            let (ls, es): (Vec<i64>, Vec<i64>);
-            let (ls, es) = if rest.is_empty() {
-                (ledgers, entries)
-            } else {
-                ls = mine.iter().map(|&i| ledgers[i]).collect();
-                es = mine.iter().map(|&i| entries[i]).collect();
-                (&ls[..], &es[..])
-            };
-            if let Err(e) = cursor.ack_many(ls, es) {
-                let pending = &mut self.state(seat).pending;
-                for ((&l, &en), &h) in ls.iter().zip(es).zip(hashes.iter()) {
-                    pending.add(l, en, 1, h)?;
-                }
-                return Err(e);
-            }
-            for (&ledger_id, &entry_id) in ls.iter().zip(es) {
-                self.held.remove(Position {
-                    ledger_id,
-                    entry_id,
-                });
-            }
-            out.acked += hashes.len() as u64;
-            if draining && !self.draining.is_empty() {
-                for &h in hashes.iter() {
-                    if self.draining.reduce_ref(id, h, false)? {
-                        self.unblocked += 1;
-                        out.unblocked += 1;
-                    }
-                }
-            }
-            if !self.redeliveries.is_empty() {
-                for (&l, &e) in ls.iter().zip(es) {
-                    self.redeliveries.remove(&Position {
-                        ledger_id: l,
-                        entry_id: e,
-                    });
-                }
-            }
-        }
-        for p in rest {
-            // Pending on another consumer (or, repeated in this call, nowhere any more).
-            self.ack_elsewhere(seat, p, cursor, out)?;
-        }
-        Ok(())
-    }
-
-    /// Acks `p`, which the acking `seat` does not hold: pending on another consumer (removed
-    /// there, its draining reference released), or on nobody (acked on the cursor, out of the
-    /// replay queue), or acknowledged already (a duplicate).
-    fn ack_elsewhere(
+    /// Acks `p` (a checked position) for the acking `seat`: in flight on it or on another consumer
+    /// (taken out there, its draining reference released), or on nobody (acked on the cursor, out
+    /// of the replay queue), or acknowledged already (a duplicate).
+    #[inline]
+    fn ack_at(
         &mut self,
         seat: usize,
         p: Position,
         cursor: &mut Cursor,
         out: &mut AckOutcome,
     ) -> Result<()> {
-        let draining = self.mode == DispatchMode::Draining;
-        match self.holder_of(p)? {
-            Some((s, hid, h)) => {
-                if s != seat {
-                    self.state(s).pending.remove(p.ledger_id, p.entry_id)?;
-                }
+        match self.inflight.remove(p) {
+            Some((holder, slot)) => {
                 if let Err(e) = cursor.ack(p.ledger_id, p.entry_id) {
-                    // Refused by the cursor: the message stays pending where it was.
-                    self.state(s).pending.add(p.ledger_id, p.entry_id, 1, h)?;
+                    // Refused by the cursor: the message stays in flight where it was.
+                    self.inflight.insert(p, holder, slot);
                     return Err(e);
                 }
-                self.held.remove(p);
-                if s == seat {
-                    out.acked += 1;
-                } else {
-                    out.from_other_consumer += 1;
-                }
-                if draining
-                    && !self.draining.is_empty()
-                    && self.draining.reduce_ref(hid, h, false)?
-                {
-                    self.unblocked += 1;
-                    out.unblocked += 1;
-                }
+                self.acked_in_flight(seat, holder, slot, out)?;
             }
             None => {
                 if cursor.is_acked(p.ledger_id, p.entry_id)? {
@@ -1399,19 +1073,84 @@ impl DispatchCore {
         Ok(())
     }
 
-    /// The seat, id and slot of the consumer `p` is pending on, if any.
-    fn holder_of(&self, p: Position) -> Result<Option<(usize, u32, u32)>> {
-        if !self.held.contains(p) {
-            return Ok(None);
+    /// Counts an acked message that was in flight on `holder` (with `slot`) and releases its
+    /// draining reference.
+    #[inline]
+    fn acked_in_flight(
+        &mut self,
+        seat: usize,
+        holder: usize,
+        slot: u16,
+        out: &mut AckOutcome,
+    ) -> Result<()> {
+        if holder == seat {
+            out.acked += 1;
+        } else {
+            out.from_other_consumer += 1;
         }
-        for (i, s) in self.seats.iter().enumerate() {
-            if let Some(s) = s {
-                if let Some((_, h)) = s.pending.get(p.ledger_id, p.entry_id)? {
-                    return Ok(Some((i, s.id, h)));
+        if self.mode == DispatchMode::Draining && !self.draining.is_empty() {
+            let hid = self.seats[holder].as_ref().expect("registered seat").id;
+            if self.draining.reduce_ref(hid, u32::from(slot), false)? {
+                self.unblocked += 1;
+                out.unblocked += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Acks of many checked positions: those in flight are taken out and acked on the cursor in one
+    /// bulk call (on error they are in flight again), the rest one by one.
+    fn ack_bulk(
+        &mut self,
+        seat: usize,
+        ledgers: &[i64],
+        entries: &[i64],
+        cursor: &mut Cursor,
+        out: &mut AckOutcome,
+    ) -> Result<()> {
+        let mut ls = Vec::with_capacity(ledgers.len());
+        let mut es = Vec::with_capacity(ledgers.len());
+        let mut taken = Vec::with_capacity(ledgers.len());
+        let mut rest = Vec::new();
+        for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
+            let p = Position {
+                ledger_id,
+                entry_id,
+            };
+            match self.inflight.remove(p) {
+                Some(held) => {
+                    ls.push(ledger_id);
+                    es.push(entry_id);
+                    taken.push(held);
+                }
+                None => rest.push(p), // pending nowhere, or repeated in this call
+            }
+        }
+        if !taken.is_empty() {
+            if let Err(e) = cursor.ack_many(&ls, &es) {
+                for ((&ledger_id, &entry_id), &(holder, slot)) in ls.iter().zip(&es).zip(&taken) {
+                    let p = Position {
+                        ledger_id,
+                        entry_id,
+                    };
+                    self.inflight.insert(p, holder, slot);
+                }
+                return Err(e);
+            }
+            for &(holder, slot) in &taken {
+                self.acked_in_flight(seat, holder, slot, out)?;
+            }
+            if !self.redeliveries.is_empty() {
+                for (&ledger_id, &entry_id) in ls.iter().zip(&es) {
+                    self.redeliveries.remove(&Position {
+                        ledger_id,
+                        entry_id,
+                    });
                 }
             }
         }
-        Ok(None)
+        rest.into_iter()
+            .try_for_each(|p| self.ack_at(seat, p, cursor, out))
     }
 
     /// Negative acks from consumer `id`: positions pending on it go to the replay queue with their
@@ -1432,17 +1171,23 @@ impl DispatchCore {
                 ledger_id,
                 entry_id,
             };
-            let Some((_, h)) = self.state(seat).pending.remove(p.ledger_id, p.entry_id)? else {
+            if self
+                .inflight
+                .get(p)
+                .is_none_or(|(holder, _)| holder != seat)
+            {
+                continue;
+            }
+            let Some((_, slot)) = self.inflight.remove(p) else {
                 continue;
             };
-            self.held.remove(p);
             if self.mode == DispatchMode::Draining
                 && !self.draining.is_empty()
-                && self.draining.reduce_ref(id, h, false)?
+                && self.draining.reduce_ref(id, u32::from(slot), false)?
             {
                 self.unblocked += 1;
             }
-            if self.requeue(p, h as u16, cursor)? {
+            if self.requeue(p, slot, cursor)? {
                 *self.redeliveries.entry(p).or_insert(0) += 1;
             }
             n += 1;
@@ -1465,27 +1210,21 @@ impl DispatchCore {
     /// Consumer `id`'s unacked positions, in order.
     pub fn unacked(&self, id: u32) -> Result<Vec<Position>> {
         let seat = self.seat(id)?;
-        Ok(self.seats[seat]
-            .as_ref()
-            .expect("registered seat")
-            .pending
-            .items()
+        Ok(self
+            .inflight
+            .of_seat(seat)
             .into_iter()
-            .map(|(l, e, _, _)| Position {
-                ledger_id: l,
-                entry_id: e,
-            })
+            .map(|(p, _)| p)
             .collect())
     }
 
     /// Consumer `id`'s figures.
     pub fn consumer_figures(&self, id: u32) -> Result<ConsumerFigures> {
-        let s = self.seats[self.seat(id)?]
-            .as_ref()
-            .expect("registered seat");
+        let seat = self.seat(id)?;
+        let s = self.seats[seat].as_ref().expect("registered seat");
         Ok(ConsumerFigures {
             permits: s.permits,
-            unacked: s.pending.len() as u64,
+            unacked: self.inflight.count(seat),
             delivered: s.delivered,
             joined_last_sent: s.joined_last_sent,
         })
@@ -1574,21 +1313,13 @@ impl DispatchCore {
         self.highest_read
     }
 
-    /// Approximate heap bytes of the pending acks of every consumer.
+    /// Approximate heap bytes of what the consumers have in flight.
     pub fn pending_memory_usage(&self) -> usize {
-        self.seats
-            .iter()
-            .flatten()
-            .map(|s| s.pending.memory_usage())
-            .sum()
+        self.inflight.memory_usage()
     }
 
     /// Messages pending over all consumers.
     pub fn pending_total(&self) -> u64 {
-        self.seats
-            .iter()
-            .flatten()
-            .map(|s| s.pending.len() as u64)
-            .sum()
+        self.inflight.len()
     }
 }

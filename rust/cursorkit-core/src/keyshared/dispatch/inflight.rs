@@ -1,0 +1,491 @@
+//! What every consumer has in flight (sent, not acknowledged), indexed by position.
+//!
+//! Messages are sent, and mostly acknowledged, in position order, so each ledger keeps a window
+//! of cells from its oldest in-flight entry to its newest: one `u32` per entry holding the seat of
+//! the consumer it went to and its slot. A send, an ack, a nack or "who holds this?" is one array
+//! access; a consumer's unacknowledged list (a leave, a redeliver) is a scan of the window, paid
+//! per leave, not per event. The window's front moves on as it empties.
+//!
+//! Memory is bounded by what is in flight, not by how far apart ids are: a window spans at most
+//! [`DENSITY`] cells per message it holds (or [`MIN_SPAN`]); an entry that would stretch it past
+//! that (a long-stuck message, a crafted position) goes to a side map instead, and when the
+//! newest entries need room the oldest held ones move there. Seats past what a cell can name
+//! (65,534 consumers) are kept in the side map too.
+
+use std::collections::VecDeque;
+
+use crate::delayed::delay_queue::{map_bytes, FastMap};
+use crate::Position;
+
+/// Cells a window may span per message it holds.
+const DENSITY: usize = 16;
+
+/// Cells a window may always span (16 KiB).
+const MIN_SPAN: usize = 4096;
+
+/// The largest seat a cell names (`seat + 1` fills the upper 16 bits; 0 is a free cell).
+const MAX_CELL_SEAT: usize = 0xFFFE;
+
+#[inline]
+fn cell(seat: usize, slot: u16) -> u32 {
+    ((seat as u32 + 1) << 16) | u32::from(slot)
+}
+
+#[inline]
+fn uncell(c: u32) -> (usize, u16) {
+    ((c >> 16) as usize - 1, c as u16)
+}
+
+/// One ledger's in-flight entries.
+#[derive(Debug, Clone, Default)]
+struct Lane {
+    /// Entry of `cells[0]`.
+    base: u32,
+    cells: VecDeque<u32>,
+    /// Non-free cells.
+    live: usize,
+    /// Entries outside the window: entry → (seat, slot).
+    far: FastMap<u32, (usize, u16)>,
+}
+
+impl Lane {
+    fn is_empty(&self) -> bool {
+        self.live == 0 && self.far.is_empty()
+    }
+
+    fn span_limit(live: usize) -> usize {
+        MIN_SPAN.max(DENSITY * live)
+    }
+
+    #[inline]
+    fn index(&self, e: u32) -> Option<usize> {
+        let i = e.checked_sub(self.base)? as usize;
+        (i < self.cells.len()).then_some(i)
+    }
+
+    #[inline]
+    fn get(&self, e: u32) -> Option<(usize, u16)> {
+        if let Some(i) = self.index(e) {
+            let c = self.cells[i];
+            if c != 0 {
+                return Some(uncell(c));
+            }
+        }
+        if self.far.is_empty() {
+            None
+        } else {
+            self.far.get(&e).copied()
+        }
+    }
+
+    /// Moves the oldest cells to the side map until the window spans no more than `limit` cells
+    /// from its base to `top` (exclusive).
+    fn evict_until(&mut self, top: u64, limit: usize) {
+        while let Some(&c) = self.cells.front() {
+            if top - u64::from(self.base) <= limit as u64 {
+                return;
+            }
+            self.cells.pop_front();
+            if c != 0 {
+                self.far.insert(self.base, uncell(c));
+                self.live -= 1;
+            }
+            self.base += 1;
+        }
+    }
+
+    /// Adds `e` for `seat` with `slot`; returns what it replaced (nothing, for a caller that only
+    /// adds what is not in flight).
+    fn insert(&mut self, e: u32, seat: usize, slot: u16) -> Option<(usize, u16)> {
+        if seat > MAX_CELL_SEAT || (!self.far.is_empty() && self.far.contains_key(&e)) {
+            return self.far.insert(e, (seat, slot));
+        }
+        if self.cells.is_empty() {
+            self.base = e;
+        }
+        let top = u64::from(self.base) + self.cells.len() as u64; // first entry past the window
+        if u64::from(e) >= top {
+            let need = u64::from(e) + 1;
+            let limit = Self::span_limit(self.live + 1);
+            if need - u64::from(self.base) > limit as u64 {
+                self.evict_until(need, limit);
+                self.trim();
+            }
+            if self.cells.is_empty() {
+                self.base = e;
+            }
+            let top = u64::from(self.base) + self.cells.len() as u64;
+            for _ in top..u64::from(e) {
+                self.cells.push_back(0);
+            }
+            self.cells.push_back(cell(seat, slot));
+        } else if let Some(i) = self.index(e) {
+            let old = std::mem::replace(&mut self.cells[i], cell(seat, slot));
+            if old != 0 {
+                return Some(uncell(old));
+            }
+        } else {
+            // Before the window (a redelivery of an old message).
+            if top - u64::from(e) > Self::span_limit(self.live + 1) as u64 {
+                return self.far.insert(e, (seat, slot));
+            }
+            for _ in e + 1..self.base {
+                self.cells.push_front(0);
+            }
+            self.cells.push_front(cell(seat, slot));
+            self.base = e;
+        }
+        self.live += 1;
+        None
+    }
+
+    /// Removes `e`; returns its seat and slot if it was in flight.
+    #[inline]
+    fn remove(&mut self, e: u32) -> Option<(usize, u16)> {
+        if let Some(i) = self.index(e) {
+            let c = self.cells[i];
+            if c != 0 {
+                self.cells[i] = 0;
+                self.live -= 1;
+                if i == 0 || i + 1 == self.cells.len() {
+                    self.trim();
+                }
+                return Some(uncell(c));
+            }
+        }
+        if self.far.is_empty() {
+            None
+        } else {
+            self.far.remove(&e)
+        }
+    }
+
+    /// Drops free cells at both ends.
+    fn trim(&mut self) {
+        if self.live == 0 {
+            self.cells.clear();
+            return;
+        }
+        while self.cells.front() == Some(&0) {
+            self.cells.pop_front();
+            self.base += 1;
+        }
+        while self.cells.back() == Some(&0) {
+            self.cells.pop_back();
+        }
+    }
+
+    /// Every in-flight entry of `seat` with its slot, ascending.
+    fn of_seat(&self, seat: usize, out: &mut Vec<(u32, u16)>) {
+        let start = out.len();
+        for (i, &c) in self.cells.iter().enumerate() {
+            if c != 0 && uncell(c).0 == seat {
+                out.push((self.base + i as u32, c as u16));
+            }
+        }
+        if !self.far.is_empty() {
+            let mut far: Vec<(u32, u16)> = self
+                .far
+                .iter()
+                .filter(|(_, &(s, _))| s == seat)
+                .map(|(&e, &(_, slot))| (e, slot))
+                .collect();
+            if !far.is_empty() {
+                out.append(&mut far);
+                out[start..].sort_unstable_by_key(|&(e, _)| e);
+            }
+        }
+    }
+
+    /// Frees every entry of `seat`; returns how many.
+    fn clear_seat(&mut self, seat: usize) -> usize {
+        let mut n = 0;
+        for c in self.cells.iter_mut() {
+            if *c != 0 && uncell(*c).0 == seat {
+                *c = 0;
+                n += 1;
+            }
+        }
+        self.live -= n;
+        self.trim();
+        let before = self.far.len();
+        self.far.retain(|_, &mut (s, _)| s != seat);
+        n + before - self.far.len()
+    }
+
+    fn memory_usage(&self) -> usize {
+        self.cells.capacity() * size_of::<u32>() + map_bytes(&self.far)
+    }
+}
+
+/// Every in-flight message of a subscription: position → (seat, slot), with a count per seat.
+#[derive(Debug, Clone, Default)]
+pub(super) struct InFlight {
+    /// Ledgers with an in-flight entry, ascending (a few at a time: ledgers roll over).
+    lanes: Vec<(i64, Lane)>,
+    /// The index in `lanes` used last (sends and acks stay in one ledger for long).
+    last: usize,
+    /// In-flight messages per seat.
+    counts: Vec<u64>,
+    len: u64,
+}
+
+impl InFlight {
+    /// The index of `ledger` in `lanes`: the last one used, else a binary search.
+    #[inline]
+    fn find(&self, ledger: i64) -> std::result::Result<usize, usize> {
+        match self.lanes.get(self.last) {
+            Some((l, _)) if *l == ledger => Ok(self.last),
+            _ => self.lanes.binary_search_by_key(&ledger, |(l, _)| *l),
+        }
+    }
+
+    /// Messages in flight.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Messages in flight on `seat`.
+    pub(super) fn count(&self, seat: usize) -> u64 {
+        self.counts.get(seat).copied().unwrap_or(0)
+    }
+
+    /// Who holds `p`: its seat and slot.
+    #[inline]
+    pub(super) fn get(&self, p: Position) -> Option<(usize, u16)> {
+        let i = self.find(p.ledger_id).ok()?;
+        self.lanes[i].1.get(p.entry_id as u32)
+    }
+
+    /// Notes `p` (a checked position) as sent to `seat` with `slot` (replacing its holder, if any).
+    #[inline]
+    pub(super) fn insert(&mut self, p: Position, seat: usize, slot: u16) {
+        let i = match self.find(p.ledger_id) {
+            Ok(i) => i,
+            Err(i) => {
+                self.lanes.insert(i, (p.ledger_id, Lane::default()));
+                i
+            }
+        };
+        self.last = i;
+        if self.counts.len() <= seat {
+            self.counts.resize(seat + 1, 0);
+        }
+        self.counts[seat] += 1;
+        match self.lanes[i].1.insert(p.entry_id as u32, seat, slot) {
+            Some((old, _)) => self.counts[old] -= 1,
+            None => self.len += 1,
+        }
+    }
+
+    /// Takes `p` out of flight; returns its seat and slot if it was in flight.
+    #[inline]
+    pub(super) fn remove(&mut self, p: Position) -> Option<(usize, u16)> {
+        let i = self.find(p.ledger_id).ok()?;
+        self.last = i;
+        let lane = &mut self.lanes[i].1;
+        let got = lane.remove(p.entry_id as u32)?;
+        if lane.is_empty() {
+            self.lanes.remove(i);
+            self.last = 0;
+        }
+        self.counts[got.0] -= 1;
+        self.len -= 1;
+        Some(got)
+    }
+
+    /// `seat`'s in-flight positions with their slots, ascending.
+    pub(super) fn of_seat(&self, seat: usize) -> Vec<(Position, u16)> {
+        let mut out = Vec::with_capacity(self.count(seat) as usize);
+        let mut entries = Vec::new();
+        for (ledger_id, lane) in &self.lanes {
+            entries.clear();
+            lane.of_seat(seat, &mut entries);
+            out.extend(entries.iter().map(|&(e, slot)| {
+                (
+                    Position {
+                        ledger_id: *ledger_id,
+                        entry_id: i64::from(e),
+                    },
+                    slot,
+                )
+            }));
+        }
+        out
+    }
+
+    /// Takes every position of `seat` out of flight; returns them with their slots, ascending.
+    pub(super) fn remove_seat(&mut self, seat: usize) -> Vec<(Position, u16)> {
+        let out = self.of_seat(seat);
+        if out.is_empty() {
+            return out;
+        }
+        for (_, lane) in &mut self.lanes {
+            lane.clear_seat(seat);
+        }
+        self.lanes.retain(|(_, lane)| !lane.is_empty());
+        self.last = 0;
+        self.counts[seat] = 0;
+        self.len -= out.len() as u64;
+        out
+    }
+
+    /// Approximate heap bytes.
+    pub(super) fn memory_usage(&self) -> usize {
+        self.lanes.capacity() * size_of::<(i64, Lane)>()
+            + self.counts.capacity() * size_of::<u64>()
+            + self
+                .lanes
+                .iter()
+                .map(|(_, lane)| lane.memory_usage())
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn p(l: i64, e: i64) -> Position {
+        Position {
+            ledger_id: l,
+            entry_id: e,
+        }
+    }
+
+    #[test]
+    fn sends_and_acks_in_order_keep_a_small_window() {
+        let mut f = InFlight::default();
+        for e in 0..10_000 {
+            f.insert(p(1, e), (e % 7) as usize, (e % 100 + 1) as u16);
+            if e >= 100 {
+                assert_eq!(
+                    f.remove(p(1, e - 100)),
+                    Some((((e - 100) % 7) as usize, ((e - 100) % 100 + 1) as u16))
+                );
+            }
+        }
+        assert_eq!(f.len(), 100);
+        assert!(f.memory_usage() < 4096);
+        assert_eq!(f.of_seat(3).len() as u64, f.count(3));
+    }
+
+    #[test]
+    fn a_stuck_message_does_not_stretch_the_window() {
+        let mut f = InFlight::default();
+        f.insert(p(1, 0), 9, 1);
+        for e in 1..2_000_000 {
+            f.insert(p(1, e), 1, 2);
+            assert_eq!(f.remove(p(1, e)), Some((1, 2)));
+        }
+        assert_eq!(f.get(p(1, 0)), Some((9, 1)));
+        assert!(f.memory_usage() < 64 * 1024, "{}", f.memory_usage());
+        assert_eq!(f.remove_seat(9), vec![(p(1, 0), 1)]);
+        assert_eq!(f.len(), 0);
+    }
+
+    #[test]
+    fn far_ids_and_many_seats_use_the_side_map() {
+        let mut f = InFlight::default();
+        f.insert(p(1, 5), 1, 3);
+        f.insert(p(1, u32::MAX as i64), 1, 4);
+        f.insert(p(1, 0), 70_000, 5);
+        assert_eq!(f.get(p(1, 0)), Some((70_000, 5)));
+        assert_eq!(f.of_seat(1), vec![(p(1, 5), 3), (p(1, u32::MAX as i64), 4)]);
+        // A count per seat (70,001 of them here), a few cells and a small map.
+        assert!(f.memory_usage() < 70_001 * 8 + 4096, "{}", f.memory_usage());
+        assert_eq!(f.remove(p(1, u32::MAX as i64)), Some((1, 4)));
+        assert_eq!(f.count(70_000), 1);
+    }
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Random sends (mostly ascending, some far back or far ahead), acks, leaves, against a map.
+    #[test]
+    fn randomised_against_a_map() {
+        for seed in 1..40u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut f = InFlight::default();
+            let mut m: BTreeMap<Position, (usize, u16)> = BTreeMap::new();
+            let mut next = [0i64; 3];
+            let mut peak = 0;
+            for _ in 0..20_000 {
+                let l = 1 + rng.below(3) as i64;
+                match rng.below(10) {
+                    0..=4 => {
+                        let e = match rng.below(20) {
+                            0 => rng.below(u32::MAX as u64 + 1) as i64,
+                            1 => next[l as usize - 1] - rng.below(50_000) as i64,
+                            _ => {
+                                next[l as usize - 1] += 1 + rng.below(3) as i64;
+                                next[l as usize - 1]
+                            }
+                        }
+                        .clamp(0, u32::MAX as i64);
+                        let pos = p(l, e);
+                        if m.contains_key(&pos) {
+                            continue;
+                        }
+                        let seat = if rng.below(50) == 0 {
+                            70_000
+                        } else {
+                            rng.below(8) as usize
+                        };
+                        let slot = 1 + rng.below(65_535) as u16;
+                        f.insert(pos, seat, slot);
+                        m.insert(pos, (seat, slot));
+                    }
+                    5..=7 => {
+                        let pos = match m.keys().nth(rng.below(m.len() as u64 + 1) as usize) {
+                            Some(&pos) if rng.below(4) != 0 => pos,
+                            _ => p(l, rng.below(next[l as usize - 1] as u64 + 2) as i64),
+                        };
+                        assert_eq!(f.remove(pos), m.remove(&pos));
+                    }
+                    8 => {
+                        let pos = p(l, rng.below(next[l as usize - 1] as u64 + 2) as i64);
+                        assert_eq!(f.get(pos), m.get(&pos).copied());
+                    }
+                    _ => {
+                        let seat = rng.below(9) as usize;
+                        let seat = if seat == 8 { 70_000 } else { seat };
+                        let want: Vec<(Position, u16)> = m
+                            .iter()
+                            .filter(|(_, &(s, _))| s == seat)
+                            .map(|(&pos, &(_, slot))| (pos, slot))
+                            .collect();
+                        assert_eq!(f.of_seat(seat), want);
+                        if rng.below(4) == 0 {
+                            assert_eq!(f.remove_seat(seat), want);
+                            m.retain(|_, &mut (s, _)| s != seat);
+                        }
+                    }
+                }
+                assert_eq!(f.len(), m.len() as u64);
+                peak = peak.max(m.len());
+            }
+            for seat in [0usize, 3, 7, 70_000] {
+                let n = m.values().filter(|&&(s, _)| s == seat).count() as u64;
+                assert_eq!(f.count(seat), n);
+            }
+            // Bounded by the most ever held (DENSITY cells each, MIN_SPAN per lane, the map beside)
+            // and the seats (a count each).
+            let bound =
+                3 * (2 * MIN_SPAN * 4 + 64) + peak * (2 * DENSITY * 4 + 64) + 70_001 * 8 + 4096;
+            assert!(f.memory_usage() <= bound, "{} > {bound}", f.memory_usage());
+        }
+    }
+}
