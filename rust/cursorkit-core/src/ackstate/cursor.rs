@@ -644,6 +644,7 @@ impl Cursor {
 
     /// The entry after `p`: the next entry of its ledger, or with ledger sizes the first entry of
     /// the next non-empty ledger once `p` is the last entry of its own.
+    #[inline]
     fn next_after(&self, p: Position) -> Option<Position> {
         match &self.sizes {
             None => (p.entry_id < MAX_ENTRY_ID).then(|| pos(p.ledger_id, p.entry_id + 1)),
@@ -663,11 +664,25 @@ impl Cursor {
     }
 
     /// Moves mark-delete over every acknowledged run that starts at the next entry.
+    #[inline]
     fn roll_forward(&mut self) {
+        if !self.acked.is_empty() {
+            self.roll_over_runs();
+        }
+    }
+
+    /// [`roll_forward`](Self::roll_forward) when something is held.
+    fn roll_over_runs(&mut self) {
         // Everything held is after mark-delete, so the run just after it (if any) starts there:
         // mark-delete moves to its end and the run leaves the set, then the next one is tried.
         let mut moved = false;
-        while let Some(next) = self.next_after(self.mark_delete) {
+        while !self.acked.is_empty() {
+            let Some(next) = self.next_after(self.mark_delete) else {
+                break;
+            };
+            if moved && next.ledger_id == self.mark_delete.ledger_id {
+                break; // a run was taken whole: the entry after its end is not held
+            }
             // `next_after` only makes valid positions, so the take cannot be refused; if it were,
             // mark-delete would simply stay where it is.
             let Ok(Some(end)) = self.acked.take_run_from(next.ledger_id, next.entry_id) else {
@@ -695,7 +710,7 @@ impl Cursor {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn drop_batch(&mut self, p: Position) {
         if self.batches.is_empty() {
             return;

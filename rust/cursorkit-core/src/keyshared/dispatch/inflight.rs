@@ -12,8 +12,6 @@
 //! newest entries need room the oldest held ones move there. Seats past what a cell can name
 //! (65,534 consumers) are kept in the side map too.
 
-use std::collections::VecDeque;
-
 use crate::delayed::delay_queue::{map_bytes, FastMap};
 use crate::Position;
 
@@ -39,14 +37,20 @@ fn uncell(c: u32) -> (usize, u16) {
 /// One ledger's in-flight entries.
 #[derive(Debug, Clone, Default)]
 struct Lane {
-    /// Entry of `cells[0]`.
+    /// Entry of `cells[head]`.
     base: u32,
-    cells: VecDeque<u32>,
+    /// The window is `cells[head..]`; cells before `head` are spent (dropped in bulk, so that a
+    /// front that moves on one entry at a time costs no shifting).
+    cells: Vec<u32>,
+    head: usize,
     /// Non-free cells.
     live: usize,
     /// Entries outside the window: entry → (seat, slot).
     far: FastMap<u32, (usize, u16)>,
 }
+
+/// Spent cells at the front dropped at once (and only when they are half the vector).
+const SPENT: usize = 1024;
 
 impl Lane {
     fn is_empty(&self) -> bool {
@@ -57,13 +61,20 @@ impl Lane {
         MIN_SPAN.max(DENSITY * live)
     }
 
+    /// Cells in the window.
+    #[inline]
+    fn width(&self) -> usize {
+        self.cells.len() - self.head
+    }
+
+    /// The index in `cells` of `e`, if the window covers it.
     #[inline]
     fn index(&self, e: u32) -> Option<usize> {
         let i = e.checked_sub(self.base)? as usize;
-        (i < self.cells.len()).then_some(i)
+        (i < self.width()).then_some(self.head + i)
     }
 
-    #[inline]
+    #[cfg(test)]
     fn get(&self, e: u32) -> Option<(usize, u16)> {
         if let Some(i) = self.index(e) {
             let c = self.cells[i];
@@ -78,19 +89,30 @@ impl Lane {
         }
     }
 
+    /// Moves the window's front on by one cell (its value, if any, is the caller's).
+    #[inline]
+    fn advance(&mut self) {
+        self.head += 1;
+        self.base += 1;
+        if self.head == self.cells.len() {
+            self.cells.clear();
+            self.head = 0;
+        } else if self.head >= SPENT && self.head * 2 >= self.cells.len() {
+            self.cells.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
     /// Moves the oldest cells to the side map until the window spans no more than `limit` cells
     /// from its base to `top` (exclusive).
     fn evict_until(&mut self, top: u64, limit: usize) {
-        while let Some(&c) = self.cells.front() {
-            if top - u64::from(self.base) <= limit as u64 {
-                return;
-            }
-            self.cells.pop_front();
+        while self.width() > 0 && top - u64::from(self.base) > limit as u64 {
+            let c = self.cells[self.head];
             if c != 0 {
                 self.far.insert(self.base, uncell(c));
                 self.live -= 1;
             }
-            self.base += 1;
+            self.advance();
         }
     }
 
@@ -100,25 +122,28 @@ impl Lane {
         if seat > MAX_CELL_SEAT || (!self.far.is_empty() && self.far.contains_key(&e)) {
             return self.far.insert(e, (seat, slot));
         }
-        if self.cells.is_empty() {
+        if self.width() == 0 {
+            self.cells.clear();
+            self.head = 0;
             self.base = e;
         }
-        let top = u64::from(self.base) + self.cells.len() as u64; // first entry past the window
+        let top = u64::from(self.base) + self.width() as u64; // first entry past the window
         if u64::from(e) >= top {
             let need = u64::from(e) + 1;
             let limit = Self::span_limit(self.live + 1);
             if need - u64::from(self.base) > limit as u64 {
                 self.evict_until(need, limit);
                 self.trim();
+                if self.width() == 0 {
+                    self.cells.clear();
+                    self.head = 0;
+                    self.base = e;
+                }
             }
-            if self.cells.is_empty() {
-                self.base = e;
-            }
-            let top = u64::from(self.base) + self.cells.len() as u64;
-            for _ in top..u64::from(e) {
-                self.cells.push_back(0);
-            }
-            self.cells.push_back(cell(seat, slot));
+            let top = u64::from(self.base) + self.width() as u64;
+            self.cells
+                .resize(self.cells.len() + (u64::from(e) - top) as usize, 0);
+            self.cells.push(cell(seat, slot));
         } else if let Some(i) = self.index(e) {
             let old = std::mem::replace(&mut self.cells[i], cell(seat, slot));
             if old != 0 {
@@ -129,10 +154,18 @@ impl Lane {
             if top - u64::from(e) > Self::span_limit(self.live + 1) as u64 {
                 return self.far.insert(e, (seat, slot));
             }
-            for _ in e + 1..self.base {
-                self.cells.push_front(0);
+            let need = (self.base - e) as usize;
+            if self.head < need {
+                // Room in front: what is needed and a quarter of the window more.
+                let pad = need + self.width() / 4;
+                let mut cells = vec![0; pad];
+                cells.extend_from_slice(&self.cells[self.head..]);
+                self.cells = cells;
+                self.head = pad;
             }
-            self.cells.push_front(cell(seat, slot));
+            self.head -= need;
+            self.cells[self.head..self.head + need].fill(0);
+            self.cells[self.head] = cell(seat, slot);
             self.base = e;
         }
         self.live += 1;
@@ -147,7 +180,7 @@ impl Lane {
             if c != 0 {
                 self.cells[i] = 0;
                 self.live -= 1;
-                if i == 0 || i + 1 == self.cells.len() {
+                if i == self.head || i + 1 == self.cells.len() {
                     self.trim();
                 }
                 return Some(uncell(c));
@@ -160,25 +193,51 @@ impl Lane {
         }
     }
 
+    /// Removes `e` if `seat` holds it; returns its slot.
+    #[inline]
+    fn remove_of(&mut self, seat: usize, e: u32) -> Option<u16> {
+        if let Some(i) = self.index(e) {
+            let c = self.cells[i];
+            if c != 0 {
+                if uncell(c).0 != seat {
+                    return None;
+                }
+                self.cells[i] = 0;
+                self.live -= 1;
+                if i == self.head || i + 1 == self.cells.len() {
+                    self.trim();
+                }
+                return Some(c as u16);
+            }
+        }
+        match self.far.get(&e) {
+            Some(&(s, slot)) if s == seat => {
+                self.far.remove(&e);
+                Some(slot)
+            }
+            _ => None,
+        }
+    }
+
     /// Drops free cells at both ends.
     fn trim(&mut self) {
         if self.live == 0 {
             self.cells.clear();
+            self.head = 0;
             return;
         }
-        while self.cells.front() == Some(&0) {
-            self.cells.pop_front();
-            self.base += 1;
+        while self.cells[self.head] == 0 {
+            self.advance(); // a live cell lies ahead, so the window does not empty
         }
-        while self.cells.back() == Some(&0) {
-            self.cells.pop_back();
+        while self.cells.last() == Some(&0) {
+            self.cells.pop();
         }
     }
 
     /// Every in-flight entry of `seat` with its slot, ascending.
     fn of_seat(&self, seat: usize, out: &mut Vec<(u32, u16)>) {
         let start = out.len();
-        for (i, &c) in self.cells.iter().enumerate() {
+        for (i, &c) in self.cells[self.head..].iter().enumerate() {
             if c != 0 && uncell(c).0 == seat {
                 out.push((self.base + i as u32, c as u16));
             }
@@ -200,7 +259,8 @@ impl Lane {
     /// Frees every entry of `seat`; returns how many.
     fn clear_seat(&mut self, seat: usize) -> usize {
         let mut n = 0;
-        for c in self.cells.iter_mut() {
+        let head = self.head;
+        for c in self.cells[head..].iter_mut() {
             if *c != 0 && uncell(*c).0 == seat {
                 *c = 0;
                 n += 1;
@@ -250,9 +310,9 @@ impl InFlight {
         self.counts.get(seat).copied().unwrap_or(0)
     }
 
-    /// Who holds `p`: its seat and slot.
-    #[inline]
-    pub(super) fn get(&self, p: Position) -> Option<(usize, u16)> {
+    /// Who holds `p`: its seat and slot (the model tests' view).
+    #[cfg(test)]
+    fn get(&self, p: Position) -> Option<(usize, u16)> {
         let i = self.find(p.ledger_id).ok()?;
         self.lanes[i].1.get(p.entry_id as u32)
     }
@@ -292,6 +352,22 @@ impl InFlight {
         self.counts[got.0] -= 1;
         self.len -= 1;
         Some(got)
+    }
+
+    /// Takes `p` out of flight if `seat` holds it; returns its slot.
+    #[inline]
+    pub(super) fn remove_of(&mut self, seat: usize, p: Position) -> Option<u16> {
+        let i = self.find(p.ledger_id).ok()?;
+        self.last = i;
+        let lane = &mut self.lanes[i].1;
+        let slot = lane.remove_of(seat, p.entry_id as u32)?;
+        if lane.is_empty() {
+            self.lanes.remove(i);
+            self.last = 0;
+        }
+        self.counts[seat] -= 1;
+        self.len -= 1;
+        Some(slot)
     }
 
     /// `seat`'s in-flight positions with their slots, ascending.
@@ -367,7 +443,11 @@ mod tests {
             }
         }
         assert_eq!(f.len(), 100);
-        assert!(f.memory_usage() < 4096);
+        assert!(
+            f.memory_usage() < 4 * 2 * SPENT + 1024,
+            "{}",
+            f.memory_usage()
+        );
         assert_eq!(f.of_seat(3).len() as u64, f.count(3));
     }
 
@@ -453,7 +533,23 @@ mod tests {
                             Some(&pos) if rng.below(4) != 0 => pos,
                             _ => p(l, rng.below(next[l as usize - 1] as u64 + 2) as i64),
                         };
-                        assert_eq!(f.remove(pos), m.remove(&pos));
+                        if rng.below(2) == 0 {
+                            assert_eq!(f.remove(pos), m.remove(&pos));
+                        } else {
+                            // Only if this seat holds it (a nack of someone else's is skipped).
+                            let seat = match rng.below(3) {
+                                0 => 70_000,
+                                _ => rng.below(8) as usize,
+                            };
+                            let want = match m.get(&pos) {
+                                Some(&(s, slot)) if s == seat => {
+                                    m.remove(&pos);
+                                    Some(slot)
+                                }
+                                _ => None,
+                            };
+                            assert_eq!(f.remove_of(seat, pos), want);
+                        }
                     }
                     8 => {
                         let pos = p(l, rng.below(next[l as usize - 1] as u64 + 2) as i64);

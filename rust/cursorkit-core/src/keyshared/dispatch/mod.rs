@@ -1171,15 +1171,8 @@ impl DispatchCore {
                 ledger_id,
                 entry_id,
             };
-            if self
-                .inflight
-                .get(p)
-                .is_none_or(|(holder, _)| holder != seat)
-            {
-                continue;
-            }
-            let Some((_, slot)) = self.inflight.remove(p) else {
-                continue;
+            let Some(slot) = self.inflight.remove_of(seat, p) else {
+                continue; // not in flight on this consumer: skipped, as Pulsar does
             };
             if self.mode == DispatchMode::Draining
                 && !self.draining.is_empty()
