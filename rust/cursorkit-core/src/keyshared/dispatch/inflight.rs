@@ -57,6 +57,7 @@ impl Lane {
         self.live == 0 && self.far.is_empty()
     }
 
+    #[inline]
     fn span_limit(live: usize) -> usize {
         MIN_SPAN.max(DENSITY * live)
     }
@@ -118,7 +119,28 @@ impl Lane {
 
     /// Adds `e` for `seat` with `slot`; returns what it replaced (nothing, for a caller that only
     /// adds what is not in flight).
+    #[inline]
     fn insert(&mut self, e: u32, seat: usize, slot: u16) -> Option<(usize, u16)> {
+        // The usual case first: just past the window's end (a send in read order), nothing far.
+        let off = e.wrapping_sub(self.base) as usize;
+        let width = self.width();
+        if off >= width
+            && width > 0
+            && off < Self::span_limit(self.live + 1)
+            && seat <= MAX_CELL_SEAT
+            && self.far.is_empty()
+            && e >= self.base
+        {
+            self.cells.extend(std::iter::repeat_n(0, off - width));
+            self.cells.push(cell(seat, slot));
+            self.live += 1;
+            return None;
+        }
+        self.insert_elsewhere(e, seat, slot)
+    }
+
+    /// [`insert`](Self::insert) of anything else: before, inside or far past the window.
+    fn insert_elsewhere(&mut self, e: u32, seat: usize, slot: u16) -> Option<(usize, u16)> {
         if seat > MAX_CELL_SEAT || (!self.far.is_empty() && self.far.contains_key(&e)) {
             return self.far.insert(e, (seat, slot));
         }
@@ -415,6 +437,29 @@ impl InFlight {
                 .iter()
                 .map(|(_, lane)| lane.memory_usage())
                 .sum::<usize>()
+    }
+}
+
+/// Positions with their slots and nothing else (what a delayed-delivery tracker holds for the
+/// dispatcher): the same windows, one seat.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SlotsOf(InFlight);
+
+impl SlotsOf {
+    pub(super) fn len(&self) -> usize {
+        self.0.len() as usize
+    }
+
+    /// Notes `p` (a checked position) with `slot`, replacing what it had.
+    #[inline]
+    pub(super) fn insert(&mut self, p: Position, slot: u16) {
+        self.0.insert(p, 0, slot);
+    }
+
+    /// Takes `p` out; returns its slot.
+    #[inline]
+    pub(super) fn remove(&mut self, p: Position) -> Option<u16> {
+        self.0.remove_of(0, p)
     }
 }
 

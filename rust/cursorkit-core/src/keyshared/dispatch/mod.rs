@@ -67,7 +67,7 @@ use crate::keyshared::draining::DrainingHashes;
 use crate::keyshared::selector::{HashRange, SlotTable};
 use crate::{Cursor, Position, RangeSet};
 
-use inflight::InFlight;
+use inflight::{InFlight, SlotsOf};
 use last_sent::LastSent;
 use replay::ReplayQueue;
 
@@ -286,7 +286,7 @@ pub struct DispatchCore {
     /// Permits over every seat, kept as they change (a read check must not walk the consumers).
     permits: u128,
     /// Positions a delayed-delivery tracker holds, with their slots, until they come back due.
-    delayed_slots: FastMap<Position, u16>,
+    delayed_slots: SlotsOf,
     /// Every message in flight: position → consumer seat and slot (an ack, a nack or "who
     /// holds it?" is one lookup).
     inflight: InFlight,
@@ -367,7 +367,7 @@ impl DispatchCore {
             out_index: Vec::new(),
             sent: Vec::new(),
             permits: 0,
-            delayed_slots: FastMap::default(),
+            delayed_slots: SlotsOf::default(),
             inflight: InFlight::default(),
         }
     }
@@ -657,11 +657,18 @@ impl DispatchCore {
     /// Positions a delayed-delivery tracker took from a read, with their slots: they wait there
     /// and come back through [`release_delayed`](Self::release_delayed) when due. Checked first.
     pub fn hold_delayed(&mut self, ledgers: &[i64], entries: &[i64], slots: &[i64]) -> Result<()> {
-        let positions = positions_of(ledgers, entries)?;
-        same_len(positions.len(), slots.len(), "positions and slots")?;
-        let slots = slots_of(slots)?;
-        self.delayed_slots.reserve(positions.len());
-        self.delayed_slots.extend(positions.into_iter().zip(slots));
+        check_positions(ledgers, entries)?;
+        same_len(ledgers.len(), slots.len(), "positions and slots")?;
+        for &slot in slots {
+            check_slot(slot)?; // every slot first: a bad one changes nothing
+        }
+        for ((&ledger_id, &entry_id), &slot) in ledgers.iter().zip(entries).zip(slots) {
+            let p = Position {
+                ledger_id,
+                entry_id,
+            };
+            self.delayed_slots.insert(p, slot as u16);
+        }
         Ok(())
     }
 
@@ -679,7 +686,7 @@ impl DispatchCore {
         let mut es = Vec::new();
         let mut ss = Vec::new();
         for p in positions {
-            if let Some(slot) = self.delayed_slots.remove(&p) {
+            if let Some(slot) = self.delayed_slots.remove(p) {
                 ls.push(p.ledger_id);
                 es.push(p.entry_id);
                 ss.push(i64::from(slot));
