@@ -75,7 +75,7 @@ pub struct PyKeySharedBase {
     /// the object it was registered as (the dict is asked only for an equal, other object).
     by_address: Mutex<HashMap<usize, u32, BuildHasherDefault<AddressHasher>>>,
     /// Consumer id -> consumer object, for what a dispatch returns.
-    consumers: Mutex<HashMap<u32, Py<PyAny>>>,
+    consumers: Mutex<HashMap<u32, Py<PyAny>, BuildHasherDefault<AddressHasher>>>,
     policy: Mutex<Option<Py<PyAny>>>,
     has_policy: AtomicBool,
     delayed: Mutex<Option<Py<PyAny>>>,
@@ -86,7 +86,8 @@ pub struct PyKeySharedBase {
     results: Mutex<HashMap<Outcome, Py<PyAny>>>,
 }
 
-/// Hashes an object address: objects are 16-byte aligned, so the bits above those are spread.
+/// Hashes an object address (objects are 16-byte aligned, so the bits above those are spread) or
+/// a consumer id (ids are small and dense).
 #[derive(Default)]
 struct AddressHasher(u64);
 
@@ -104,6 +105,11 @@ impl Hasher for AddressHasher {
     #[inline]
     fn write_usize(&mut self, v: usize) {
         self.0 = ((v as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 
@@ -690,7 +696,7 @@ impl PyKeySharedBase {
             cursor: cursor.clone().unbind(),
             ids: PyDict::new(py).unbind(),
             by_address: Mutex::new(HashMap::default()),
-            consumers: Mutex::new(HashMap::new()),
+            consumers: Mutex::new(HashMap::default()),
             has_policy: AtomicBool::new(policy.is_some()),
             policy: Mutex::new(policy),
             has_delayed: AtomicBool::new(delayed.is_some()),
