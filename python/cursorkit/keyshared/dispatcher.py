@@ -393,7 +393,7 @@ class KeySharedDispatcher(KeySharedBase):
             return self._core.replay_positions()
 
     def pending_memory_usage(self) -> int:
-        """Heap bytes of every consumer's pending acks (about 12 per unacked message)."""
+        """Heap bytes of what the consumers have in flight (about 4 per unacked message)."""
         with self._lock:
             return self._core.pending_memory_usage()
 
