@@ -34,6 +34,14 @@ fn uncell(c: u32) -> (usize, u16) {
     ((c >> 16) as usize - 1, c as u16)
 }
 
+#[inline]
+fn at(ledger_id: i64, entry: u32) -> Position {
+    Position {
+        ledger_id,
+        entry_id: i64::from(entry),
+    }
+}
+
 /// One ledger's in-flight entries.
 #[derive(Debug, Clone, Default)]
 struct Lane {
@@ -256,43 +264,41 @@ impl Lane {
         }
     }
 
-    /// Every in-flight entry of `seat` with its slot, ascending.
-    fn of_seat(&self, seat: usize, out: &mut Vec<(u32, u16)>) {
+    /// Up to `left` in-flight entries of `seat` with their slots, ascending; `take` frees them.
+    /// The caller knows the seat's exact count, so the scan stops once `left` are found.
+    fn of_seat(&mut self, seat: usize, left: usize, take: bool, out: &mut Vec<(u32, u16)>) {
         let start = out.len();
-        for (i, &c) in self.cells[self.head..].iter().enumerate() {
-            if c != 0 && uncell(c).0 == seat {
-                out.push((self.base + i as u32, c as u16));
+        let head = self.head;
+        for (i, c) in self.cells[head..].iter_mut().enumerate() {
+            if *c != 0 && uncell(*c).0 == seat {
+                out.push((self.base + i as u32, *c as u16));
+                if take {
+                    *c = 0;
+                }
+                if out.len() - start == left {
+                    break; // the rest of the seat's entries: none (not in the side map either)
+                }
             }
         }
-        if !self.far.is_empty() {
+        if take {
+            self.live -= out.len() - start;
+            self.trim();
+        }
+        if out.len() - start < left && !self.far.is_empty() {
             let mut far: Vec<(u32, u16)> = self
                 .far
                 .iter()
                 .filter(|(_, &(s, _))| s == seat)
                 .map(|(&e, &(_, slot))| (e, slot))
                 .collect();
+            if take {
+                self.far.retain(|_, &mut (s, _)| s != seat);
+            }
             if !far.is_empty() {
                 out.append(&mut far);
                 out[start..].sort_unstable_by_key(|&(e, _)| e);
             }
         }
-    }
-
-    /// Frees every entry of `seat`; returns how many.
-    fn clear_seat(&mut self, seat: usize) -> usize {
-        let mut n = 0;
-        let head = self.head;
-        for c in self.cells[head..].iter_mut() {
-            if *c != 0 && uncell(*c).0 == seat {
-                *c = 0;
-                n += 1;
-            }
-        }
-        self.live -= n;
-        self.trim();
-        let before = self.far.len();
-        self.far.retain(|_, &mut (s, _)| s != seat);
-        n + before - self.far.len()
     }
 
     fn memory_usage(&self) -> usize {
@@ -392,40 +398,76 @@ impl InFlight {
         Some(slot)
     }
 
-    /// `seat`'s in-flight positions with their slots, ascending.
-    pub(super) fn of_seat(&self, seat: usize) -> Vec<(Position, u16)> {
-        let mut out = Vec::with_capacity(self.count(seat) as usize);
-        let mut entries = Vec::new();
-        for (ledger_id, lane) in &self.lanes {
-            entries.clear();
-            lane.of_seat(seat, &mut entries);
-            out.extend(entries.iter().map(|&(e, slot)| {
-                (
-                    Position {
-                        ledger_id: *ledger_id,
-                        entry_id: i64::from(e),
-                    },
-                    slot,
-                )
-            }));
-        }
-        out
-    }
-
     /// Takes every position of `seat` out of flight; returns them with their slots, ascending.
     pub(super) fn remove_seat(&mut self, seat: usize) -> Vec<(Position, u16)> {
-        let out = self.of_seat(seat);
-        if out.is_empty() {
+        let want = self.count(seat) as usize;
+        let mut out = Vec::with_capacity(want);
+        if want == 0 {
             return out;
         }
-        for (_, lane) in &mut self.lanes {
-            lane.clear_seat(seat);
+        let mut entries = Vec::new();
+        for (ledger_id, lane) in &mut self.lanes {
+            entries.clear();
+            lane.of_seat(seat, want - out.len(), true, &mut entries);
+            out.extend(entries.iter().map(|&(e, slot)| (at(*ledger_id, e), slot)));
+            if out.len() == want {
+                break;
+            }
         }
         self.lanes.retain(|(_, lane)| !lane.is_empty());
         self.last = 0;
         self.counts[seat] = 0;
         self.len -= out.len() as u64;
         out
+    }
+
+    /// `seat`'s in-flight positions with their slots, ascending (the scan stops once the seat's
+    /// count is found).
+    pub(super) fn of_seat(&self, seat: usize) -> Vec<(Position, u16)> {
+        let want = self.count(seat) as usize;
+        let mut out = Vec::with_capacity(want);
+        for (ledger_id, lane) in &self.lanes {
+            if out.len() == want {
+                break;
+            }
+            let start = out.len();
+            for (i, &c) in lane.cells[lane.head..].iter().enumerate() {
+                if c != 0 && uncell(c).0 == seat {
+                    out.push((at(*ledger_id, lane.base + i as u32), c as u16));
+                    if out.len() == want {
+                        break;
+                    }
+                }
+            }
+            if out.len() < want && !lane.far.is_empty() {
+                let before = out.len();
+                out.extend(
+                    lane.far
+                        .iter()
+                        .filter(|(_, &(s, _))| s == seat)
+                        .map(|(&e, &(_, slot))| (at(*ledger_id, e), slot)),
+                );
+                if out.len() > before {
+                    out[start..].sort_unstable_by_key(|&(p, _)| p);
+                }
+            }
+        }
+        out
+    }
+
+    /// Calls `f(seat, slot)` for every message in flight (in no particular order).
+    pub(super) fn for_each(&self, mut f: impl FnMut(usize, u16)) {
+        for (_, lane) in &self.lanes {
+            for &c in &lane.cells[lane.head..] {
+                if c != 0 {
+                    let (seat, slot) = uncell(c);
+                    f(seat, slot);
+                }
+            }
+            for &(seat, slot) in lane.far.values() {
+                f(seat, slot);
+            }
+        }
     }
 
     /// Approximate heap bytes.
@@ -609,6 +651,12 @@ mod tests {
                             .map(|(&pos, &(_, slot))| (pos, slot))
                             .collect();
                         assert_eq!(f.of_seat(seat), want);
+                        let mut all = Vec::new();
+                        f.for_each(|s, slot| all.push((s, slot)));
+                        all.sort_unstable();
+                        let mut model: Vec<(usize, u16)> = m.values().copied().collect();
+                        model.sort_unstable();
+                        assert_eq!(all, model);
                         if rng.below(4) == 0 {
                             assert_eq!(f.remove_seat(seat), want);
                             m.retain(|_, &mut (s, _)| s != seat);

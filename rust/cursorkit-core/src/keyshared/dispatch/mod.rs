@@ -543,27 +543,42 @@ impl DispatchCore {
         if self.mode != DispatchMode::Draining {
             return Ok(());
         }
-        for (owner, ranges) in removed {
+        // The owners whose ranges moved (by seat), then one pass over what is in flight.
+        let mut watched: Vec<Vec<usize>> = Vec::new();
+        for (k, (owner, ranges)) in removed.iter().enumerate() {
             if *owner == skip || ranges.is_empty() {
                 continue;
             }
             let Some(&seat) = self.seat_of.get(owner) else {
                 continue;
             };
-            let mut moved: BTreeMap<u32, u32> = BTreeMap::new();
-            for (_, slot) in self.inflight.of_seat(seat) {
-                let h = u32::from(slot);
+            if watched.len() <= seat {
+                watched.resize(seat + 1, Vec::new());
+            }
+            watched[seat].push(k);
+        }
+        if watched.is_empty() {
+            return self.release_returned();
+        }
+        let mut moved: Vec<BTreeMap<u32, u32>> = vec![BTreeMap::new(); removed.len()];
+        self.inflight.for_each(|seat, slot| {
+            let h = u32::from(slot);
+            for &k in watched.get(seat).map_or(&[][..], Vec::as_slice) {
+                let ranges = &removed[k].1;
                 let i = ranges.partition_point(|r| r.0 <= h);
                 if i > 0 && h <= ranges[i - 1].1 {
-                    *moved.entry(h).or_insert(0) += 1;
+                    *moved[k].entry(h).or_insert(0) += 1;
                 }
             }
-            for (h, n) in moved {
+        });
+        for (k, hashes) in moved.into_iter().enumerate() {
+            let owner = removed[k].0;
+            for (h, n) in hashes {
                 // A hash draining already counts every pending message of it: counting again would
                 // leak a reference when a hash moves away, back and away again.
                 if self.draining.owner(h)?.is_none() {
                     for _ in 0..n {
-                        self.draining.add_entry(*owner, h)?;
+                        self.draining.add_entry(owner, h)?;
                     }
                 }
             }
