@@ -740,11 +740,6 @@ impl Run {
             }
         }
         assert_eq!(self.core.pending_total(), total);
-        assert_eq!(
-            self.core.pending_anywhere(),
-            total,
-            "the index of pending positions"
-        );
         assert_eq!(self.core.permits_total(), permits);
 
         let replay = self.core.replay_positions();

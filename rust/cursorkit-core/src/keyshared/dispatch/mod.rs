@@ -724,12 +724,6 @@ impl DispatchCore {
                 .sum::<usize>()
     }
 
-    /// Positions pending on any consumer, counted from the index acks consult (equals
-    /// [`pending_total`](Self::pending_total): a message is pending on one consumer at most).
-    pub fn pending_anywhere(&self) -> u64 {
-        self.inflight.len()
-    }
-
     /// Positions a delayed-delivery tracker holds for this dispatcher.
     pub fn delayed_held(&self) -> usize {
         self.delayed_slots.len()
