@@ -5,8 +5,9 @@
 //! first and in position order, a new entry waiting behind an earlier message of its slot, the
 //! owner table (slot → consumer, refreshed from the selector on each membership change), permits,
 //! PIP-379's draining gate or PIP-282's last-sent restriction, and what each consumer has in flight
-//! (one window per ledger indexed by position, about 4 bytes a message). Acks (single, bulk, from any consumer), nacks, redelivery
-//! and consumer removal update the same state and the cursor in one call.
+//! (one window per ledger indexed by position, about 4 bytes a message). Acks (single, bulk, from
+//! any consumer), nacks, redelivery and consumer removal update the same state and the cursor in
+//! one call.
 //!
 //! The cursor may also be acknowledged outside the core at any moment (a skip, TTL, a shared
 //! cursor), even for a message a consumer holds: a position coming back to the replay queue is
