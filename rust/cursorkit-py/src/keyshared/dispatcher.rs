@@ -142,14 +142,18 @@ fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     })
 }
 
+/// `Position`'s type object, as an address.
+#[inline]
+fn position_type(py: Python<'_>) -> usize {
+    *POSITION_TYPE.get_or_init(py, || py.get_type::<PyPosition>().as_type_ptr() as usize)
+}
+
 fn position_of(obj: &Bound<'_, PyAny>) -> PyResult<Position> {
     // A `Position` (the per-event case) is one type compare; anything else takes the checked cast
     // (which refuses it with a typed error).
-    let exact = POSITION_TYPE.get_or_init(obj.py(), || {
-        obj.py().get_type::<PyPosition>().as_type_ptr() as usize
-    });
+    let exact = position_type(obj.py());
     // SAFETY: a type compare against `Position`'s own type object: the cast below is to it.
-    if unsafe { pyo3::ffi::Py_TYPE(obj.as_ptr()) } as usize == *exact {
+    if unsafe { pyo3::ffi::Py_TYPE(obj.as_ptr()) } as usize == exact {
         // SAFETY: the object's type is exactly `PyPosition` (checked above).
         return Ok(unsafe { obj.cast_unchecked::<PyPosition>() }.get().0);
     }
@@ -187,13 +191,7 @@ impl Ids {
     fn read(positions: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut ids = Ids::empty();
         if let Ok(list) = positions.cast::<PyList>() {
-            // By index, without a length check per item: nothing between the reads can change
-            // the list (`position_of` runs no Python code, and the GIL is held throughout).
-            for i in 0..list.len() {
-                // SAFETY: `i` < the list's length, read before the loop and unchanged since.
-                let item = unsafe { list.get_item_unchecked(i) };
-                ids.push(position_of(&item)?);
-            }
+            return Self::read_list(list);
         } else if let Ok(tuple) = positions.cast::<PyTuple>() {
             for item in tuple.iter() {
                 ids.push(position_of(&item)?);
@@ -212,6 +210,46 @@ impl Ids {
                 ids.push(position_of(&item?)?);
             }
         }
+        Ok(ids)
+    }
+
+    /// A list of `Position`s, read by index and borrowed (no reference count taken and dropped
+    /// per item), straight into place: nothing between the reads can change the list
+    /// (`position_of` runs no Python code, and the GIL is held throughout).
+    fn read_list(list: &Bound<'_, PyList>) -> PyResult<Self> {
+        let py = list.py();
+        let exact = position_type(py);
+        let n = list.len();
+        let at = |i: usize| -> PyResult<Position> {
+            // SAFETY: `i` < the list's length, read before the reads and unchanged since, so
+            // `PyList_GetItem` returns a non-null borrowed reference the list keeps alive.
+            let item = unsafe {
+                Borrowed::from_ptr(py, pyo3::ffi::PyList_GetItem(list.as_ptr(), i as isize))
+            };
+            // SAFETY: a type compare against `Position`'s own type object, then the cast to it.
+            if unsafe { pyo3::ffi::Py_TYPE(item.as_ptr()) } as usize == exact {
+                return Ok(unsafe { item.cast_unchecked::<PyPosition>() }.get().0);
+            }
+            position_of(&item)
+        };
+        let mut ids = Ids::empty();
+        if n <= INLINE {
+            let slots = ids.inline_ls.iter_mut().zip(ids.inline_es.iter_mut());
+            for (i, (l, e)) in slots.take(n).enumerate() {
+                let p = at(i)?;
+                *l = p.ledger_id;
+                *e = p.entry_id;
+            }
+        } else {
+            let (mut ls, mut es) = (Vec::with_capacity(n), Vec::with_capacity(n));
+            for i in 0..n {
+                let p = at(i)?;
+                ls.push(p.ledger_id);
+                es.push(p.entry_id);
+            }
+            ids.heap = Some((ls, es));
+        }
+        ids.n = n;
         Ok(ids)
     }
 
