@@ -149,9 +149,14 @@ fn position_type(py: Python<'_>) -> usize {
 }
 
 fn position_of(obj: &Bound<'_, PyAny>) -> PyResult<Position> {
+    position_of_type(obj, position_type(obj.py()))
+}
+
+/// [`position_of`] with `Position`'s type address at hand (a list reader looks it up once).
+#[inline(always)]
+fn position_of_type(obj: &Bound<'_, PyAny>, exact: usize) -> PyResult<Position> {
     // A `Position` (the per-event case) is one type compare; anything else takes the checked cast
     // (which refuses it with a typed error).
-    let exact = position_type(obj.py());
     // SAFETY: a type compare against `Position`'s own type object: the cast below is to it.
     if unsafe { pyo3::ffi::Py_TYPE(obj.as_ptr()) } as usize == exact {
         // SAFETY: the object's type is exactly `PyPosition` (checked above).
@@ -189,10 +194,11 @@ impl Ids {
     }
 
     fn read(positions: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let mut ids = Ids::empty();
         if let Ok(list) = positions.cast::<PyList>() {
             return Self::read_list(list);
-        } else if let Ok(tuple) = positions.cast::<PyTuple>() {
+        }
+        let mut ids = Ids::empty();
+        if let Ok(tuple) = positions.cast::<PyTuple>() {
             for item in tuple.iter() {
                 ids.push(position_of(&item)?);
             }
@@ -226,11 +232,7 @@ impl Ids {
             let item = unsafe {
                 Borrowed::from_ptr(py, pyo3::ffi::PyList_GetItem(list.as_ptr(), i as isize))
             };
-            // SAFETY: a type compare against `Position`'s own type object, then the cast to it.
-            if unsafe { pyo3::ffi::Py_TYPE(item.as_ptr()) } as usize == exact {
-                return Ok(unsafe { item.cast_unchecked::<PyPosition>() }.get().0);
-            }
-            position_of(&item)
+            position_of_type(&item, exact)
         };
         let mut ids = Ids::empty();
         if n <= INLINE {

@@ -202,34 +202,15 @@ impl Lane {
         None
     }
 
-    /// Removes `e`; returns its seat and slot if it was in flight.
-    #[inline]
-    fn remove(&mut self, e: u32) -> Option<(usize, u16)> {
+    /// Takes `e` out of flight, if it is and (with `only`) that seat holds it; returns its seat
+    /// and slot.
+    #[inline(always)]
+    fn take(&mut self, e: u32, only: Option<usize>) -> Option<(usize, u16)> {
         if let Some(i) = self.index(e) {
             let c = self.cells[i];
             if c != 0 {
-                self.cells[i] = 0;
-                self.live -= 1;
-                if i == self.head || i + 1 == self.cells.len() {
-                    self.trim();
-                }
-                return Some(uncell(c));
-            }
-        }
-        if self.far.is_empty() {
-            None
-        } else {
-            self.far.remove(&e)
-        }
-    }
-
-    /// Removes `e` if `seat` holds it; returns its slot.
-    #[inline]
-    fn remove_of(&mut self, seat: usize, e: u32) -> Option<u16> {
-        if let Some(i) = self.index(e) {
-            let c = self.cells[i];
-            if c != 0 {
-                if uncell(c).0 != seat {
+                let held = uncell(c);
+                if only.is_some_and(|seat| seat != held.0) {
                     return None;
                 }
                 self.cells[i] = 0;
@@ -237,14 +218,14 @@ impl Lane {
                 if i == self.head || i + 1 == self.cells.len() {
                     self.trim();
                 }
-                return Some(c as u16);
+                return Some(held);
             }
         }
+        if self.far.is_empty() {
+            return None;
+        }
         match self.far.get(&e) {
-            Some(&(s, slot)) if s == seat => {
-                self.far.remove(&e);
-                Some(slot)
-            }
+            Some(&(seat, _)) if only.is_none_or(|s| s == seat) => self.far.remove(&e),
             _ => None,
         }
     }
@@ -264,38 +245,27 @@ impl Lane {
         }
     }
 
-    /// Up to `left` in-flight entries of `seat` with their slots, ascending; `take` frees them.
-    /// The caller knows the seat's exact count, so the scan stops once `left` are found.
-    fn of_seat(&mut self, seat: usize, left: usize, take: bool, out: &mut Vec<(u32, u16)>) {
+    /// Up to `left` in-flight entries of `seat` with their slots, ascending. The caller knows
+    /// the seat's exact count, so the scan stops once `left` are found.
+    fn of_seat(&self, seat: usize, left: usize, out: &mut Vec<(u32, u16)>) {
         let start = out.len();
-        let head = self.head;
-        for (i, c) in self.cells[head..].iter_mut().enumerate() {
-            if *c != 0 && uncell(*c).0 == seat {
-                out.push((self.base + i as u32, *c as u16));
-                if take {
-                    *c = 0;
-                }
+        for (i, &c) in self.cells[self.head..].iter().enumerate() {
+            if c != 0 && uncell(c).0 == seat {
+                out.push((self.base + i as u32, c as u16));
                 if out.len() - start == left {
-                    break; // the rest of the seat's entries: none (not in the side map either)
+                    return; // the rest of the seat's entries: none (not in the side map either)
                 }
             }
         }
-        if take {
-            self.live -= out.len() - start;
-            self.trim();
-        }
-        if out.len() - start < left && !self.far.is_empty() {
-            let mut far: Vec<(u32, u16)> = self
-                .far
-                .iter()
-                .filter(|(_, &(s, _))| s == seat)
-                .map(|(&e, &(_, slot))| (e, slot))
-                .collect();
-            if take {
-                self.far.retain(|_, &mut (s, _)| s != seat);
-            }
-            if !far.is_empty() {
-                out.append(&mut far);
+        if !self.far.is_empty() {
+            let before = out.len();
+            out.extend(
+                self.far
+                    .iter()
+                    .filter(|(_, &(s, _))| s == seat)
+                    .map(|(&e, &(_, slot))| (e, slot)),
+            );
+            if out.len() > before {
                 out[start..].sort_unstable_by_key(|&(e, _)| e);
             }
         }
@@ -369,10 +339,21 @@ impl InFlight {
     /// Takes `p` out of flight; returns its seat and slot if it was in flight.
     #[inline]
     pub(super) fn remove(&mut self, p: Position) -> Option<(usize, u16)> {
+        self.take(p, None)
+    }
+
+    /// Takes `p` out of flight if `seat` holds it; returns its slot.
+    #[inline]
+    pub(super) fn remove_of(&mut self, seat: usize, p: Position) -> Option<u16> {
+        self.take(p, Some(seat)).map(|(_, slot)| slot)
+    }
+
+    #[inline(always)]
+    fn take(&mut self, p: Position, only: Option<usize>) -> Option<(usize, u16)> {
         let i = self.find(p.ledger_id).ok()?;
         self.last = i;
         let lane = &mut self.lanes[i].1;
-        let got = lane.remove(p.entry_id as u32)?;
+        let got = lane.take(p.entry_id as u32, only)?;
         if lane.is_empty() {
             self.lanes.remove(i);
             self.last = 0;
@@ -382,42 +363,12 @@ impl InFlight {
         Some(got)
     }
 
-    /// Takes `p` out of flight if `seat` holds it; returns its slot.
-    #[inline]
-    pub(super) fn remove_of(&mut self, seat: usize, p: Position) -> Option<u16> {
-        let i = self.find(p.ledger_id).ok()?;
-        self.last = i;
-        let lane = &mut self.lanes[i].1;
-        let slot = lane.remove_of(seat, p.entry_id as u32)?;
-        if lane.is_empty() {
-            self.lanes.remove(i);
-            self.last = 0;
-        }
-        self.counts[seat] -= 1;
-        self.len -= 1;
-        Some(slot)
-    }
-
     /// Takes every position of `seat` out of flight; returns them with their slots, ascending.
     pub(super) fn remove_seat(&mut self, seat: usize) -> Vec<(Position, u16)> {
-        let want = self.count(seat) as usize;
-        let mut out = Vec::with_capacity(want);
-        if want == 0 {
-            return out;
+        let out = self.of_seat(seat);
+        for &(p, _) in &out {
+            self.remove(p);
         }
-        let mut entries = Vec::new();
-        for (ledger_id, lane) in &mut self.lanes {
-            entries.clear();
-            lane.of_seat(seat, want - out.len(), true, &mut entries);
-            out.extend(entries.iter().map(|&(e, slot)| (at(*ledger_id, e), slot)));
-            if out.len() == want {
-                break;
-            }
-        }
-        self.lanes.retain(|(_, lane)| !lane.is_empty());
-        self.last = 0;
-        self.counts[seat] = 0;
-        self.len -= out.len() as u64;
         out
     }
 
@@ -426,31 +377,14 @@ impl InFlight {
     pub(super) fn of_seat(&self, seat: usize) -> Vec<(Position, u16)> {
         let want = self.count(seat) as usize;
         let mut out = Vec::with_capacity(want);
+        let mut entries = Vec::new();
         for (ledger_id, lane) in &self.lanes {
             if out.len() == want {
                 break;
             }
-            let start = out.len();
-            for (i, &c) in lane.cells[lane.head..].iter().enumerate() {
-                if c != 0 && uncell(c).0 == seat {
-                    out.push((at(*ledger_id, lane.base + i as u32), c as u16));
-                    if out.len() == want {
-                        break;
-                    }
-                }
-            }
-            if out.len() < want && !lane.far.is_empty() {
-                let before = out.len();
-                out.extend(
-                    lane.far
-                        .iter()
-                        .filter(|(_, &(s, _))| s == seat)
-                        .map(|(&e, &(_, slot))| (at(*ledger_id, e), slot)),
-                );
-                if out.len() > before {
-                    out[start..].sort_unstable_by_key(|&(p, _)| p);
-                }
-            }
+            entries.clear();
+            lane.of_seat(seat, want - out.len(), &mut entries);
+            out.extend(entries.iter().map(|&(e, slot)| (at(*ledger_id, e), slot)));
         }
         out
     }

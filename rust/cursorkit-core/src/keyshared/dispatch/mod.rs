@@ -382,6 +382,15 @@ impl DispatchCore {
         self.seat_of.get(&id).copied().ok_or_else(|| unknown(id))
     }
 
+    /// The consumer in `seat` (a seat taken from `seat_of` or from what is in flight, both of
+    /// which hold registered seats only; anything else is an internal error, never a panic).
+    fn occupant(&self, seat: usize) -> Result<&Seat> {
+        self.seats
+            .get(seat)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| CoreError::Internal(format!("seat {seat} holds no consumer")))
+    }
+
     fn state(&mut self, seat: usize) -> &mut Seat {
         // Seats in `seat_of` are always occupied.
         self.seats[seat].as_mut().expect("registered seat")
@@ -1106,7 +1115,7 @@ impl DispatchCore {
             out.from_other_consumer += 1;
         }
         if self.mode == DispatchMode::Draining && !self.draining.is_empty() {
-            let hid = self.seats[holder].as_ref().expect("registered seat").id;
+            let hid = self.occupant(holder)?.id;
             if self.draining.reduce_ref(hid, u32::from(slot), false)? {
                 self.unblocked += 1;
                 out.unblocked += 1;
@@ -1231,7 +1240,7 @@ impl DispatchCore {
     /// Consumer `id`'s figures.
     pub fn consumer_figures(&self, id: u32) -> Result<ConsumerFigures> {
         let seat = self.seat(id)?;
-        let s = self.seats[seat].as_ref().expect("registered seat");
+        let s = self.occupant(seat)?;
         Ok(ConsumerFigures {
             permits: s.permits,
             unacked: self.inflight.count(seat),
