@@ -189,7 +189,8 @@ class KeySharedDispatcher(KeySharedBase):
     """Dispatches a Key_Shared subscription's entries to consumers, keeping per-key order.
 
     ``cursor`` receives the acks; ``policy`` (PIP-299) is consulted before new entries are read;
-    ``delayed`` holds messages with a deliver-at until they are due. Consumers are hashable objects
+    ``delayed`` holds messages with a deliver-at until they are due (its ``add_many`` may be handed
+    the caller's own read arrays: it must not write to them). Consumers are hashable objects
     with a ``.name``; ``slot_kind`` is how a sticky-key hash maps to the selector's slots
     (``"consistent"`` for consistent hashing, ``"range"`` otherwise).
 

@@ -93,6 +93,16 @@ impl Column<'_> {
     }
 }
 
+impl<'py> Column<'py> {
+    /// The caller's own array when it was read without a copy (so it can be handed on as is).
+    pub fn borrowed(&self) -> Option<Bound<'py, PyAny>> {
+        match self {
+            Column::Borrowed(a) => Some(a.as_any().clone()),
+            Column::Owned(_) => None,
+        }
+    }
+}
+
 fn contiguous_i64<'py>(obj: &Bound<'py, PyAny>) -> Option<PyReadonlyArray1<'py, i64>> {
     let arr = obj.cast::<PyArray1<i64>>().ok()?;
     let ro = arr.readonly();

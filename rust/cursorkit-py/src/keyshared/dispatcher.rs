@@ -496,13 +496,16 @@ impl PyKeySharedBase {
     }
 
     /// A read (columns), the entries a delayed-delivery tracker takes held back in one call to it.
-    fn read(
+    ///
+    /// Each id column comes with the caller's array when it was read without a copy: the tracker
+    /// gets that array itself rather than a copy.
+    fn read<'py>(
         &self,
-        py: Python<'_>,
-        ls: &[i64],
-        es: &[i64],
+        py: Python<'py>,
+        (ls, ls_given): (&[i64], Option<Bound<'py, PyAny>>),
+        (es, es_given): (&[i64], Option<Bound<'py, PyAny>>),
         slots: &[i64],
-        deliver_at: Option<&Bound<'_, PyAny>>,
+        deliver_at: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<()> {
         let delayed = match deliver_at.filter(|d| !d.is_none()) {
             Some(at) => self
@@ -513,8 +516,9 @@ impl PyKeySharedBase {
         let Some((tracker, at)) = delayed else {
             return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         };
-        let at = column(at, "deliver_at")?;
-        let at = at.as_slice();
+        let at_column = column(at, "deliver_at")?;
+        let at_given = at_column.borrowed();
+        let at = at_column.as_slice();
         if at.len() != ls.len() || slots.len() != ls.len() || es.len() != ls.len() {
             return Err(error(
                 py,
@@ -535,12 +539,15 @@ impl PyKeySharedBase {
             return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         }
         check_slots(py, slots)?;
+        let array = |given: Option<Bound<'py, PyAny>>, v: &[i64]| {
+            given.unwrap_or_else(|| PyArray1::from_slice(py, v).into_any())
+        };
         let mask = tracker.bind(py).call_method1(
             intern!(py, "add_many"),
             (
-                PyArray1::from_slice(py, ls),
-                PyArray1::from_slice(py, es),
-                PyArray1::from_slice(py, at),
+                array(ls_given, ls),
+                array(es_given, es),
+                array(at_given, at),
             ),
         )?;
         let held = bools(&mask, ls.len())?;
@@ -1034,7 +1041,7 @@ impl PyKeySharedBase {
         let ids = Ids::read(positions)?;
         let (ls, es) = ids.slices();
         let slots = column(slots, "slots")?;
-        self.read(py, ls, es, slots.as_slice(), deliver_at)
+        self.read(py, (ls, None), (es, None), slots.as_slice(), deliver_at)
     }
 
     /// One read as int64 columns of ledger ids, entry ids and slots (and deliver-at times).
@@ -1051,8 +1058,8 @@ impl PyKeySharedBase {
         let slots = column(slots, "slots")?;
         self.read(
             py,
-            ls.as_slice(),
-            es.as_slice(),
+            (ls.as_slice(), ls.borrowed()),
+            (es.as_slice(), es.borrowed()),
             slots.as_slice(),
             deliver_at,
         )
