@@ -25,6 +25,7 @@ use std::mem::size_of;
 
 use roaring::RoaringBitmap;
 
+use super::queued_entries::QueuedEntries;
 use crate::ackstate::position::{check_entry, MAX_ENTRY_ID};
 use crate::error::{CoreError, Result};
 
@@ -189,7 +190,7 @@ impl Popped {
 struct Slot {
     ledger: i64,
     count: u64,
-    bits: RoaringBitmap,
+    bits: QueuedEntries,
     /// Scratch for sorting (the slot's rank by ledger id inside one bucket).
     mark: u32,
 }
@@ -509,7 +510,7 @@ impl DelayQueue {
                 self.slots.push(Slot {
                     ledger,
                     count: 0,
-                    bits: RoaringBitmap::new(),
+                    bits: QueuedEntries::default(),
                     mark: UNMARKED,
                 });
                 (self.slots.len() - 1) as u32
@@ -527,7 +528,7 @@ impl DelayQueue {
         }
         s.ledger = -1;
         s.count = 0;
-        s.bits = RoaringBitmap::new();
+        s.bits = QueuedEntries::default();
         self.free_slots.push(slot as u32);
     }
 
@@ -832,7 +833,7 @@ impl DelayQueue {
     /// its bitmaps, free lists and the side heap (capacities, not lengths).
     pub fn memory_usage(&self) -> usize {
         let buckets: usize = self.buckets.iter().map(Bucket::memory_usage).sum();
-        let bitmaps: usize = self.slots.iter().map(|s| bitmap_bytes(&s.bits)).sum();
+        let bitmaps: usize = self.slots.iter().map(|s| s.bits.memory_usage()).sum();
         buckets
             + self.buckets.capacity() * size_of::<Bucket>()
             + bitmaps

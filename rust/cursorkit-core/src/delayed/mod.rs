@@ -2,5 +2,6 @@
 //! in-memory [`tracker`] rules over it, and PIP-195's bucket [`snapshot`] segments.
 
 pub mod delay_queue;
+mod queued_entries;
 pub mod snapshot;
 pub mod tracker;

@@ -220,23 +220,26 @@ impl InMemoryTracker {
     ) -> Result<()> {
         check_columns(ledgers, entries, ats)?;
         let cutoff = self.cutoff(now);
-        let mut kept = vec![0usize; ats.len()];
-        let (mut k, mut negative) = (0usize, 0u64);
-        for (i, &at) in ats.iter().enumerate() {
-            kept[k] = i;
-            k += usize::from(at >= 0 && at > cutoff);
-            negative += u64::from(at < 0);
-        }
-        kept.truncate(k);
+        // Which messages are kept, 64 to a word, computed without a branch per message.
+        let words: Vec<u64> = ats
+            .chunks(64)
+            .map(|chunk| {
+                chunk.iter().enumerate().fold(0u64, |w, (b, &at)| {
+                    w | (u64::from(at >= 0 && at > cutoff) << b)
+                })
+            })
+            .collect();
+        let n_kept: usize = words.iter().map(|w| w.count_ones() as usize).sum();
         self.queue
-            .check_room(kept.len(), kept.iter().map(|&i| ledgers[i]))?;
-        let refused = (ats.len() - kept.len()) as u64;
+            .check_room(n_kept, set_bits(&words).map(|i| ledgers[i]))?;
+        let refused = (ats.len() - n_kept) as u64;
         if refused > 0 {
+            let negative = ats.iter().filter(|&&at| at < 0).count() as u64;
             self.counters.rejected_negative += negative;
             self.counters.rejected_due += refused - negative;
             self.fixed_delay = false;
         }
-        for &i in &kept {
+        for i in set_bits(&words) {
             self.accept(ledgers[i], entries[i] as u32, ats[i]);
             held(i);
         }
@@ -356,6 +359,20 @@ fn check_non_negative(v: i64, what: &str) -> Result<()> {
 }
 
 /// Equal lengths and valid positions (delivery times may be anything: negative ones are refused).
+/// The indexes of the set bits of `words` (bit `b` of word `k` is index `64k + b`), in order.
+fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(|(k, &w)| {
+        let mut w = w;
+        std::iter::from_fn(move || {
+            (w != 0).then(|| {
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                k * 64 + b
+            })
+        })
+    })
+}
+
 fn check_columns(ledgers: &[i64], entries: &[i64], ats: &[i64]) -> Result<()> {
     if ledgers.len() != entries.len() || entries.len() != ats.len() {
         return Err(CoreError::InvalidArgument(format!(

@@ -551,17 +551,44 @@ impl PyKeySharedBase {
             ),
         )?;
         let held = bools(&mask, ls.len())?;
-        // One pass: the held entries and the rest, each in read order.
-        let kept = held.iter().filter(|&&h| h).count();
-        let mut hold = Columns3::with_capacity(kept);
-        let mut rest = Columns3::with_capacity(ls.len() - kept.min(ls.len()));
-        for ((&h, (&l, &e)), &s) in held.iter().zip(ls.iter().zip(es)).zip(slots) {
-            let to = if h { &mut hold } else { &mut rest };
-            to.0.push(l);
-            to.1.push(e);
-            to.2.push(s);
+        // The held entries as bits, 64 to a word, so that each side is gathered by walking set
+        // bits (no branch per entry on which side it goes to).
+        let words: Vec<u64> = held
+            .chunks(64)
+            .map(|c| {
+                c.iter()
+                    .enumerate()
+                    .fold(0u64, |w, (b, &h)| w | (u64::from(h) << b))
+            })
+            .collect();
+        let kept: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        if kept == 0 {
+            return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         }
-        let (Columns3(hl, he, hs), Columns3(nl, ne, ns)) = (hold, rest);
+        let n = ls.len();
+        let gather = |held: bool, len: usize| {
+            let mut out = Columns3::with_capacity(len);
+            for (k, &w) in words.iter().enumerate() {
+                let valid = if (k + 1) * 64 <= n {
+                    u64::MAX
+                } else {
+                    (1u64 << (n - k * 64)) - 1
+                };
+                let mut w = if held { w } else { !w & valid };
+                while w != 0 {
+                    let i = k * 64 + w.trailing_zeros() as usize;
+                    if let (Some(&l), Some(&e), Some(&s)) = (ls.get(i), es.get(i), slots.get(i)) {
+                        out.0.push(l);
+                        out.1.push(e);
+                        out.2.push(s);
+                    }
+                    w &= w - 1;
+                }
+            }
+            out
+        };
+        let (Columns3(hl, he, hs), Columns3(nl, ne, ns)) =
+            (gather(true, kept), gather(false, n - kept));
         self.locked(py, "add_read", |d, c| {
             d.hold_delayed(&hl, &he, &hs)?;
             d.add_read(&nl, &ne, &ns, c)
