@@ -70,6 +70,9 @@ pub struct Cursor {
     batches: BTreeMap<Position, BatchAcks>,
     batch_estimate: u64,
     sizes: Option<BTreeMap<i64, u64>>,
+    /// `(ledger, entries)` of the ledger an ack last found in `sizes` (ledger `i64::MIN`: none),
+    /// so that the acks of one ledger and the roll over them look its size up once.
+    near: (i64, u64),
     counters: CursorCounters,
     mutations: u64,
 }
@@ -83,6 +86,7 @@ impl Cursor {
             batches: BTreeMap::new(),
             batch_estimate: 0,
             sizes: None,
+            near: NO_LEDGER,
             counters: CursorCounters::default(),
             mutations: 0,
         }
@@ -187,6 +191,7 @@ impl Cursor {
             self.check_within(s)?;
         }
         self.sizes = sizes;
+        self.near = NO_LEDGER;
         self.touch();
         self.roll_forward();
         Ok(())
@@ -229,7 +234,11 @@ impl Cursor {
 
     /// Acknowledges one entry; returns whether it was new. A no-op ack is counted.
     pub fn ack(&mut self, ledger_id: i64, entry_id: i64) -> Result<bool> {
-        let p = self.valid_entry(ledger_id, entry_id)?;
+        check_entry(ledger_id, entry_id)?;
+        let p = pos(ledger_id, entry_id);
+        if self.sizes.is_some() {
+            self.check_near(p)?;
+        }
         self.drop_batch(p);
         if p <= self.mark_delete {
             self.counters.duplicate_acks += 1;
@@ -644,15 +653,17 @@ impl Cursor {
 
     /// The entry after `p`: the next entry of its ledger, or with ledger sizes the first entry of
     /// the next non-empty ledger once `p` is the last entry of its own.
-    #[inline]
+    #[inline(always)]
     fn next_after(&self, p: Position) -> Option<Position> {
         match &self.sizes {
             None => (p.entry_id < MAX_ENTRY_ID).then(|| pos(p.ledger_id, p.entry_id + 1)),
             Some(sizes) => {
-                if sizes
-                    .get(&p.ledger_id)
-                    .is_some_and(|&n| p.entry_id + 1 < n as i64)
-                {
+                let n = if self.near.0 == p.ledger_id {
+                    Some(self.near.1)
+                } else {
+                    sizes.get(&p.ledger_id).copied()
+                };
+                if n.is_some_and(|n| p.entry_id + 1 < n as i64) {
                     return Some(pos(p.ledger_id, p.entry_id + 1));
                 }
                 sizes
@@ -730,6 +741,22 @@ impl Cursor {
         Ok(p)
     }
 
+    /// [`check_known`](Self::check_known) through `near` (refreshed when the ledger changes).
+    #[inline]
+    fn check_near(&mut self, p: Position) -> Result<()> {
+        if self.near.0 != p.ledger_id {
+            let Some(&n) = self.sizes.as_ref().and_then(|s| s.get(&p.ledger_id)) else {
+                return self.check_known(p);
+            };
+            self.near = (p.ledger_id, n);
+        }
+        if p.entry_id < self.near.1 as i64 {
+            Ok(())
+        } else {
+            self.check_known(p)
+        }
+    }
+
     #[inline]
     fn check_known(&self, p: Position) -> Result<()> {
         match &self.sizes {
@@ -765,6 +792,9 @@ impl Cursor {
         Ok(())
     }
 }
+
+/// `Cursor::near` when no ledger size is at hand.
+const NO_LEDGER: (i64, u64) = (i64::MIN, 0);
 
 #[inline]
 fn pos(ledger_id: i64, entry_id: i64) -> Position {
@@ -873,6 +903,26 @@ mod tests {
         assert!(c.acked().is_empty());
         assert!(matches!(c.ack(3, 0), Err(CoreError::UnknownLedger(_))));
         assert!(matches!(c.ack(2, 5), Err(CoreError::InvalidPosition(_))));
+    }
+
+    /// The size an ack looked up last is forgotten when the sizes change (a ledger grows, or
+    /// another takes its place in the sizes).
+    #[test]
+    fn a_grown_ledger_takes_acks_past_its_old_end() {
+        let mut c = Cursor::new(p(1, -1), false);
+        c.set_ledger_sizes(Some(sizes(&[(1, 2)]))).unwrap();
+        assert!(c.ack(1, 1).unwrap());
+        assert!(matches!(c.ack(1, 2), Err(CoreError::InvalidPosition(_))));
+        c.set_ledger_size(1, 5).unwrap();
+        assert!(c.ack(1, 3).unwrap());
+        c.set_ledger_sizes(Some(sizes(&[(1, 4), (2, 3)]))).unwrap();
+        assert!(matches!(c.ack(1, 4), Err(CoreError::InvalidPosition(_))));
+        assert!(c.ack(1, 0).unwrap());
+        assert!(c.ack(1, 2).unwrap());
+        assert_eq!(c.mark_delete(), p(1, 3));
+        assert!(matches!(c.ack(3, 0), Err(CoreError::UnknownLedger(_))));
+        assert!(c.ack(2, 0).unwrap());
+        assert_eq!(c.mark_delete(), p(2, 0));
     }
 
     #[test]

@@ -1062,7 +1062,7 @@ impl DispatchCore {
     /// Acks `p` (a checked position) for the acking `seat`: in flight on it or on another consumer
     /// (taken out there, its draining reference released), or on nobody (acked on the cursor, out
     /// of the replay queue), or acknowledged already (a duplicate).
-    #[inline]
+    #[inline(always)]
     fn ack_at(
         &mut self,
         seat: usize,
