@@ -205,6 +205,7 @@ impl Cursor {
     }
 
     /// Whether the entry is acknowledged (at or below mark-delete, or individually).
+    #[inline]
     pub fn is_acked(&self, ledger_id: i64, entry_id: i64) -> Result<bool> {
         check_entry(ledger_id, entry_id)?;
         let p = pos(ledger_id, entry_id);
@@ -602,9 +603,11 @@ impl Cursor {
 
     #[inline]
     fn acked_contains(&self, p: Position) -> bool {
-        self.acked
-            .contains(p.ledger_id, p.entry_id)
-            .unwrap_or(false)
+        !self.acked.is_empty()
+            && self
+                .acked
+                .contains(p.ledger_id, p.entry_id)
+                .unwrap_or(false)
     }
 
     /// Acknowledges an entry known to be new: moves mark-delete when it is the next entry.
