@@ -2,9 +2,14 @@
 #![deny(missing_docs)]
 
 pub mod ackstate;
+mod bits;
 pub mod delayed;
 mod error;
 pub mod keyshared;
+/// The integration tests' shared helpers, for the unit tests too (one seeded generator).
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod testing;
 
 pub use ackstate::batch::{BatchAcks, MAX_BATCH_SIZE};
 pub use ackstate::codec::{FORMAT_VERSION, MAGIC};

@@ -109,13 +109,8 @@ mod tests {
     /// Random adds (mostly ascending, some behind, repeats) and removes, against a `BTreeSet`.
     #[test]
     fn randomised_against_a_set() {
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = crate::testing::Rng(0x2545_F491_4F6C_DD1D);
+        let mut next = move |n: u64| rng.below(n);
         for _ in 0..100 {
             let mut set = QueuedEntries::default();
             let mut model = BTreeSet::new();

@@ -14,6 +14,7 @@
 //! * A position is held once; a repeated add returns true (it is still delayed) and is counted.
 
 use crate::ackstate::position::{check_entry, MAX_ENTRY_ID};
+use crate::bits::set_bits;
 use crate::delayed::delay_queue::{DelayQueue, Popped};
 use crate::error::{CoreError, Result};
 
@@ -359,20 +360,6 @@ fn check_non_negative(v: i64, what: &str) -> Result<()> {
 }
 
 /// Equal lengths and valid positions (delivery times may be anything: negative ones are refused).
-/// The indexes of the set bits of `words` (bit `b` of word `k` is index `64k + b`), in order.
-fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    words.iter().enumerate().flat_map(|(k, &w)| {
-        let mut w = w;
-        std::iter::from_fn(move || {
-            (w != 0).then(|| {
-                let b = w.trailing_zeros() as usize;
-                w &= w - 1;
-                k * 64 + b
-            })
-        })
-    })
-}
-
 fn check_columns(ledgers: &[i64], entries: &[i64], ats: &[i64]) -> Result<()> {
     if ledgers.len() != entries.len() || entries.len() != ats.len() {
         return Err(CoreError::InvalidArgument(format!(
@@ -595,13 +582,8 @@ mod tests {
     /// and the same messages coming out in the same order.
     #[test]
     fn random_bulk_adds_match_single_adds() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = crate::testing::Rng(0x9E37_79B9_7F4A_7C15);
+        let mut next = move |n: u64| rng.below(n);
         for round in 0..200 {
             let (tick, strict) = (1 + next(50) as i64, round % 3 == 0);
             let mut bulk = tracker(tick, strict, 0);

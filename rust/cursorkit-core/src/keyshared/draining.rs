@@ -21,6 +21,7 @@
 
 use std::mem::size_of;
 
+use crate::bits::set_bits;
 use crate::delayed::delay_queue::{map_bytes, FastMap};
 use crate::error::{CoreError, Result};
 
@@ -60,20 +61,6 @@ fn blocked_field(val: u64) -> u64 {
 #[inline]
 fn pack(refs: u32, slot: u16) -> u64 {
     u64::from(refs) | (u64::from(slot) << OWNER_SHIFT)
-}
-
-/// The set bits of a 256-bit map, ascending.
-fn bits_of(bits: &[u64; 4]) -> impl Iterator<Item = usize> + '_ {
-    bits.iter().enumerate().flat_map(|(w, &word)| {
-        let mut rest = word;
-        std::iter::from_fn(move || {
-            (rest != 0).then(|| {
-                let b = rest.trailing_zeros() as usize;
-                rest &= rest - 1;
-                w * 64 + b
-            })
-        })
-    })
 }
 
 /// Spare capacity a page vector of `len` values may carry (an eighth, at least 4).
@@ -659,7 +646,7 @@ impl DrainingHashes {
             };
             let page = &mut self.pages[p];
             let (mut bits, mut keep) = ([0u64; 4], 0usize);
-            for (v, lo) in bits_of(&page.bits.clone()).enumerate() {
+            for (v, lo) in set_bits(&page.bits.clone()).enumerate() {
                 let val = page.vals[v];
                 if owner_slot_of(val) == rec.slot {
                     let h = ((hi << 8) | lo) as u16;
@@ -738,7 +725,7 @@ impl DrainingHashes {
             .enumerate()
             .filter(|&(_, &p)| p != NO_PAGE);
         for (hi, page) in pages.map(|(hi, &p)| (hi, &self.pages[usize::from(p)])) {
-            for (&val, lo) in page.vals.iter().zip(bits_of(&page.bits)) {
+            for (&val, lo) in page.vals.iter().zip(set_bits(&page.bits)) {
                 if slot.is_none_or(|s| owner_slot_of(val) == s) {
                     out.push(self.describe(((hi << 8) | lo) as u16, val));
                 }
