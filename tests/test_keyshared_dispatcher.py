@@ -313,6 +313,34 @@ def test_delayed_messages_wait_for_their_time() -> None:
     assert sent_to(d.dispatch(), c) == [Position(1, 0)]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=300))
+def test_a_read_splits_into_held_and_sent_entries_at_any_length(rows: list[tuple[int, int]]) -> None:
+    """Reads of any length (words of 64 and a partial last one): exactly the entries the tracker
+    holds wait, the rest go out in read order per key, and the held ones follow once due."""
+    import numpy as np
+
+    from cursorkit.delayed import InMemoryDelayedDeliveryTracker
+
+    now = [0]
+    tracker = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=lambda: now[0])
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)), delayed=tracker)
+    c = C("c")
+    d.add_consumer(c, 10_000)
+    n = len(rows)
+    # 0: no deliver-at; 1: in the past; 2 and 3: held until 1,000 or 2,000.
+    at = np.array([(0, -1, 1_000, 2_000)[kind] for kind, _ in rows], dtype=np.int64)
+    slots = np.array([key * 1_000 for _, key in rows], dtype=np.int64)
+    d.add_read_columns(np.ones(n, dtype=np.int64), np.arange(n, dtype=np.int64), slots, at)
+    sent = sent_to(d.dispatch(), c)
+    assert sent == [Position(1, e) for e in range(n) if rows[e][0] < 2]
+    assert tracker.number_of_delayed_messages == sum(kind >= 2 for kind, _ in rows)
+    now[0] = 1_000
+    assert sorted(sent_to(d.dispatch(), c)) == [Position(1, e) for e in range(n) if rows[e][0] == 2]
+    now[0] = 2_000
+    assert sorted(sent_to(d.dispatch(), c)) == [Position(1, e) for e in range(n) if rows[e][0] == 3]
+
+
 def test_bulk_ack_accepts_what_pulsar_accepts_and_redeliver_returns_everything() -> None:
     d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
     c = C("c")

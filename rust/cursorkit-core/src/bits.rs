@@ -1,7 +1,7 @@
 //! Bit words: the set bits of a word array, in order (used wherever a mask is kept 64 to a word).
 
 /// The indexes of the set bits of `words` (bit `b` of word `k` is index `64k + b`), ascending.
-pub(crate) fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
+pub fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
     words.iter().enumerate().flat_map(|(k, &w)| {
         let mut rest = w;
         std::iter::from_fn(move || {

@@ -15,7 +15,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use cursorkit_core::{CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position};
+use cursorkit_core::{
+    set_bits, CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position,
+};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -566,29 +568,28 @@ impl PyKeySharedBase {
             return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         }
         let n = ls.len();
-        let gather = |held: bool, len: usize| {
+        // The rest: every entry not held (the last word cut at the read's end).
+        let rest: Vec<u64> = words
+            .iter()
+            .enumerate()
+            .map(|(k, &w)| match n - k * 64 {
+                left if left >= 64 => !w,
+                left => !w & ((1u64 << left) - 1),
+            })
+            .collect();
+        let gather = |words: &[u64], len: usize| {
             let mut out = Columns3::with_capacity(len);
-            for (k, &w) in words.iter().enumerate() {
-                let valid = if (k + 1) * 64 <= n {
-                    u64::MAX
-                } else {
-                    (1u64 << (n - k * 64)) - 1
-                };
-                let mut w = if held { w } else { !w & valid };
-                while w != 0 {
-                    let i = k * 64 + w.trailing_zeros() as usize;
-                    if let (Some(&l), Some(&e), Some(&s)) = (ls.get(i), es.get(i), slots.get(i)) {
-                        out.0.push(l);
-                        out.1.push(e);
-                        out.2.push(s);
-                    }
-                    w &= w - 1;
+            for i in set_bits(words) {
+                if let (Some(&l), Some(&e), Some(&s)) = (ls.get(i), es.get(i), slots.get(i)) {
+                    out.0.push(l);
+                    out.1.push(e);
+                    out.2.push(s);
                 }
             }
             out
         };
         let (Columns3(hl, he, hs), Columns3(nl, ne, ns)) =
-            (gather(true, kept), gather(false, n - kept));
+            (gather(&words, kept), gather(&rest, n - kept));
         self.locked(py, "add_read", |d, c| {
             d.hold_delayed(&hl, &he, &hs)?;
             d.add_read(&nl, &ne, &ns, c)
