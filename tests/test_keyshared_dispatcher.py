@@ -316,8 +316,11 @@ def test_delayed_messages_wait_for_their_time() -> None:
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=300))
 def test_a_read_splits_into_held_and_sent_entries_at_any_length(rows: list[tuple[int, int]]) -> None:
-    """Reads of any length (words of 64 and a partial last one): exactly the entries the tracker
-    holds wait, the rest go out in read order per key, and the held ones follow once due."""
+    """A read of any length splits into what the tracker holds and what goes out now.
+
+    Reads span words of 64 and a partial last one: exactly the held entries wait, the rest go out
+    in read order, and the held ones follow once due.
+    """
     import numpy as np
 
     from cursorkit.delayed import InMemoryDelayedDeliveryTracker
