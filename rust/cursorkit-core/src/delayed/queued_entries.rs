@@ -2,9 +2,9 @@
 //! an append buffer in front of it.
 //!
 //! A read hands delayed messages over in entry order, so almost every add is past everything held:
-//! those go to a short sorted `tail` (a comparison and a push) and reach the bitmap a hundred or so
-//! at a time, appended in order, instead of paying roaring's container search, binary search and store
-//! checks one by one.
+//! those go to a short sorted `tail` (a comparison and a push) and reach the bitmap 128 at a time,
+//! appended in order, instead of paying roaring's container search, binary search and store checks
+//! one by one.
 
 use roaring::RoaringBitmap;
 
