@@ -237,21 +237,17 @@ impl Ids {
             position_of_type(&item, exact)
         };
         let mut ids = Ids::empty();
-        if n <= INLINE {
-            let slots = ids.inline_ls.iter_mut().zip(ids.inline_es.iter_mut());
-            for (i, (l, e)) in slots.take(n).enumerate() {
-                let p = at(i)?;
-                *l = p.ledger_id;
-                *e = p.entry_id;
-            }
-        } else {
-            let (mut ls, mut es) = (Vec::with_capacity(n), Vec::with_capacity(n));
-            for i in 0..n {
-                let p = at(i)?;
-                ls.push(p.ledger_id);
-                es.push(p.entry_id);
-            }
-            ids.heap = Some((ls, es));
+        if n > INLINE {
+            ids.heap = Some((vec![0; n], vec![0; n]));
+        }
+        let (ls, es) = match &mut ids.heap {
+            Some((ls, es)) => (ls.as_mut_slice(), es.as_mut_slice()),
+            None => (&mut ids.inline_ls[..], &mut ids.inline_es[..]),
+        };
+        for (i, (l, e)) in ls.iter_mut().zip(es.iter_mut()).take(n).enumerate() {
+            let p = at(i)?;
+            *l = p.ledger_id;
+            *e = p.entry_id;
         }
         ids.n = n;
         Ok(ids)
