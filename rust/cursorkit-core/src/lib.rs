@@ -19,7 +19,7 @@ pub use ackstate::rangeset::{Range, RangeSet, MAX_DECODED_CHUNKS};
 pub use ackstate::wire::{
     long_list_map_field, message_range_field, parse_message_ranges, varint_len,
 };
-pub use bits::set_bits;
+pub use bits::{pack_bits, set_bits};
 pub use delayed::delay_queue::{DelayQueue, Popped, MAX_LIVE_LEDGERS};
 pub use delayed::snapshot::{
     bitmap_cardinality, cut_segments, decode_segment, encode_segment, segment_bitmaps,

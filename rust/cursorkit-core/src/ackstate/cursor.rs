@@ -235,11 +235,7 @@ impl Cursor {
 
     /// Acknowledges one entry; returns whether it was new. A no-op ack is counted.
     pub fn ack(&mut self, ledger_id: i64, entry_id: i64) -> Result<bool> {
-        check_entry(ledger_id, entry_id)?;
-        let p = pos(ledger_id, entry_id);
-        if self.sizes.is_some() {
-            self.check_near(p)?;
-        }
+        let p = self.valid_entry(ledger_id, entry_id)?;
         self.drop_batch(p);
         if p <= self.mark_delete {
             self.counters.duplicate_acks += 1;
@@ -735,29 +731,24 @@ impl Cursor {
         }
     }
 
-    /// A position that may be acknowledged: a real entry, inside the known ledgers if any.
-    #[inline]
-    fn valid_entry(&self, ledger_id: i64, entry_id: i64) -> Result<Position> {
+    /// A position that may be acknowledged: a real entry, inside the known ledgers if any. The
+    /// ledger's size comes from `near` while acks stay in one ledger (one lookup per ledger).
+    #[inline(always)]
+    fn valid_entry(&mut self, ledger_id: i64, entry_id: i64) -> Result<Position> {
         check_entry(ledger_id, entry_id)?;
         let p = pos(ledger_id, entry_id);
-        self.check_known(p)?;
+        if let Some(sizes) = &self.sizes {
+            if self.near.0 != ledger_id {
+                let Some(&n) = sizes.get(&ledger_id) else {
+                    return self.check_known(p).map(|()| p); // the unknown-ledger error
+                };
+                self.near = (ledger_id, n);
+            }
+            if entry_id >= self.near.1 as i64 {
+                self.check_known(p)?; // the past-the-end error
+            }
+        }
         Ok(p)
-    }
-
-    /// [`check_known`](Self::check_known) through `near` (refreshed when the ledger changes).
-    #[inline]
-    fn check_near(&mut self, p: Position) -> Result<()> {
-        if self.near.0 != p.ledger_id {
-            let Some(&n) = self.sizes.as_ref().and_then(|s| s.get(&p.ledger_id)) else {
-                return self.check_known(p);
-            };
-            self.near = (p.ledger_id, n);
-        }
-        if p.entry_id < self.near.1 as i64 {
-            Ok(())
-        } else {
-            self.check_known(p)
-        }
     }
 
     #[inline]

@@ -14,7 +14,7 @@
 //! * A position is held once; a repeated add returns true (it is still delayed) and is counted.
 
 use crate::ackstate::position::{check_entry, MAX_ENTRY_ID};
-use crate::bits::set_bits;
+use crate::bits::{pack_bits, set_bits};
 use crate::delayed::delay_queue::{DelayQueue, Popped};
 use crate::error::{CoreError, Result};
 
@@ -222,15 +222,7 @@ impl InMemoryTracker {
         check_columns(ledgers, entries, ats)?;
         let cutoff = self.cutoff(now);
         // Which messages are kept, 64 to a word, computed without a branch per message.
-        let words: Vec<u64> = ats
-            .chunks(64)
-            .map(|chunk| {
-                chunk.iter().enumerate().fold(0u64, |w, (b, &at)| {
-                    w | (u64::from(at >= 0 && at > cutoff) << b)
-                })
-            })
-            .collect();
-        let n_kept: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let (words, n_kept) = pack_bits(ats, |&at| at >= 0 && at > cutoff);
         self.queue
             .check_room(n_kept, set_bits(&words).map(|i| ledgers[i]))?;
         let refused = (ats.len() - n_kept) as u64;

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use cursorkit_core::{
-    set_bits, CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position,
+    pack_bits, set_bits, CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position,
 };
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::intern;
@@ -549,30 +549,13 @@ impl PyKeySharedBase {
             ),
         )?;
         let held = bools(&mask, ls.len())?;
-        // The held entries as bits, 64 to a word, so that each side is gathered by walking set
-        // bits (no branch per entry on which side it goes to).
-        let words: Vec<u64> = held
-            .chunks(64)
-            .map(|c| {
-                c.iter()
-                    .enumerate()
-                    .fold(0u64, |w, (b, &h)| w | (u64::from(h) << b))
-            })
-            .collect();
-        let kept: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        // Each side as bits, 64 to a word, gathered by walking its set bits (no branch per entry
+        // on which side it goes to).
+        let (held_bits, kept) = pack_bits(&held, |&h| h);
         if kept == 0 {
             return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         }
-        let n = ls.len();
-        // The rest: every entry not held (the last word cut at the read's end).
-        let rest: Vec<u64> = words
-            .iter()
-            .enumerate()
-            .map(|(k, &w)| match n - k * 64 {
-                left if left >= 64 => !w,
-                left => !w & ((1u64 << left) - 1),
-            })
-            .collect();
+        let (rest_bits, rest) = pack_bits(&held, |&h| !h);
         let gather = |words: &[u64], len: usize| {
             let mut out = Columns3::with_capacity(len);
             for i in set_bits(words) {
@@ -585,7 +568,7 @@ impl PyKeySharedBase {
             out
         };
         let (Columns3(hl, he, hs), Columns3(nl, ne, ns)) =
-            (gather(&words, kept), gather(&rest, n - kept));
+            (gather(&held_bits, kept), gather(&rest_bits, rest));
         self.locked(py, "add_read", |d, c| {
             d.hold_delayed(&hl, &he, &hs)?;
             d.add_read(&nl, &ne, &ns, c)
