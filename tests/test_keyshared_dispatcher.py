@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cursorkit import Cursor, DispatchPausePolicy, Position
+from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.dispatcher import AckResult, Entry, KeySharedDispatcher
 from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector
@@ -313,20 +314,36 @@ def test_delayed_messages_wait_for_their_time() -> None:
     assert sent_to(d.dispatch(), c) == [Position(1, 0)]
 
 
+class _CountingTracker(InMemoryDelayedDeliveryTracker):
+    """A tracker whose ``add_many`` is overridden: the dispatcher must call it through Python."""
+
+    calls = 0
+
+    def add_many(self, ledger_ids: Any, entry_ids: Any, deliver_at: Any) -> Any:
+        type(self).calls += 1
+        return super().add_many(ledger_ids, entry_ids, deliver_at)
+
+
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=300))
-def test_a_read_splits_into_held_and_sent_entries_at_any_length(rows: list[tuple[int, int]]) -> None:
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), min_size=1, max_size=300),
+    st.booleans(),
+)
+def test_a_read_splits_into_held_and_sent_entries_at_any_length(
+    rows: list[tuple[int, int]], overridden: bool
+) -> None:
     """A read of any length splits into what the tracker holds and what goes out now.
 
     Reads span words of 64 and a partial last one: exactly the held entries wait, the rest go out
-    in read order, and the held ones follow once due.
+    in read order, and the held ones follow once due. The native tracker is handed the read in
+    Rust; a subclass that overrides ``add_many`` is called through Python, with the same outcome.
     """
     import numpy as np
 
-    from cursorkit.delayed import InMemoryDelayedDeliveryTracker
-
     now = [0]
-    tracker = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=lambda: now[0])
+    make = _CountingTracker if overridden else InMemoryDelayedDeliveryTracker
+    tracker = make(tick_time_ms=1, clock=lambda: now[0])
+    calls = _CountingTracker.calls
     d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)), delayed=tracker)
     c = C("c")
     d.add_consumer(c, 10_000)
@@ -337,7 +354,8 @@ def test_a_read_splits_into_held_and_sent_entries_at_any_length(rows: list[tuple
     d.add_read_columns(np.ones(n, dtype=np.int64), np.arange(n, dtype=np.int64), slots, at)
     sent = sent_to(d.dispatch(), c)
     assert sent == [Position(1, e) for e in range(n) if rows[e][0] < 2]
-    assert tracker.number_of_delayed_messages == sum(kind >= 2 for kind, _ in rows)
+    assert tracker.number_of_delayed_messages == sum(k >= 2 for k, _ in rows)
+    assert _CountingTracker.calls == calls + overridden
     now[0] = 1_000
     assert sorted(sent_to(d.dispatch(), c)) == [Position(1, e) for e in range(n) if rows[e][0] == 2]
     now[0] = 2_000

@@ -1110,3 +1110,75 @@ fn a_position_acked_while_it_waits_in_replay_is_dropped_with_its_count() {
     core.remove_consumer(1, &cursor).unwrap();
     assert_eq!(core.redeliveries_tracked(), 0);
 }
+
+/// A read split by held bits in the core is the read split into columns first: random reads
+/// (lengths across words of 64, random slots, random held bits) go to one core through
+/// `add_read_split` and to another through `hold_delayed` + `add_read`; both send the same, and
+/// the held entries come back the same once released. Malformed words change nothing.
+#[test]
+fn a_read_split_by_held_bits_is_the_read_split_into_columns() {
+    let mut rng = Rng(0x51_7E_D0_0D);
+    for run in 0..200 {
+        let cursor = Cursor::new(pos(1, -1), false);
+        let mut cores = [
+            DispatchCore::new(DispatchMode::Draining),
+            DispatchCore::new(DispatchMode::Draining),
+        ];
+        let mut sel = AutoSplitSelector::new(65536).unwrap();
+        sel.add_consumer(1, "a", &[]).unwrap();
+        for core in &mut cores {
+            core.add_consumer(1, 100_000, &cursor).unwrap();
+            core.set_owners_from(sel.table()).unwrap();
+        }
+        let mut next = 0i64;
+        let mut held_all = Vec::new();
+        for _ in 0..4 {
+            let n = rng.below(300) as usize;
+            let ls = vec![1i64; n];
+            let es: Vec<i64> = (next..next + n as i64).collect();
+            next += n as i64;
+            let slots: Vec<i64> = (0..n).map(|_| 1 + rng.below(65535) as i64).collect();
+            let held: Vec<bool> = (0..n).map(|_| rng.below(3) == 0).collect();
+            let (words, _) = cursorkit_core::pack_bits(&held, |&h| h);
+            if n > 0 && n % 64 != 0 {
+                let mut stray = words.clone();
+                *stray.last_mut().unwrap() |= 1 << 63;
+                assert!(cores[0]
+                    .add_read_split(&ls, &es, &slots, &stray, &cursor)
+                    .is_err());
+            }
+            let mut short = words.clone();
+            short.push(0);
+            assert!(cores[0]
+                .add_read_split(&ls, &es, &slots, &short, &cursor)
+                .is_err());
+            cores[0]
+                .add_read_split(&ls, &es, &slots, &words, &cursor)
+                .unwrap();
+            let side = |keep: bool| -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+                let idx: Vec<usize> = (0..n).filter(|&i| held[i] == keep).collect();
+                (
+                    idx.iter().map(|&i| ls[i]).collect(),
+                    idx.iter().map(|&i| es[i]).collect(),
+                    idx.iter().map(|&i| slots[i]).collect(),
+                )
+            };
+            let (hl, he, hs) = side(true);
+            let (rl, re, rs) = side(false);
+            cores[1].hold_delayed(&hl, &he, &hs).unwrap();
+            cores[1].add_read(&rl, &re, &rs, &cursor).unwrap();
+            held_all.extend(hl.into_iter().zip(he));
+            note(format!("run {run}: read of {n}"));
+            let a = cores[0].dispatch(&cursor).unwrap();
+            assert_eq!(a, cores[1].dispatch(&cursor).unwrap());
+        }
+        let (hl, he): (Vec<i64>, Vec<i64>) = held_all.into_iter().unzip();
+        for core in &mut cores {
+            assert_eq!(core.release_delayed(&hl, &he, &cursor).unwrap(), hl.len());
+        }
+        assert_eq!(
+            cores[0].dispatch(&cursor).unwrap(),
+            cores[1].dispatch(&cursor).unwrap()
+        );
+    }
+}

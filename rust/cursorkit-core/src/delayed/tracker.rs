@@ -206,6 +206,19 @@ impl InMemoryTracker {
         Ok(mask)
     }
 
+    /// [`add_many_mask`](Self::add_many_mask) as bit words (bit `b` of word `k` is message
+    /// `64k + b`, set when the tracker holds it) and how many are set: what a dispatcher splits a
+    /// read by, with no flag per message built.
+    pub fn add_many_words(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        ats: &[i64],
+        now: i64,
+    ) -> Result<(Vec<u64>, usize)> {
+        self.add_many_with(ledgers, entries, ats, now, |_| {})
+    }
+
     /// The batch form of [`add`](Self::add): the refused messages are counted in bulk and the
     /// kept ones gathered first, so a read where only some messages are delayed (a random share
     /// of them, typically) pays no mispredicted branch per message. `held(i)` is told each kept
@@ -218,7 +231,7 @@ impl InMemoryTracker {
         ats: &[i64],
         now: i64,
         mut held: impl FnMut(usize),
-    ) -> Result<()> {
+    ) -> Result<(Vec<u64>, usize)> {
         check_columns(ledgers, entries, ats)?;
         let cutoff = self.cutoff(now);
         // Which messages are kept, 64 to a word, computed without a branch per message.
@@ -236,7 +249,7 @@ impl InMemoryTracker {
             self.accept(ledgers[i], entries[i] as u32, ats[i]);
             held(i);
         }
-        Ok(())
+        Ok((words, n_kept))
     }
 
     /// Applies the refusal rule (counting it); true when the message is to be delivered now.

@@ -327,6 +327,21 @@ impl PyInMemoryTrackerState {
         .ok_or_else(|| closed_error(py))
     }
 
+    /// A dispatcher's read handed over in one call: the tracker's `add_many` as bit words of what
+    /// it holds and how many (what `add_many` returns as a bool array, with no array built).
+    pub(crate) fn add_many_words(
+        &self,
+        py: Python<'_>,
+        ledgers: &[i64],
+        entries: &[i64],
+        ats: &[i64],
+    ) -> PyResult<(Vec<u64>, usize)> {
+        self.check_open(py)?;
+        let now = self.read_clock(py)?;
+        self.detached(py, |t| t.add_many_words(ledgers, entries, ats, now))?
+            .py_err(py)
+    }
+
     /// Reads the clock (ms): the Python callable, or the system clock.
     #[inline]
     fn read_clock(&self, py: Python<'_>) -> PyResult<i64> {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use cursorkit_core::{
-    pack_bits, set_bits, CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position,
+    pack_bits, CoreError, Cursor, DispatchCore, DispatchMode, Dispatched, Position,
 };
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::intern;
@@ -28,6 +28,7 @@ use crate::ackstate::cursor::PyCursorState;
 use crate::ackstate::position::{untracked_position, PyPosition};
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, plain_i64, str_arg};
+use crate::delayed::delay_queue::PyInMemoryTrackerState;
 use crate::errors::{error, to_py};
 use crate::keyshared::dispatch::PyDispatchCore;
 use crate::sync::{self, catching, Shared};
@@ -537,56 +538,48 @@ impl PyKeySharedBase {
             return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         }
         check_slots(py, slots)?;
-        let array = |given: Option<Bound<'py, PyAny>>, v: &[i64]| {
-            given.unwrap_or_else(|| PyArray1::from_slice(py, v).into_any())
-        };
-        let mask = tracker.bind(py).call_method1(
-            intern!(py, "add_many"),
-            (
-                array(ls_given, ls),
-                array(es_given, es),
-                array(at_given, at),
-            ),
-        )?;
-        let held = bools(&mask, ls.len())?;
-        // Each side as bits, 64 to a word, gathered by walking its set bits (no branch per entry
-        // on which side it goes to).
-        let (held_bits, kept) = pack_bits(&held, |&h| h);
-        if kept == 0 {
-            return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
-        }
-        let (rest_bits, rest) = pack_bits(&held, |&h| !h);
-        let gather = |words: &[u64], len: usize| {
-            let mut out = Columns3::with_capacity(len);
-            for i in set_bits(words) {
-                if let (Some(&l), Some(&e), Some(&s)) = (ls.get(i), es.get(i), slots.get(i)) {
-                    out.0.push(l);
-                    out.1.push(e);
-                    out.2.push(s);
-                }
+        let tracker = tracker.bind(py);
+        let (held, kept) = match native_tracker(tracker)? {
+            Some(native) => native.get().add_many_words(py, ls, es, at)?,
+            None => {
+                let array = |given: Option<Bound<'py, PyAny>>, v: &[i64]| {
+                    given.unwrap_or_else(|| PyArray1::from_slice(py, v).into_any())
+                };
+                let mask = tracker.call_method1(
+                    intern!(py, "add_many"),
+                    (
+                        array(ls_given, ls),
+                        array(es_given, es),
+                        array(at_given, at),
+                    ),
+                )?;
+                pack_bits(&bools(&mask, ls.len())?, |&h| h)
             }
-            out
         };
-        let (Columns3(hl, he, hs), Columns3(nl, ne, ns)) =
-            (gather(&held_bits, kept), gather(&rest_bits, rest));
+        // The core splits the read by the held bits: no column of either side built here.
         self.locked(py, "add_read", |d, c| {
-            d.hold_delayed(&hl, &he, &hs)?;
-            d.add_read(&nl, &ne, &ns, c)
+            if kept == 0 {
+                d.add_read(ls, es, slots, c)
+            } else {
+                d.add_read_split(ls, es, slots, &held, c)
+            }
         })
     }
 }
 
-/// Ledger, entry and slot columns being filled.
-struct Columns3(Vec<i64>, Vec<i64>, Vec<i64>);
-
-impl Columns3 {
-    fn with_capacity(n: usize) -> Self {
-        Columns3(
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        )
-    }
+/// The native in-memory tracker behind `tracker` when its `add_many` is the native one (a
+/// subclass that overrides it is called through Python, as any other tracker is).
+fn native_tracker<'a, 'py>(
+    tracker: &'a Bound<'py, PyAny>,
+) -> PyResult<Option<&'a Bound<'py, PyInMemoryTrackerState>>> {
+    let Ok(native) = tracker.cast::<PyInMemoryTrackerState>() else {
+        return Ok(None);
+    };
+    let py = tracker.py();
+    let name = intern!(py, "add_many");
+    let own = tracker.get_type().getattr(name)?;
+    let base = py.get_type::<PyInMemoryTrackerState>().getattr(name)?;
+    Ok(own.is(&base).then_some(native))
 }
 
 #[cold]

@@ -62,6 +62,7 @@ mod replay;
 use std::collections::BTreeMap;
 
 use crate::ackstate::position::{check_entries, check_entry};
+use crate::bits::set_bits;
 use crate::delayed::delay_queue::FastMap;
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
@@ -333,6 +334,14 @@ fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
             entry_id,
         })
         .collect())
+}
+
+/// Every slot checked to be in `1..=65535`.
+fn check_slots(slots: &[i64]) -> Result<()> {
+    if slots.iter().all(|&s| (s.wrapping_sub(1) as u64) < 65535) {
+        return Ok(());
+    }
+    slots.iter().try_for_each(|&s| check_slot(s).map(|_| ()))
 }
 
 /// The slots of a read as `u16`, every one checked to be in `1..=65535` first.
@@ -694,6 +703,68 @@ impl DispatchCore {
             };
             self.delayed_slots.insert(p, slot as u16);
         }
+        Ok(())
+    }
+
+    /// One read of which a delayed-delivery tracker took the entries whose bit is set in `held`
+    /// (bit `b` of word `k` is entry `64k + b`): those wait as [`hold_delayed`](Self::hold_delayed)
+    /// keeps them, the others go on as [`add_read`](Self::add_read) reads them, with no column
+    /// of either side built first. Checked first: on error nothing changes. While nobody is
+    /// connected nothing is held (the read is released, as `add_read` releases it).
+    pub fn add_read_split(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        slots: &[i64],
+        held: &[u64],
+        cursor: &Cursor,
+    ) -> Result<()> {
+        let n = ledgers.len();
+        check_positions(ledgers, entries)?;
+        same_len(n, slots.len(), "positions and slots")?;
+        check_slots(slots)?;
+        let stray = held.len() != n.div_ceil(64)
+            || (!n.is_multiple_of(64) && held.last().is_some_and(|&w| w >> (n % 64) != 0));
+        if stray {
+            return Err(CoreError::InvalidArgument(format!(
+                "the held words do not cover exactly {n} entries"
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        if self.seat_of.is_empty() {
+            self.drop_everything_read(cursor.mark_delete());
+            return Ok(());
+        }
+        let position = |i: usize| Position {
+            ledger_id: ledgers[i],
+            entry_id: entries[i],
+        };
+        let mut kept = 0;
+        for i in set_bits(held) {
+            self.delayed_slots.insert(position(i), slots[i] as u16);
+            kept += 1;
+        }
+        let mut rest: Vec<u64> = held.iter().map(|w| !w).collect();
+        if let Some(last) = rest.last_mut().filter(|_| !n.is_multiple_of(64)) {
+            *last &= (1u64 << (n % 64)) - 1;
+        }
+        let mut positions = Vec::with_capacity(n - kept);
+        let mut read_slots = Vec::with_capacity(n - kept);
+        for i in set_bits(&rest) {
+            positions.push(position(i));
+            read_slots.push(slots[i] as u16);
+        }
+        if positions.is_empty() {
+            return Ok(());
+        }
+        self.note_read(&positions);
+        self.incoming.push(Read {
+            positions,
+            slots: read_slots,
+            mutations: cursor.mutations(),
+        });
         Ok(())
     }
 
