@@ -1140,7 +1140,7 @@ fn a_read_split_by_held_bits_is_the_read_split_into_columns() {
             let slots: Vec<i64> = (0..n).map(|_| 1 + rng.below(65535) as i64).collect();
             let held: Vec<bool> = (0..n).map(|_| rng.below(3) == 0).collect();
             let (words, _) = cursorkit_core::pack_bits(&held, |&h| h);
-            if n > 0 && n % 64 != 0 {
+            if !n.is_multiple_of(64) {
                 let mut stray = words.clone();
                 *stray.last_mut().unwrap() |= 1 << 63;
                 assert!(cores[0]
