@@ -147,6 +147,44 @@ impl Lane {
         self.insert_elsewhere(e, seat, slot)
     }
 
+    /// Adds a run of entries for `seat` (`(entry, slot)`, strictly ascending, every one past the
+    /// window's end) in one stretch of the window, when the run fits the usual case: nothing
+    /// far, the seat nameable in a cell, the span within the limit. False (nothing changed)
+    /// otherwise, and the caller adds them one by one.
+    fn append_run(&mut self, run: &[(u32, u16)], seat: usize) -> bool {
+        let (Some(&(first, _)), Some(&(last, _))) = (run.first(), run.last()) else {
+            return true;
+        };
+        if seat > MAX_CELL_SEAT || !self.far.is_empty() || !run.windows(2).all(|w| w[0].0 < w[1].0)
+        {
+            return false;
+        }
+        let width = self.width();
+        let base = if width == 0 { first } else { self.base };
+        let top = u64::from(base) + width as u64; // first entry past the window
+        if u64::from(first) < top {
+            return false;
+        }
+        let span = u64::from(last) + 1 - u64::from(base); // first >= base: no underflow
+        if span > Self::span_limit(self.live + run.len()) as u64 {
+            return false;
+        }
+        if width == 0 {
+            self.cells.clear();
+            self.head = 0;
+            self.base = base;
+        }
+        let head = self.head;
+        self.cells.resize(head + span as usize, 0);
+        for &(e, slot) in run {
+            if let Some(c) = self.cells.get_mut(head + (e - base) as usize) {
+                *c = cell(seat, slot);
+            }
+        }
+        self.live += run.len();
+        true
+    }
+
     /// [`insert`](Self::insert) of anything else: before, inside or far past the window.
     fn insert_elsewhere(&mut self, e: u32, seat: usize, slot: u16) -> Option<(usize, u16)> {
         if seat > MAX_CELL_SEAT || (!self.far.is_empty() && self.far.contains_key(&e)) {
@@ -336,6 +374,37 @@ impl InFlight {
         }
     }
 
+    /// Notes a run of one ledger's entries (`(entry, slot)`, checked ids) as sent to `seat`: in
+    /// one stretch when they are ascending past what the ledger holds, else one by one.
+    pub(super) fn insert_run(&mut self, ledger_id: i64, run: &[(u32, u16)], seat: usize) {
+        let i = match self.find(ledger_id) {
+            Ok(i) => i,
+            Err(i) => {
+                self.lanes.insert(i, (ledger_id, Lane::default()));
+                i
+            }
+        };
+        self.last = i;
+        if self.lanes[i].1.append_run(run, seat) {
+            if self.counts.len() <= seat {
+                self.counts.resize(seat + 1, 0);
+            }
+            self.counts[seat] += run.len() as u64;
+            self.len += run.len() as u64;
+            return;
+        }
+        for &(e, slot) in run {
+            self.insert(
+                Position {
+                    ledger_id,
+                    entry_id: i64::from(e),
+                },
+                seat,
+                slot,
+            );
+        }
+    }
+
     /// Takes `p` out of flight; returns its seat and slot if it was in flight.
     #[inline]
     pub(super) fn remove(&mut self, p: Position) -> Option<(usize, u16)> {
@@ -437,6 +506,11 @@ impl SlotsOf {
     pub(super) fn remove(&mut self, p: Position) -> Option<u16> {
         self.0.remove_of(0, p)
     }
+
+    /// Notes a run of one ledger's entries (`(entry, slot)`, checked ids), replacing what they had.
+    pub(super) fn insert_run(&mut self, ledger_id: i64, run: &[(u32, u16)]) {
+        self.0.insert_run(ledger_id, run, 0);
+    }
 }
 
 #[cfg(test)]
@@ -514,10 +588,13 @@ mod tests {
         }
     }
 
-    /// Random sends (mostly ascending, some far back or far ahead), acks, leaves, against a map.
+    /// Random sends (mostly ascending, some far back or far ahead), runs of sends, acks, leaves,
+    /// against a map. Every other seed is tame (nothing far, no seat past a cell), so that runs
+    /// take their one-stretch path as well as the one-by-one one.
     #[test]
     fn randomised_against_a_map() {
         for seed in 1..40u64 {
+            let tame = seed % 2 == 0;
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
             let mut f = InFlight::default();
             let mut m: BTreeMap<Position, (usize, u16)> = BTreeMap::new();
@@ -526,10 +603,46 @@ mod tests {
             for _ in 0..20_000 {
                 let l = 1 + rng.below(3) as i64;
                 match rng.below(10) {
+                    0 if rng.below(3) == 0 => {
+                        // A run: mostly ascending past what is held, sometimes starting behind,
+                        // sometimes out of order, sometimes far apart or for a seat past a cell.
+                        let mut e = match rng.below(6) {
+                            0 => next[l as usize - 1] - rng.below(5_000) as i64,
+                            _ => next[l as usize - 1] + 1,
+                        }
+                        .max(0);
+                        let seat = if !tame && rng.below(20) == 0 {
+                            70_000
+                        } else {
+                            rng.below(8) as usize
+                        };
+                        let mut run = Vec::new();
+                        for _ in 0..1 + rng.below(40) {
+                            e += match rng.below(30) {
+                                0 => -(rng.below(5) as i64),
+                                1 if !tame => 100_000,
+                                _ => 1 + rng.below(4) as i64,
+                            };
+                            let e = e.clamp(0, u32::MAX as i64) as u32;
+                            run.push((e, 1 + rng.below(65_535) as u16));
+                        }
+                        run.sort_by_key(|&(e, _)| e);
+                        run.dedup_by_key(|&mut (e, _)| e);
+                        // As for a single insert: only what is not in flight is sent.
+                        run.retain(|&(e, _)| !m.contains_key(&p(l, i64::from(e))));
+                        if rng.below(8) == 0 {
+                            run.reverse();
+                        }
+                        f.insert_run(l, &run, seat);
+                        for &(e, slot) in &run {
+                            m.insert(p(l, i64::from(e)), (seat, slot));
+                            next[l as usize - 1] = next[l as usize - 1].max(i64::from(e));
+                        }
+                    }
                     0..=4 => {
                         let e = match rng.below(20) {
-                            0 => rng.below(u32::MAX as u64 + 1) as i64,
-                            1 => next[l as usize - 1] - rng.below(50_000) as i64,
+                            0 if !tame => rng.below(u32::MAX as u64 + 1) as i64,
+                            1 if !tame => next[l as usize - 1] - rng.below(50_000) as i64,
                             _ => {
                                 next[l as usize - 1] += 1 + rng.below(3) as i64;
                                 next[l as usize - 1]
@@ -540,7 +653,7 @@ mod tests {
                         if m.contains_key(&pos) {
                             continue;
                         }
-                        let seat = if rng.below(50) == 0 {
+                        let seat = if !tame && rng.below(50) == 0 {
                             70_000
                         } else {
                             rng.below(8) as usize

@@ -741,10 +741,23 @@ impl DispatchCore {
             ledger_id: ledgers[i],
             entry_id: entries[i],
         };
+        // The held entries go in by runs of one ledger.
         let mut kept = 0;
+        let mut run: Vec<(u32, u16)> = Vec::new();
+        let mut run_ledger = None;
         for i in set_bits(held) {
-            self.delayed_slots.insert(position(i), slots[i] as u16);
+            if run_ledger != Some(ledgers[i]) {
+                if let Some(l) = run_ledger {
+                    self.delayed_slots.insert_run(l, &run);
+                }
+                run.clear();
+                run_ledger = Some(ledgers[i]);
+            }
+            run.push((entries[i] as u32, slots[i] as u16));
             kept += 1;
+        }
+        if let Some(l) = run_ledger {
+            self.delayed_slots.insert_run(l, &run);
         }
         let mut rest: Vec<u64> = held.iter().map(|w| !w).collect();
         if let Some(last) = rest.last_mut().filter(|_| !n.is_multiple_of(64)) {
