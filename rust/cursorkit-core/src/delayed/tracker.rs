@@ -594,10 +594,32 @@ mod tests {
             let mut bulk = tracker(tick, strict, 0);
             let mut single = tracker(tick, strict, 0);
             let mut now = 0;
+            // Every other round reads like a broker: blocks of one ledger, entries ascending from
+            // where that ledger's last read ended (sometimes from behind: a read again).
+            let read_like = round % 2 == 1;
+            let mut front = [0i64; 4];
             for _ in 0..1 + next(6) {
-                let n = next(40) as usize;
-                let ledgers: Vec<i64> = (0..n).map(|_| 1 + next(3) as i64).collect();
-                let entries: Vec<i64> = (0..n).map(|_| next(60) as i64).collect();
+                let n = next(if read_like { 300 } else { 40 }) as usize;
+                let (ledgers, entries): (Vec<i64>, Vec<i64>) = if read_like {
+                    let mut l = 1 + next(3) as i64;
+                    (0..n)
+                        .map(|_| {
+                            if next(50) == 0 {
+                                l = 1 + next(3) as i64;
+                                if next(3) == 0 {
+                                    front[l as usize] -= next(20) as i64;
+                                }
+                            }
+                            let f = &mut front[l as usize];
+                            *f = (*f + 1 + next(2) as i64 - i64::from(next(40) == 0)).max(0);
+                            (l, *f)
+                        })
+                        .unzip()
+                } else {
+                    (0..n)
+                        .map(|_| (1 + next(3) as i64, next(60) as i64))
+                        .unzip()
+                };
                 let ats: Vec<i64> = (0..n)
                     .map(|_| match next(10) {
                         0 => -1 - next(5) as i64,
