@@ -256,28 +256,33 @@ impl Ids {
         Ok(())
     }
 
-    /// Two contiguous int64 numpy arrays of equal length up to [`INLINE`], copied onto the stack
-    /// (None for anything else: the general column reader takes it).
-    fn from_short_arrays(ledgers: &Bound<'_, PyAny>, entries: &Bound<'_, PyAny>) -> Option<Self> {
+    /// Two contiguous int64 numpy arrays of equal length up to [`INLINE`], copied into this empty
+    /// `Ids` (false, nothing read, for anything else: the general column reader takes it).
+    fn read_short_arrays(
+        &mut self,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+    ) -> bool {
         // SAFETY: read and copied at once with the GIL held and no Python code run in between,
         // so nothing can write the arrays while they are read (a borrow's bookkeeping would cost
         // more than the copy).
-        let (l, e) = unsafe { (plain_i64(ledgers)?, plain_i64(entries)?) };
+        let Some((l, e)) = (unsafe { plain_i64(ledgers).zip(plain_i64(entries)) }) else {
+            return false;
+        };
         if l.len() != e.len() || l.len() > INLINE {
-            return None;
+            return false;
         }
-        let mut ids = Ids::empty();
-        ids.n = l.len();
-        for ((to_l, to_e), (&from_l, &from_e)) in ids
+        self.n = l.len();
+        for ((to_l, to_e), (&from_l, &from_e)) in self
             .inline_ls
             .iter_mut()
-            .zip(ids.inline_es.iter_mut())
+            .zip(self.inline_es.iter_mut())
             .zip(l.iter().zip(e))
         {
             *to_l = from_l;
             *to_e = from_e;
         }
-        Some(ids)
+        true
     }
 
     #[inline]
@@ -959,7 +964,8 @@ impl PyKeySharedBase {
     ) -> PyResult<Py<PyAny>> {
         let py = consumer.py();
         let id = self.id_of(consumer)?;
-        if let Some(ids) = Ids::from_short_arrays(ledgers, entries) {
+        let mut ids = Ids::empty();
+        if ids.read_short_arrays(ledgers, entries) {
             let (ls, es) = ids.slices();
             let o = self.locked(py, "ack_columns", |d, c| d.ack(id, ls, es, c))?;
             self.after_ack(py)?;
