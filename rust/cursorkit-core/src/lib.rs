@@ -6,6 +6,7 @@ pub mod bits;
 pub mod delayed;
 mod error;
 pub mod keyshared;
+mod mem;
 /// The integration tests' shared helpers, for the unit tests too (one seeded generator).
 #[cfg(test)]
 #[path = "../tests/common/mod.rs"]

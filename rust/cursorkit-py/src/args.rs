@@ -9,9 +9,7 @@ use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple,
 };
 
-use crate::ackstate::position::PyPosition;
 use crate::errors::error;
-use cursorkit_core::Position;
 
 /// One integer argument; a non-integer is `InvalidInputType`, an out-of-int64 one `InvalidPosition`.
 #[inline]
@@ -300,15 +298,6 @@ pub fn bool_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
     }
 }
 
-/// A `cursorkit.Position` argument; anything else is `InvalidInputType`.
-#[inline]
-pub fn position_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Position> {
-    match obj.cast::<PyPosition>() {
-        Ok(p) => Ok(p.get().0),
-        Err(_) => Err(wrong_type(obj, what, "a cursorkit.Position")),
-    }
-}
-
 /// A batch index or size: a non-negative int below 2^32, else `InvalidArgument`.
 pub fn u32_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
     let v = int_arg(obj, what)?;
@@ -330,7 +319,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// `InvalidInputType`: `what` must be `expected`, and names the type it got.
 #[cold]
-fn wrong_type(obj: &Bound<'_, PyAny>, what: &str, expected: &str) -> PyErr {
+pub(crate) fn wrong_type(obj: &Bound<'_, PyAny>, what: &str, expected: &str) -> PyErr {
     let got = type_name(obj);
     error(
         obj.py(),

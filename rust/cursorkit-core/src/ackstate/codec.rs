@@ -23,6 +23,7 @@ use roaring::RoaringBitmap;
 use crate::ackstate::ledger_bits::LedgerBits;
 use crate::ackstate::position::{check_ledger, MAX_ENTRY_ID};
 use crate::ackstate::rangeset::RangeSet;
+use crate::ackstate::wire::{bitset_words, long_list_map_field};
 use crate::error::{CoreError, Result};
 
 /// Magic bytes that open the compact form.
@@ -193,7 +194,7 @@ impl RangeSet {
                 break;
             }
             let words = l.map_or_else(Vec::new, bitset_words);
-            let exact = crate::ackstate::wire::long_list_map_field(id, &words) as u64;
+            let exact = long_list_map_field(id, &words) as u64;
             if used.saturating_add(exact) > budget {
                 break;
             }
@@ -303,72 +304,11 @@ fn decode_bitmap(data: &[u8]) -> std::result::Result<RoaringBitmap, String> {
     Ok(bits)
 }
 
-/// `java.util.BitSet.toLongArray()` of one ledger: bit i of word j is entry 64j+i, no trailing zeros.
-/// Wire bytes of a ledger's BitSet words (`1 + varint` each) without building them: a zero word
-/// costs 2, a full one 11, and only the words at the ends of runs are computed. O(runs).
-pub(crate) fn bitset_words_wire_size(l: &LedgerBits) -> usize {
-    let top = l.max();
-    if top < 0 {
-        return 0;
-    }
-    let n_words = top as usize / 64 + 1;
-    let mut edges: BTreeMap<usize, u64> = BTreeMap::new();
-    let mut full = 0usize;
-    for_each_run_word(
-        l,
-        |w, mask| *edges.entry(w).or_default() |= mask,
-        |words| full += words.len(),
-    );
-    let edge_bytes: usize = edges
-        .values()
-        .map(|&w| 1 + crate::ackstate::wire::varint_len(w))
-        .sum();
-    let zero = n_words - edges.len() - full;
-    edge_bytes + full * 11 + zero * 2
-}
-
-/// Walks a ledger's runs as BitSet words: `edge(word, mask)` for each word a run starts or ends in
-/// (a word may get several), `full(words)` for the words a run covers entirely.
-fn for_each_run_word(
-    l: &LedgerBits,
-    mut edge: impl FnMut(usize, u64),
-    mut full: impl FnMut(std::ops::Range<usize>),
-) {
-    l.for_each_run(|a, b| {
-        let (a, b) = (a as usize, b as usize);
-        let (wa, wb) = (a / 64, b / 64);
-        let lo = !0u64 << (a % 64);
-        let hi = !0u64 >> (63 - b % 64);
-        if wa == wb {
-            edge(wa, lo & hi);
-        } else {
-            edge(wa, lo);
-            full(wa + 1..wb);
-            edge(wb, hi);
-        }
-    });
-}
-
 /// The `N` bytes at `at`, or a `Corrupt` error when they run past the end.
 fn array<const N: usize>(data: &[u8], at: usize) -> Result<[u8; N]> {
     data.get(at..at.saturating_add(N))
         .and_then(|s| <[u8; N]>::try_from(s).ok())
         .ok_or_else(|| corrupt(format!("{N} bytes at offset {at} run past the end")))
-}
-
-fn bitset_words(l: &LedgerBits) -> Vec<i64> {
-    let top = l.max();
-    if top < 0 {
-        return Vec::new();
-    }
-    let words = std::cell::RefCell::new(vec![0u64; top as usize / 64 + 1]);
-    let or = |i: usize, mask: u64| {
-        if let Some(w) = words.borrow_mut().get_mut(i) {
-            *w |= mask;
-        }
-    };
-    for_each_run_word(l, or, |range| range.for_each(|i| or(i, !0)));
-    words.into_inner().into_iter().map(|w| w as i64).collect()
 }
 
 #[cfg(test)]

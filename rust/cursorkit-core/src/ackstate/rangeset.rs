@@ -10,8 +10,8 @@ use std::fmt;
 
 use crate::ackstate::ledger_bits::LedgerBits;
 use crate::ackstate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
-use crate::delayed::delay_queue::FastMap;
 use crate::error::{CoreError, Result};
+use crate::mem::FastMap;
 
 /// Pulsar's `Integer.MAX_VALUE` sentinel ("latest"), honoured only with `pulsar_quirks`.
 const PULSAR_INT_SENTINEL: i64 = i32::MAX as i64;

@@ -17,6 +17,9 @@
     )
 )]
 
+use std::collections::BTreeMap;
+
+use crate::ackstate::ledger_bits::LedgerBits;
 use crate::ackstate::rangeset::RangeSet;
 use crate::error::{CoreError, Result};
 
@@ -262,11 +265,71 @@ impl RangeSet {
         self.long_list_map_ledgers(max_entries)
             .into_iter()
             .map(|(id, l)| {
-                let words = l.map_or(0, crate::ackstate::codec::bitset_words_wire_size);
+                let words = l.map_or(0, bitset_words_wire_size);
                 delimited(1 + varint_len(id as u64) + words)
             })
             .sum()
     }
+}
+
+// --- LongListMap words ---------------------------------------------------------------------
+
+/// `java.util.BitSet.toLongArray()` of one ledger: bit i of word j is entry 64j+i, no trailing zeros.
+pub(crate) fn bitset_words(l: &LedgerBits) -> Vec<i64> {
+    let top = l.max();
+    if top < 0 {
+        return Vec::new();
+    }
+    let words = std::cell::RefCell::new(vec![0u64; top as usize / 64 + 1]);
+    let or = |i: usize, mask: u64| {
+        if let Some(w) = words.borrow_mut().get_mut(i) {
+            *w |= mask;
+        }
+    };
+    for_each_run_word(l, or, |range| range.for_each(|i| or(i, !0)));
+    words.into_inner().into_iter().map(|w| w as i64).collect()
+}
+
+/// Wire bytes of a ledger's BitSet words (`1 + varint` each) without building them: a zero word
+/// costs 2, a full one 11, and only the words at the ends of runs are computed. O(runs).
+fn bitset_words_wire_size(l: &LedgerBits) -> usize {
+    let top = l.max();
+    if top < 0 {
+        return 0;
+    }
+    let n_words = top as usize / 64 + 1;
+    let mut edges: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut full = 0usize;
+    for_each_run_word(
+        l,
+        |w, mask| *edges.entry(w).or_default() |= mask,
+        |words| full += words.len(),
+    );
+    let edge_bytes: usize = edges.values().map(|&w| 1 + varint_len(w)).sum();
+    let zero = n_words - edges.len() - full;
+    edge_bytes + full * 11 + zero * 2
+}
+
+/// Walks a ledger's runs as BitSet words: `edge(word, mask)` for each word a run starts or ends in
+/// (a word may get several), `full(words)` for the words a run covers entirely.
+fn for_each_run_word(
+    l: &LedgerBits,
+    mut edge: impl FnMut(usize, u64),
+    mut full: impl FnMut(std::ops::Range<usize>),
+) {
+    l.for_each_run(|a, b| {
+        let (a, b) = (a as usize, b as usize);
+        let (wa, wb) = (a / 64, b / 64);
+        let lo = !0u64 << (a % 64);
+        let hi = !0u64 >> (63 - b % 64);
+        if wa == wb {
+            edge(wa, lo & hi);
+        } else {
+            edge(wa, lo);
+            full(wa + 1..wb);
+            edge(wb, hi);
+        }
+    });
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use roaring::RoaringBitmap;
 
-use super::delay_queue::bitmap_bytes;
+use crate::mem::bitmap_bytes;
 
 /// Entries buffered before they are folded into the bitmap in one union.
 const TAIL: usize = 128;

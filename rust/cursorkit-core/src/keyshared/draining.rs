@@ -22,8 +22,8 @@
 use std::mem::size_of;
 
 use crate::bits::set_bits;
-use crate::delayed::delay_queue::{map_bytes, FastMap};
 use crate::error::{CoreError, Result};
+use crate::mem::{map_bytes, FastMap};
 
 /// Bits of the reference count inside a value.
 const REFS_MASK: u64 = 0xFFFF_FFFF;

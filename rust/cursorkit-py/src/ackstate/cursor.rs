@@ -12,11 +12,9 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::ackstate::position::PyPosition;
+use crate::ackstate::position::{position_arg, PyPosition};
 use crate::ackstate::rangeset::{columns, PyRangeSet};
-use crate::args::{
-    bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, position_arg, str_arg, u32_arg,
-};
+use crate::args::{bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, str_arg, u32_arg};
 use crate::errors::{error, to_py};
 use crate::sync::{self, Shared};
 

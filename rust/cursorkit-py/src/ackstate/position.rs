@@ -6,7 +6,7 @@ use cursorkit_core::Position;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-use crate::args::{int_arg, str_arg};
+use crate::args::{int_arg, str_arg, wrong_type};
 use crate::errors::IntoPy;
 
 /// An immutable (ledger_id, entry_id) pair, ordered by ledger then entry; ``str`` is ``"L:E"``.
@@ -78,5 +78,14 @@ impl PyPosition {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, PyType>, (i64, i64)) {
         let p = slf.get().0;
         (slf.get_type(), (p.ledger_id, p.entry_id))
+    }
+}
+
+/// A `cursorkit.Position` argument; anything else is `InvalidInputType`.
+#[inline]
+pub fn position_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Position> {
+    match obj.cast::<PyPosition>() {
+        Ok(p) => Ok(p.get().0),
+        Err(_) => Err(wrong_type(obj, what, "a cursorkit.Position")),
     }
 }

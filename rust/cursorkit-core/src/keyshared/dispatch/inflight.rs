@@ -12,7 +12,7 @@
 //! newest entries need room the oldest held ones move there. Seats past what a cell can name
 //! (65,534 consumers) are kept in the side map too.
 
-use crate::delayed::delay_queue::{map_bytes, FastMap};
+use crate::mem::{map_bytes, FastMap};
 use crate::Position;
 
 /// Cells a window may span per message it holds.

@@ -63,10 +63,10 @@ use std::collections::BTreeMap;
 
 use crate::ackstate::position::{check_entries, check_entry};
 use crate::bits::set_bits;
-use crate::delayed::delay_queue::FastMap;
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
 use crate::keyshared::selector::{HashRange, SlotTable};
+use crate::mem::FastMap;
 use crate::{Cursor, Position, RangeSet};
 
 use inflight::{InFlight, SlotsOf};

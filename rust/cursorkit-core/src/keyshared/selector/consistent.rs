@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
-use crate::delayed::delay_queue::FastMap;
+use crate::mem::FastMap;
 
 use super::{
     check_new_id, no_ranges, push_merged, unknown, Assignment, BeyondTable, HashRange, Impact,
