@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "python" / "cursorkit"
@@ -63,3 +64,140 @@ def test_no_import_cycles_between_modules() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [])
+
+
+RUST = Path(__file__).resolve().parent.parent / "rust"
+# The core's domains and what each may import (the crate's shared modules always).
+RUST_ALLOWED = {
+    "ackstate": {"ackstate"},
+    "delayed": {"delayed", "ackstate"},
+    "keyshared": {"keyshared", "ackstate"},
+}
+RUST_BASE = {"bits", "error", "mem", "testing"}
+_PATH = re.compile(r"\b(crate|super|use (?!crate\b|super\b|self\b|std\b)\w+)((?:::\w+)*)(::\{([^}]*)\})?")
+
+
+def rust_modules(src: Path) -> dict[str, Path]:
+    """``a::b`` → file, for every module file under a crate's ``src`` (``lib.rs`` is ``""``)."""
+    found: dict[str, Path] = {}
+    for path in src.rglob("*.rs"):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] in ("mod", "lib"):
+            parts.pop()
+        found["::".join(parts)] = path
+    return found
+
+
+def rust_reexports(lib: Path, modules: dict[str, Path]) -> dict[str, str]:
+    """The crate root's ``pub use a::b::{X, Y}`` names → the module that defines them."""
+    out: dict[str, str] = {}
+    for m in re.finditer(r"pub use ([\w:]+)::\{([^}]*)\};|pub use ([\w:]+)::(\w+);", lib.read_text()):
+        module, names = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        for name in re.findall(r"\w+", names):
+            out[name] = module
+    return {name: module for name, module in out.items() if module in modules}
+
+
+def rust_imports(name: str, path: Path, modules: dict[str, Path], reexports: dict[str, str]) -> set[str]:
+    """The modules of its own crate that a Rust module names (``crate::``/``super::`` paths; the
+    file's unit tests left out)."""
+    text = path.read_text().split("#[cfg(test)]\nmod tests")[0]
+    here = name.split("::") if name else []
+    # `super` is the parent of this module (a `mod.rs` file is its folder's module).
+    parent = here[:-1]
+    found: set[str] = set()
+    for m in _PATH.finditer(text):
+        head = m.group(1)
+        if head == "crate":
+            base = []
+        elif head == "super":
+            base = parent
+        elif "::".join([*here, head[4:]]) in modules:
+            base = [*here, head[4:]]  # `use child::…` of a submodule declared here
+        else:
+            continue
+        segments = base + [s for s in m.group(2).split("::") if s]
+        tails = [re.findall(r"\w+", item)[:1] for item in (m.group(4) or "").split(",")] if m.group(3) else [[]]
+        for tail in tails:
+            full = segments + tail
+            while full and "::".join(full) not in modules:
+                full = full[:-1]
+            target = "::".join(full)
+            names = (segments + tail)[len(base) :] if head == "crate" else []
+            if not full and names:
+                target = reexports.get(names[0], "")
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _nested(a: str, b: str) -> bool:
+    """Whether one module holds the other (a folder's module and its files are one unit: a child
+    naming ``super::`` and its parent naming the child are not a loop between files)."""
+    return a.startswith(b + "::") or b.startswith(a + "::")
+
+
+def rust_graph(crate: str) -> dict[str, set[str]]:
+    """Module → the modules of its crate it imports (the crate root, which re-exports all, aside)."""
+    src = RUST / crate / "src"
+    modules = rust_modules(src)
+    reexports = rust_reexports(src / "lib.rs", modules)
+    return {
+        name: {t for t in rust_imports(name, path, modules, reexports) if t and not _nested(name, t)}
+        for name, path in modules.items()
+        if name
+    }
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a trail of names, or None."""
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> list[str] | None:
+        state[name] = 1
+        for nxt in sorted(graph.get(name, ())):
+            if state.get(nxt) == 1:
+                return [*trail, name, nxt]
+            if nxt not in state:
+                found = visit(nxt, [*trail, name])
+                if found:
+                    return found
+        state[name] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in state:
+            found = visit(name, [])
+            if found:
+                return found
+    return None
+
+
+def test_rust_modules_form_no_cycle() -> None:
+    """Neither crate has modules that import each other in a loop."""
+    for crate in ("cursorkit-core", "cursorkit-py"):
+        graph = rust_graph(crate)
+        assert "ackstate::cursor" in graph and graph["ackstate::cursor"], f"{crate}: no imports read"
+        cycle = find_cycle(graph)
+        assert cycle is None, f"{crate}: module cycle " + " -> ".join(cycle or [])
+
+
+def test_rust_core_domains_import_downward_only() -> None:
+    """The core's domains import as the Python package's do (shared modules aside)."""
+    for name, imports in rust_graph("cursorkit-core").items():
+        domain = name.split("::")[0]
+        for target in imports:
+            top = target.split("::")[0]
+            assert top in RUST_ALLOWED.get(domain, {top}) | RUST_BASE, f"core {name} imports {target}"
+
+
+def test_the_rust_reader_sees_a_cycle_and_a_reach() -> None:
+    """The readers above would catch what they exist for: a loop and a cross-domain import."""
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    src = RUST / "cursorkit-core" / "src"
+    modules = rust_modules(src)
+    reexports = rust_reexports(src / "lib.rs", modules)
+    sample = RUST / "cursorkit-core" / "src" / "keyshared" / "dispatch" / "mod.rs"
+    got = rust_imports("keyshared::dispatch", sample, modules, reexports)
+    assert {"mem", "ackstate::position", "keyshared::dispatch::inflight", "ackstate::cursor"} <= got
