@@ -99,8 +99,10 @@ def rust_reexports(lib: Path, modules: dict[str, Path]) -> dict[str, str]:
 
 
 def rust_imports(name: str, path: Path, modules: dict[str, Path], reexports: dict[str, str]) -> set[str]:
-    """The modules of its own crate that a Rust module names (``crate::``/``super::`` paths; the
-    file's unit tests left out)."""
+    """The modules of its own crate that a Rust module names.
+
+    Read from ``crate::``, ``super::`` and ``use child::`` paths; the file's unit tests left out.
+    """
     text = path.read_text().split("#[cfg(test)]\nmod tests")[0]
     here = name.split("::") if name else []
     # `super` is the parent of this module (a `mod.rs` file is its folder's module).
@@ -117,7 +119,8 @@ def rust_imports(name: str, path: Path, modules: dict[str, Path], reexports: dic
         else:
             continue
         segments = base + [s for s in m.group(2).split("::") if s]
-        tails = [re.findall(r"\w+", item)[:1] for item in (m.group(4) or "").split(",")] if m.group(3) else [[]]
+        items = (m.group(4) or "").split(",")
+        tails = [re.findall(r"\w+", item)[:1] for item in items] if m.group(3) else [[]]
         for tail in tails:
             full = segments + tail
             while full and "::".join(full) not in modules:
@@ -132,8 +135,11 @@ def rust_imports(name: str, path: Path, modules: dict[str, Path], reexports: dic
 
 
 def _nested(a: str, b: str) -> bool:
-    """Whether one module holds the other (a folder's module and its files are one unit: a child
-    naming ``super::`` and its parent naming the child are not a loop between files)."""
+    """Whether one module holds the other.
+
+    A folder's module and its files are one unit: a child naming ``super::`` and its parent naming
+    the child are not a loop between files.
+    """
     return a.startswith(b + "::") or b.startswith(a + "::")
 
 
