@@ -13,6 +13,7 @@
 mod ackstate;
 mod alloc;
 mod args;
+mod arrow;
 mod delayed;
 mod errors;
 mod keyshared;
