@@ -9,7 +9,7 @@ use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyInt, PyList, PyMapping, PyMemoryView, PyString, PyTuple,
 };
 
-use crate::errors::error;
+use crate::errors::{InvalidArgument, InvalidInputType, InvalidPosition};
 
 /// One integer argument; a non-integer is `InvalidInputType`, an out-of-int64 one `InvalidPosition`.
 #[inline]
@@ -28,23 +28,16 @@ pub fn int_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 
 #[cold]
 fn int_arg_error(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
-    let py = obj.py();
     if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
-        error(
-            py,
-            "InvalidPosition",
-            format!("{what} {obj} does not fit in a signed 64-bit integer"),
-        )
+        InvalidPosition::new_err(format!(
+            "{what} {obj} does not fit in a signed 64-bit integer"
+        ))
     } else {
         let type_name = type_name(obj);
         let shown = obj
             .repr()
             .map_or_else(|_| "?".to_owned(), |r| r.to_string());
-        error(
-            py,
-            "InvalidInputType",
-            format!("{what} must be an int, got {type_name} {shown}"),
-        )
+        InvalidInputType::new_err(format!("{what} must be an int, got {type_name} {shown}"))
     }
 }
 
@@ -62,13 +55,9 @@ pub fn limit_arg(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<
         }
         Some(o) => {
             let v = int_arg(o, what)?;
-            u64::try_from(v).map(Some).map_err(|_| {
-                error(
-                    o.py(),
-                    "InvalidArgument",
-                    format!("{what} must be >= 0, got {v}"),
-                )
-            })
+            u64::try_from(v)
+                .map(Some)
+                .map_err(|_| InvalidArgument::new_err(format!("{what} must be >= 0, got {v}")))
         }
     }
 }
@@ -179,19 +168,15 @@ pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>>
     }
     let np = py.import("numpy")?;
     let arr = np.call_method1("asarray", (obj,)).map_err(|e| {
-        error(
-            py,
-            "InvalidInputType",
-            format!("{what} must be an integer array or sequence of ints ({e})"),
-        )
+        InvalidInputType::new_err(format!(
+            "{what} must be an integer array or sequence of ints ({e})"
+        ))
     })?;
     let ndim: usize = arr.getattr("ndim")?.extract()?;
     if ndim != 1 {
-        return Err(error(
-            py,
-            "InvalidInputType",
-            format!("{what} must be one-dimensional, got {ndim} dimensions"),
-        ));
+        return Err(InvalidInputType::new_err(format!(
+            "{what} must be one-dimensional, got {ndim} dimensions"
+        )));
     }
     let size: usize = arr.getattr("size")?.extract()?;
     if size == 0 {
@@ -204,22 +189,16 @@ pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>>
             if kind == "u" && dtype.getattr("itemsize")?.extract::<usize>()? == 8 {
                 let top: u64 = arr.call_method0("max")?.extract()?;
                 if top > i64::MAX as u64 {
-                    return Err(error(
-                        py,
-                        "InvalidPosition",
-                        format!("{what} holds {top}, beyond the int64 range"),
-                    ));
+                    return Err(InvalidPosition::new_err(format!(
+                        "{what} holds {top}, beyond the int64 range"
+                    )));
                 }
             }
             let converted = np.call_method1("ascontiguousarray", (arr, "int64"))?;
             contiguous_i64(&converted)
                 .map(Column::Borrowed)
                 .ok_or_else(|| {
-                    error(
-                        py,
-                        "InvalidInputType",
-                        format!("{what} could not be viewed as int64"),
-                    )
+                    InvalidInputType::new_err(format!("{what} could not be viewed as int64"))
                 })
         }
         "O" => {
@@ -231,11 +210,9 @@ pub fn column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>>
         }
         _ => {
             let shown = dtype.str().map_or_else(|_| kind.clone(), |s| s.to_string());
-            Err(error(
-                py,
-                "InvalidInputType",
-                format!("{what} must hold integers, got dtype {shown}"),
-            ))
+            Err(InvalidInputType::new_err(format!(
+                "{what} must hold integers, got dtype {shown}"
+            )))
         }
     }
 }
@@ -245,11 +222,8 @@ pub fn ledger_sizes(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<BTreeMap<
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
-    let py = obj.py();
     let mapping = obj.cast::<PyMapping>().map_err(|_| {
-        error(
-            py,
-            "InvalidInputType",
+        InvalidInputType::new_err(
             "ledger_sizes must be a mapping {ledger_id: entry_count}".to_owned(),
         )
     })?;
@@ -259,11 +233,7 @@ pub fn ledger_sizes(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<BTreeMap<
         let ledger = int_arg(&k, "ledger id in ledger_sizes")?;
         let size = int_arg(&v, "ledger size")?;
         let size = u64::try_from(size).map_err(|_| {
-            error(
-                py,
-                "InvalidArgument",
-                format!("ledger {ledger} has negative size {size}"),
-            )
+            InvalidArgument::new_err(format!("ledger {ledger} has negative size {size}"))
         })?;
         out.insert(ledger, size);
     }
@@ -301,13 +271,8 @@ pub fn bool_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<bool> {
 /// A batch index or size: a non-negative int below 2^32, else `InvalidArgument`.
 pub fn u32_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u32> {
     let v = int_arg(obj, what)?;
-    u32::try_from(v).map_err(|_| {
-        error(
-            obj.py(),
-            "InvalidArgument",
-            format!("{what} must be in 0..2^32, got {v}"),
-        )
-    })
+    u32::try_from(v)
+        .map_err(|_| InvalidArgument::new_err(format!("{what} must be in 0..2^32, got {v}")))
 }
 
 /// The name of an object's type, for messages.
@@ -321,9 +286,5 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 #[cold]
 pub(crate) fn wrong_type(obj: &Bound<'_, PyAny>, what: &str, expected: &str) -> PyErr {
     let got = type_name(obj);
-    error(
-        obj.py(),
-        "InvalidInputType",
-        format!("{what} must be {expected}, got {got}"),
-    )
+    InvalidInputType::new_err(format!("{what} must be {expected}, got {got}"))
 }

@@ -9,7 +9,7 @@ use cursorkit_core::{sticky_key_hash, CoreError, Offset};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
 
-use crate::errors::error;
+use crate::errors::{InvalidArgument, InvalidInputType};
 
 /// `struct ArrowSchema` of the Arrow C data interface.
 #[repr(C)]
@@ -177,7 +177,7 @@ fn index_of(format: &str) -> Option<Index> {
     })
 }
 
-fn layout(py: Python<'_>, schema: &FfiSchema) -> PyResult<Layout> {
+fn layout(schema: &FfiSchema) -> PyResult<Layout> {
     let format = format_of(schema);
     let found = if schema.dictionary.is_null() {
         values_of(&format).map(Layout::Plain)
@@ -189,20 +189,16 @@ fn layout(py: Python<'_>, schema: &FfiSchema) -> PyResult<Layout> {
             .map(|(i, v)| Layout::Dict(i, v))
     };
     found.ok_or_else(|| {
-        error(
-            py,
-            "InvalidInputType",
-            format!(
-                "keys must be an Arrow binary, large_binary, fixed_size_binary, string, \
+        InvalidInputType::new_err(format!(
+            "keys must be an Arrow binary, large_binary, fixed_size_binary, string, \
                  large_string, binary_view or string_view array (or a dictionary of one), \
                  got Arrow format {format:?}{}",
-                if schema.dictionary.is_null() {
-                    ""
-                } else {
-                    " (dictionary-encoded)"
-                }
-            ),
-        )
+            if schema.dictionary.is_null() {
+                ""
+            } else {
+                " (dictionary-encoded)"
+            }
+        ))
     })
 }
 
@@ -226,11 +222,9 @@ pub struct ArrowInput<'py> {
 
 fn capsule<'py>(obj: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyCapsule>> {
     obj.cast::<PyCapsule>().cloned().map_err(|_| {
-        error(
-            obj.py(),
-            "InvalidInputType",
-            format!("the Arrow export did not return an {name} PyCapsule"),
-        )
+        InvalidInputType::new_err(format!(
+            "the Arrow export did not return an {name} PyCapsule"
+        ))
     })
 }
 
@@ -242,9 +236,7 @@ impl<'py> ArrowInput<'py> {
         if obj.hasattr(pyo3::intern!(py, "__arrow_c_array__"))? {
             let pair = obj.call_method0(pyo3::intern!(py, "__arrow_c_array__"))?;
             let pair = pair.cast::<PyTuple>().map_err(|_| {
-                error(
-                    py,
-                    "InvalidInputType",
+                InvalidInputType::new_err(
                     "__arrow_c_array__ did not return a (schema, array) tuple".to_owned(),
                 )
             })?;
@@ -255,7 +247,7 @@ impl<'py> ArrowInput<'py> {
                 schema.pointer_checked(Some(c"arrow_schema"))?.cast();
             array.pointer_checked(Some(c"arrow_array"))?;
             // SAFETY: the capsule named "arrow_schema" holds a live ArrowSchema (PyCapsule protocol).
-            let layout = layout(py, unsafe { schema_ptr.as_ref() })?;
+            let layout = layout(unsafe { schema_ptr.as_ref() })?;
             return Ok(Some(Self {
                 source: Source::Array {
                     _schema: schema,
@@ -269,7 +261,7 @@ impl<'py> ArrowInput<'py> {
             let stream = capsule(&stream, "arrow_array_stream")?;
             let stream_ptr: NonNull<FfiStream> =
                 stream.pointer_checked(Some(c"arrow_array_stream"))?.cast();
-            let (arrays, layout) = read_stream(py, stream_ptr.as_ptr())?;
+            let (arrays, layout) = read_stream(stream_ptr.as_ptr())?;
             drop(stream); // the arrays outlive the stream (C stream interface)
             return Ok(Some(Self {
                 source: Source::Stream { arrays, layout },
@@ -301,7 +293,7 @@ impl<'py> ArrowInput<'py> {
     }
 }
 
-fn stream_error(py: Python<'_>, stream: *mut FfiStream, rc: c_int, what: &str) -> PyErr {
+fn stream_error(stream: *mut FfiStream, rc: c_int, what: &str) -> PyErr {
     // SAFETY: `stream` is live; get_last_error returns null or a string valid until the next call.
     let detail = unsafe {
         (*stream)
@@ -310,40 +302,34 @@ fn stream_error(py: Python<'_>, stream: *mut FfiStream, rc: c_int, what: &str) -
             .filter(|p| !p.is_null())
             .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
     };
-    error(
-        py,
-        "InvalidArgument",
-        format!(
-            "the Arrow stream failed in {what} (error {rc}): {}",
-            detail.unwrap_or_else(|| "no message".to_owned())
-        ),
-    )
+    InvalidArgument::new_err(format!(
+        "the Arrow stream failed in {what} (error {rc}): {}",
+        detail.unwrap_or_else(|| "no message".to_owned())
+    ))
 }
 
 /// Reads every array of a live stream, after checking its schema.
-fn read_stream(py: Python<'_>, stream: *mut FfiStream) -> PyResult<(Vec<OwnedArray>, Layout)> {
+fn read_stream(stream: *mut FfiStream) -> PyResult<(Vec<OwnedArray>, Layout)> {
     // SAFETY: the capsule named "arrow_array_stream" holds a live ArrowArrayStream; its
     // callbacks are called as the C stream interface prescribes, with the GIL held.
     unsafe {
         let (Some(get_schema), Some(get_next)) = ((*stream).get_schema, (*stream).get_next) else {
-            return Err(error(
-                py,
-                "InvalidArgument",
+            return Err(InvalidArgument::new_err(
                 "the Arrow stream is already released".to_owned(),
             ));
         };
         let mut schema = OwnedSchema(FfiSchema::released());
         let rc = get_schema(stream, &mut schema.0);
         if rc != 0 {
-            return Err(stream_error(py, stream, rc, "get_schema"));
+            return Err(stream_error(stream, rc, "get_schema"));
         }
-        let layout = layout(py, &schema.0)?;
+        let layout = layout(&schema.0)?;
         let mut arrays = Vec::new();
         loop {
             let mut array = OwnedArray(FfiArray::released());
             let rc = get_next(stream, &mut array.0);
             if rc != 0 {
-                return Err(stream_error(py, stream, rc, "get_next"));
+                return Err(stream_error(stream, rc, "get_next"));
             }
             if array.0.release.is_none() {
                 return Ok((arrays, layout));
@@ -396,12 +382,8 @@ pub enum KeyColumn<'a> {
     },
 }
 
-fn corrupt(py: Python<'_>, msg: String) -> PyErr {
-    error(
-        py,
-        "InvalidArgument",
-        format!("malformed Arrow array: {msg}"),
-    )
+fn corrupt(msg: String) -> PyErr {
+    InvalidArgument::new_err(format!("malformed Arrow array: {msg}"))
 }
 
 /// The first index in `[offset, offset + length)` whose validity bit is clear.
@@ -429,32 +411,20 @@ fn buffer(array: &FfiArray, i: usize) -> *const c_void {
 }
 
 /// `count` elements of `T` starting at element `offset` of a buffer (checked for alignment).
-fn typed<'a, T>(
-    py: Python<'_>,
-    ptr: *const c_void,
-    offset: usize,
-    count: usize,
-    what: &str,
-) -> PyResult<&'a [T]> {
+fn typed<'a, T>(ptr: *const c_void, offset: usize, count: usize, what: &str) -> PyResult<&'a [T]> {
     if count == 0 {
         return Ok(&[]);
     }
     if ptr.is_null() || !ptr.cast::<T>().is_aligned() {
-        return Err(corrupt(
-            py,
-            format!("a missing or misaligned {what} buffer"),
-        ));
+        return Err(corrupt(format!("a missing or misaligned {what} buffer")));
     }
     let Some(end) = offset.checked_add(count) else {
-        return Err(corrupt(
-            py,
-            format!("{what} offset {offset} + count {count}"),
-        ));
+        return Err(corrupt(format!("{what} offset {offset} + count {count}")));
     };
     // SAFETY: the producer's buffer holds `offset + count` elements (Arrow C data interface).
     let all = unsafe { std::slice::from_raw_parts(ptr.cast::<T>(), end) };
     all.get(offset..)
-        .ok_or_else(|| corrupt(py, format!("a {what} buffer shorter than its offset")))
+        .ok_or_else(|| corrupt(format!("a {what} buffer shorter than its offset")))
 }
 
 impl<'a> KeyColumn<'a> {
@@ -464,13 +434,13 @@ impl<'a> KeyColumn<'a> {
         let (Ok(length), Ok(offset)) =
             (usize::try_from(array.length), usize::try_from(array.offset))
         else {
-            return Err(corrupt(
-                py,
-                format!("length {} and offset {}", array.length, array.offset),
-            ));
+            return Err(corrupt(format!(
+                "length {} and offset {}",
+                array.length, array.offset
+            )));
         };
         let Some(span) = offset.checked_add(length) else {
-            return Err(corrupt(py, format!("offset {offset} + length {length}")));
+            return Err(corrupt(format!("offset {offset} + length {length}")));
         };
         let n_buffers = usize::try_from(array.n_buffers).unwrap_or(0);
         let expected = match layout {
@@ -479,13 +449,10 @@ impl<'a> KeyColumn<'a> {
             Layout::Plain(Values::View) => n_buffers >= 3,
         };
         if length > 0 && (!expected || array.buffers.is_null() || array.n_children != 0) {
-            return Err(corrupt(
-                py,
-                format!(
-                    "{} buffers and {} children",
-                    array.n_buffers, array.n_children
-                ),
-            ));
+            return Err(corrupt(format!(
+                "{} buffers and {} children",
+                array.n_buffers, array.n_children
+            )));
         }
         if length > 0 && array.null_count != 0 {
             let validity = buffer(array, 0);
@@ -494,26 +461,21 @@ impl<'a> KeyColumn<'a> {
                 let bitmap =
                     unsafe { std::slice::from_raw_parts(validity.cast::<u8>(), span.div_ceil(8)) };
                 if let Some(i) = first_null(bitmap, offset, length) {
-                    return Err(error(
-                        py,
-                        "InvalidArgument",
-                        format!(
-                            "key {} is null: a message without a key hashes its sticky key \
+                    return Err(InvalidArgument::new_err(format!(
+                        "key {} is null: a message without a key hashes its sticky key \
                              (see sticky_key())",
-                            base + i
-                        ),
-                    ));
+                        base + i
+                    )));
                 }
             }
         }
         match layout {
-            Layout::Plain(values) => Self::plain(py, array, values, offset, length),
+            Layout::Plain(values) => Self::plain(array, values, offset, length),
             Layout::Dict(index, values) => {
                 let indices =
-                    Self::indices(py, buffer_or_null(array, length, 1), index, offset, length)?;
+                    Self::indices(buffer_or_null(array, length, 1), index, offset, length)?;
                 if array.dictionary.is_null() {
                     return Err(corrupt(
-                        py,
                         "a dictionary array without its dictionary".to_owned(),
                     ));
                 }
@@ -521,11 +483,10 @@ impl<'a> KeyColumn<'a> {
                 let dict = unsafe { &*array.dictionary };
                 let dictionary =
                     KeyColumn::new(py, dict, Layout::Plain(values), 0).map_err(|e| {
-                        error(
-                            py,
-                            "InvalidArgument",
-                            format!("the dictionary of the keys: {}", e.value(py)),
-                        )
+                        InvalidArgument::new_err(format!(
+                            "the dictionary of the keys: {}",
+                            e.value(py)
+                        ))
                     })?;
                 Ok(Self::Dict {
                     indices,
@@ -535,13 +496,7 @@ impl<'a> KeyColumn<'a> {
         }
     }
 
-    fn plain(
-        py: Python<'_>,
-        array: &'a FfiArray,
-        values: Values,
-        offset: usize,
-        length: usize,
-    ) -> PyResult<Self> {
+    fn plain(array: &'a FfiArray, values: Values, offset: usize, length: usize) -> PyResult<Self> {
         if length == 0 {
             return Ok(Self::Offsets {
                 values: &[],
@@ -552,20 +507,20 @@ impl<'a> KeyColumn<'a> {
             Values::Small | Values::Large => {
                 let offsets = match values {
                     Values::Small => {
-                        Offsets::Small(offsets_slice(py, buffer(array, 1), offset, length)?)
+                        Offsets::Small(offsets_slice(buffer(array, 1), offset, length)?)
                     }
-                    _ => Offsets::Large(offsets_slice(py, buffer(array, 1), offset, length)?),
+                    _ => Offsets::Large(offsets_slice(buffer(array, 1), offset, length)?),
                 };
                 let end = match offsets {
                     Offsets::Small(o) => o.get(length).and_then(|x| x.index()),
                     Offsets::Large(o) => o.get(length).and_then(|x| x.index()),
                 }
-                .ok_or_else(|| corrupt(py, "a negative last offset".to_owned()))?;
+                .ok_or_else(|| corrupt("a negative last offset".to_owned()))?;
                 let data = buffer(array, 2);
                 let values = if end == 0 {
                     &[][..]
                 } else if data.is_null() {
-                    return Err(corrupt(py, "no values buffer".to_owned()));
+                    return Err(corrupt("no values buffer".to_owned()));
                 } else {
                     // SAFETY: the values buffer holds at least the last offset's bytes.
                     unsafe { std::slice::from_raw_parts(data.cast::<u8>(), end) }
@@ -576,9 +531,9 @@ impl<'a> KeyColumn<'a> {
                 let (Some(start), Some(count)) =
                     (offset.checked_mul(width), length.checked_mul(width))
                 else {
-                    return Err(corrupt(py, format!("{length} keys of {width} bytes")));
+                    return Err(corrupt(format!("{length} keys of {width} bytes")));
                 };
-                let values = typed::<u8>(py, buffer(array, 1), start, count, "values")?;
+                let values = typed::<u8>(buffer(array, 1), start, count, "values")?;
                 Ok(Self::Fixed {
                     values,
                     width,
@@ -589,26 +544,24 @@ impl<'a> KeyColumn<'a> {
                 let n_data = usize::try_from(array.n_buffers)
                     .unwrap_or(0)
                     .saturating_sub(3);
-                let sizes =
-                    typed::<i64>(py, buffer(array, 2 + n_data), 0, n_data, "variadic sizes")?;
+                let sizes = typed::<i64>(buffer(array, 2 + n_data), 0, n_data, "variadic sizes")?;
                 let mut buffers = Vec::with_capacity(n_data);
                 for (k, &size) in sizes.iter().enumerate() {
                     let size = usize::try_from(size)
-                        .map_err(|_| corrupt(py, format!("data buffer {k} of size {size}")))?;
-                    buffers.push(typed::<u8>(py, buffer(array, 2 + k), 0, size, "data")?);
+                        .map_err(|_| corrupt(format!("data buffer {k} of size {size}")))?;
+                    buffers.push(typed::<u8>(buffer(array, 2 + k), 0, size, "data")?);
                 }
                 let (Some(start), Some(count)) = (offset.checked_mul(16), length.checked_mul(16))
                 else {
-                    return Err(corrupt(py, format!("{length} views")));
+                    return Err(corrupt(format!("{length} views")));
                 };
-                let views = typed::<u8>(py, buffer(array, 1), start, count, "views")?;
+                let views = typed::<u8>(buffer(array, 1), start, count, "views")?;
                 Ok(Self::View { views, buffers })
             }
         }
     }
 
     fn indices(
-        py: Python<'_>,
         ptr: *const c_void,
         index: Index,
         offset: usize,
@@ -616,14 +569,14 @@ impl<'a> KeyColumn<'a> {
     ) -> PyResult<Indices<'a>> {
         let what = "indices";
         Ok(match index {
-            Index::I8 => Indices::I8(typed(py, ptr, offset, length, what)?),
-            Index::U8 => Indices::U8(typed(py, ptr, offset, length, what)?),
-            Index::I16 => Indices::I16(typed(py, ptr, offset, length, what)?),
-            Index::U16 => Indices::U16(typed(py, ptr, offset, length, what)?),
-            Index::I32 => Indices::I32(typed(py, ptr, offset, length, what)?),
-            Index::U32 => Indices::U32(typed(py, ptr, offset, length, what)?),
-            Index::I64 => Indices::I64(typed(py, ptr, offset, length, what)?),
-            Index::U64 => Indices::U64(typed(py, ptr, offset, length, what)?),
+            Index::I8 => Indices::I8(typed(ptr, offset, length, what)?),
+            Index::U8 => Indices::U8(typed(ptr, offset, length, what)?),
+            Index::I16 => Indices::I16(typed(ptr, offset, length, what)?),
+            Index::U16 => Indices::U16(typed(ptr, offset, length, what)?),
+            Index::I32 => Indices::I32(typed(ptr, offset, length, what)?),
+            Index::U32 => Indices::U32(typed(ptr, offset, length, what)?),
+            Index::I64 => Indices::I64(typed(ptr, offset, length, what)?),
+            Index::U64 => Indices::U64(typed(ptr, offset, length, what)?),
         })
     }
 
@@ -740,20 +693,12 @@ fn gather<T: Copy + TryInto<usize>>(hashes: &[u32], indices: &[T]) -> Result<Vec
 }
 
 /// The `length + 1` offsets of a chunk starting at `offset`, checked for alignment.
-fn offsets_slice<'a, O>(
-    py: Python<'_>,
-    buffer: *const c_void,
-    offset: usize,
-    length: usize,
-) -> PyResult<&'a [O]> {
+fn offsets_slice<'a, O>(buffer: *const c_void, offset: usize, length: usize) -> PyResult<&'a [O]> {
     if buffer.is_null() || !buffer.cast::<O>().is_aligned() {
-        return Err(corrupt(
-            py,
-            "a missing or misaligned offsets buffer".to_owned(),
-        ));
+        return Err(corrupt("a missing or misaligned offsets buffer".to_owned()));
     }
     // SAFETY: the offsets buffer holds `offset + length + 1` aligned entries.
     let all = unsafe { std::slice::from_raw_parts(buffer.cast::<O>(), offset + length + 1) };
     all.get(offset..)
-        .ok_or_else(|| corrupt(py, "an offsets buffer shorter than its offset".to_owned()))
+        .ok_or_else(|| corrupt("an offsets buffer shorter than its offset".to_owned()))
 }

@@ -1,39 +1,37 @@
-//! Maps core errors to the `cursorkit.errors` classes (imported once, lazily).
+//! Maps core errors to the `cursorkit.errors` classes: each class is a Rust type here, its Python
+//! class imported once (lazily, at its first use).
 
 use cursorkit_core::CoreError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
 
-static ERRORS_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-
-/// A `cursorkit.errors.<name>` exception carrying `message`.
-pub fn error(py: Python<'_>, name: &str, message: String) -> PyErr {
-    let class = ERRORS_MODULE
-        .get_or_try_init(py, || py.import("cursorkit.errors").map(Bound::unbind))
-        .and_then(|m| m.bind(py).getattr(name))
-        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
-    match class {
-        Ok(class) => PyErr::from_type(class, message),
-        Err(import_failure) => import_failure,
-    }
-}
+pyo3::import_exception!(cursorkit.errors, BudgetExceeded);
+pyo3::import_exception!(cursorkit.errors, ConsumerAssignError);
+pyo3::import_exception!(cursorkit.errors, CorruptSnapshot);
+pyo3::import_exception!(cursorkit.errors, InternalError);
+pyo3::import_exception!(cursorkit.errors, InvalidArgument);
+pyo3::import_exception!(cursorkit.errors, InvalidInputType);
+pyo3::import_exception!(cursorkit.errors, InvalidPosition);
+pyo3::import_exception!(cursorkit.errors, LengthMismatch);
+pyo3::import_exception!(cursorkit.errors, TrackerClosed);
+pyo3::import_exception!(cursorkit.errors, UnknownConsumer);
+pyo3::import_exception!(cursorkit.errors, UnknownLedger);
+pyo3::import_exception!(cursorkit.errors, UnsupportedVersion);
 
 /// The Python exception for a core error.
-pub fn to_py(py: Python<'_>, e: CoreError) -> PyErr {
-    let name = match &e {
-        CoreError::InvalidPosition(_) => "InvalidPosition",
-        CoreError::InvalidArgument(_) => "InvalidArgument",
-        CoreError::UnknownLedger(_) => "UnknownLedger",
-        CoreError::LengthMismatch { .. } => "LengthMismatch",
-        CoreError::Corrupt(_) => "CorruptSnapshot",
-        CoreError::UnsupportedVersion { .. } => "UnsupportedVersion",
-        CoreError::UnknownConsumer(_) => "UnknownConsumer",
-        CoreError::ConsumerAssign(_) => "ConsumerAssignError",
-        CoreError::Budget(_) => "BudgetExceeded",
-        CoreError::Internal(_) => "InternalError",
-    };
-    error(py, name, e.to_string())
+pub fn to_py(_py: Python<'_>, e: CoreError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        CoreError::InvalidPosition(_) => InvalidPosition::new_err(message),
+        CoreError::InvalidArgument(_) => InvalidArgument::new_err(message),
+        CoreError::UnknownLedger(_) => UnknownLedger::new_err(message),
+        CoreError::LengthMismatch { .. } => LengthMismatch::new_err(message),
+        CoreError::Corrupt(_) => CorruptSnapshot::new_err(message),
+        CoreError::UnsupportedVersion { .. } => UnsupportedVersion::new_err(message),
+        CoreError::UnknownConsumer(_) => UnknownConsumer::new_err(message),
+        CoreError::ConsumerAssign(_) => ConsumerAssignError::new_err(message),
+        CoreError::Budget(_) => BudgetExceeded::new_err(message),
+        CoreError::Internal(_) => InternalError::new_err(message),
+    }
 }
 
 /// `Result` with core errors lifted into Python ones.

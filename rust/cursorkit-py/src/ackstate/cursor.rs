@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::ackstate::position::{position_arg, PyPosition};
 use crate::ackstate::rangeset::{columns, PyRangeSet};
 use crate::args::{bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, str_arg, u32_arg};
-use crate::errors::{error, to_py};
+use crate::errors::{to_py, CorruptSnapshot, InvalidArgument, InvalidInputType};
 use crate::sync::{self, Shared};
 
 /// Rows `(ledger, entry, batch_size, unacked-index words as little-endian bytes)`.
@@ -86,18 +86,15 @@ fn parse_batches(rows: &Bound<'_, PyAny>) -> PyResult<Vec<(Position, BatchAcks)>
     for row in rows.try_iter()? {
         let row = row?;
         let t = row.cast::<PyTuple>().map_err(|_| {
-            error(
-                py,
-                "InvalidInputType",
+            InvalidInputType::new_err(
                 "batches must be (ledger, entry, batch_size, words) tuples".to_owned(),
             )
         })?;
         if t.len() != 4 {
-            return Err(error(
-                py,
-                "InvalidInputType",
-                format!("a batch row has 4 fields, got {}", t.len()),
-            ));
+            return Err(InvalidInputType::new_err(format!(
+                "a batch row has 4 fields, got {}",
+                t.len()
+            )));
         }
         let l = int_arg(&t.get_item(0)?, "batch ledger id")?;
         let e = int_arg(&t.get_item(1)?, "batch entry id")?;
@@ -106,14 +103,10 @@ fn parse_batches(rows: &Bound<'_, PyAny>) -> PyResult<Vec<(Position, BatchAcks)>
         let size = u32_arg(&t.get_item(2)?, "batch size")?;
         let raw = bytes_arg(&t.get_item(3)?, "batch words")?;
         if raw.len() % 8 != 0 {
-            return Err(error(
-                py,
-                "CorruptSnapshot",
-                format!(
-                    "batch {p}: word bytes of length {} (not a multiple of 8)",
-                    raw.len()
-                ),
-            ));
+            return Err(CorruptSnapshot::new_err(format!(
+                "batch {p}: word bytes of length {} (not a multiple of 8)",
+                raw.len()
+            )));
         }
         let words: Vec<u64> = raw
             .chunks_exact(8)
@@ -287,9 +280,7 @@ impl PyCursorState {
                     .ack_cumulative_batch(p.ledger_id, p.entry_id, i, n)
             }
             _ => {
-                return Err(error(
-                    py,
-                    "InvalidArgument",
+                return Err(InvalidArgument::new_err(
                     self.named("batch_index and batch_size go together".to_owned()),
                 ))
             }
@@ -527,7 +518,7 @@ impl PyCursorState {
         let md = position_arg(mark_delete, "mark_delete")?;
         let batches = parse_batches(batches).map_err(|e| {
             if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
-                error(py, "CorruptSnapshot", self.named(e.value(py).to_string()))
+                CorruptSnapshot::new_err(self.named(e.value(py).to_string()))
             } else {
                 e
             }

@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyMapping, PyTuple};
 
 use crate::ackstate::position::PyPosition;
 use crate::args::{bool_arg, bytes_arg, column, int_arg, ledger_sizes, limit_arg, Column};
-use crate::errors::{error, IntoPy};
+use crate::errors::{IntoPy, InvalidInputType};
 use crate::sync::{self, Shared};
 
 /// Acknowledged (ledger, entry) positions as per-ledger roaring bitmaps, reported as open-closed ranges.
@@ -150,20 +150,14 @@ impl PyRangeSet {
         let py = rows.py();
         let np = py.import("numpy")?;
         let flat = np.call_method1("asarray", (rows,)).map_err(|e| {
-            error(
-                py,
-                "InvalidInputType",
-                format!("rows must be an (n, 4) integer array ({e})"),
-            )
+            InvalidInputType::new_err(format!("rows must be an (n, 4) integer array ({e})"))
         })?;
         let shape: Vec<usize> = flat.getattr("shape")?.extract()?;
         let ok_shape = matches!(shape.as_slice(), [_, 4]) || matches!(shape.as_slice(), [0]);
         if !ok_shape {
-            return Err(error(
-                py,
-                "InvalidInputType",
-                format!("rows must have shape (n, 4), got {shape:?}"),
-            ));
+            return Err(InvalidInputType::new_err(format!(
+                "rows must have shape (n, 4), got {shape:?}"
+            )));
         }
         let col = column(&flat.call_method1("reshape", (-1,))?, "rows")?;
         let values = col.as_slice();
@@ -521,11 +515,7 @@ impl PyRangeSet {
     fn from_long_list_map(words: &Bound<'_, PyAny>, pulsar_quirks: bool) -> PyResult<Self> {
         let py = words.py();
         let mapping = words.cast::<PyMapping>().map_err(|_| {
-            error(
-                py,
-                "InvalidInputType",
-                "words must be a mapping {ledger_id: words}".to_owned(),
-            )
+            InvalidInputType::new_err("words must be a mapping {ledger_id: words}".to_owned())
         })?;
         let mut parsed = Vec::new();
         for item in mapping.items()?.try_iter()? {

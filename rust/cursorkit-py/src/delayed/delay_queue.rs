@@ -16,7 +16,9 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyTuple};
 
 use crate::ackstate::rangeset::PyRangeSet;
 use crate::args::{bool_arg, column, int_arg, limit_arg, Column};
-use crate::errors::{error, IntoPy};
+use crate::errors::{
+    IntoPy, InvalidArgument, InvalidInputType, InvalidPosition, LengthMismatch, TrackerClosed,
+};
 use crate::sync::{self, Shared};
 
 /// Pops of at most this many indexes run with the GIL held (cheaper than releasing it).
@@ -34,19 +36,13 @@ fn time_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<i64> {
 #[cold]
 fn time_arg_error(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
     if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
-        error(
-            obj.py(),
-            "InvalidArgument",
-            format!("{what} {obj} does not fit in a signed 64-bit integer"),
-        )
+        InvalidArgument::new_err(format!(
+            "{what} {obj} does not fit in a signed 64-bit integer"
+        ))
     } else {
         match int_arg(obj, what) {
             Err(e) => e,
-            Ok(_) => error(
-                obj.py(),
-                "InvalidInputType",
-                format!("{what} must be an int"),
-            ),
+            Ok(_) => InvalidInputType::new_err(format!("{what} must be an int")),
         }
     }
 }
@@ -55,9 +51,8 @@ fn time_arg_error(obj: &Bound<'_, PyAny>, what: &str) -> PyErr {
 fn time_column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>> {
     let py = obj.py();
     column(obj, what).map_err(|e| {
-        let is_position = e.get_type(py).name().is_ok_and(|n| n == "InvalidPosition");
-        if is_position {
-            error(py, "InvalidArgument", e.value(py).to_string())
+        if e.is_instance_of::<InvalidPosition>(py) {
+            InvalidArgument::new_err(e.value(py).to_string())
         } else {
             e
         }
@@ -67,34 +62,28 @@ fn time_column<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<Column<'py>
 /// A required count (`0..`); None and non-integers are `InvalidInputType`, negatives `InvalidArgument`.
 fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<usize> {
     if obj.is_none() {
-        return Err(error(
-            obj.py(),
-            "InvalidInputType",
-            format!("{what} must be an int, got None"),
-        ));
+        return Err(InvalidInputType::new_err(format!(
+            "{what} must be an int, got None"
+        )));
     }
     let n = limit_arg(Some(obj), what)?.unwrap_or(u64::MAX);
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 /// Three columns of one length, or `LengthMismatch` naming the three lengths.
-fn same_length(py: Python<'_>, names: [&str; 3], cols: [&[i64]; 3]) -> PyResult<()> {
+fn same_length(names: [&str; 3], cols: [&[i64]; 3]) -> PyResult<()> {
     if cols[0].len() == cols[1].len() && cols[1].len() == cols[2].len() {
         return Ok(());
     }
-    Err(error(
-        py,
-        "LengthMismatch",
-        format!(
-            "{}, {} and {} differ in length: {}, {} and {} values",
-            names[0],
-            names[1],
-            names[2],
-            cols[0].len(),
-            cols[1].len(),
-            cols[2].len()
-        ),
-    ))
+    Err(LengthMismatch::new_err(format!(
+        "{}, {} and {} differ in length: {}, {} and {} values",
+        names[0],
+        names[1],
+        names[2],
+        cols[0].len(),
+        cols[1].len(),
+        cols[2].len()
+    )))
 }
 
 /// `(deliver_at, ledger_ids, entry_ids)` arrays taking over the popped columns without copying.
@@ -168,7 +157,7 @@ impl PyDelayQueue {
         let ls = column(ledger_ids, "ledger_ids")?;
         let es = column(entry_ids, "entry_ids")?;
         let (ats, ls, es) = (ats.as_slice(), ls.as_slice(), es.as_slice());
-        same_length(py, ["deliver_at", "ledger_ids", "entry_ids"], [ats, ls, es])?;
+        same_length(["deliver_at", "ledger_ids", "entry_ids"], [ats, ls, es])?;
         sync::detached(py, &self.inner, |q| q.add_many(ats, ls, es)).py_err(py)
     }
 
@@ -298,9 +287,9 @@ pub struct PyInMemoryTrackerState {
 
 impl PyInMemoryTrackerState {
     #[inline]
-    fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+    fn check_open(&self) -> PyResult<()> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(closed_error(py));
+            return Err(closed_error());
         }
         Ok(())
     }
@@ -308,9 +297,9 @@ impl PyInMemoryTrackerState {
     /// The tracker, locked, or `TrackerClosed`.
     #[inline]
     fn open(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, InMemoryTracker>> {
-        self.check_open(py)?;
+        self.check_open()?;
         let guard = sync::lock(py, &self.inner);
-        self.check_open(py)?;
+        self.check_open()?;
         Ok(guard)
     }
 
@@ -324,7 +313,7 @@ impl PyInMemoryTrackerState {
         sync::detached(py, &self.inner, |t| {
             (!closed.load(Ordering::Acquire)).then(|| f(t))
         })
-        .ok_or_else(|| closed_error(py))
+        .ok_or_else(closed_error)
     }
 
     /// A dispatcher's read handed over in one call: the tracker's `add_many` as bit words of what
@@ -336,7 +325,7 @@ impl PyInMemoryTrackerState {
         entries: &[i64],
         ats: &[i64],
     ) -> PyResult<(Vec<u64>, usize)> {
-        self.check_open(py)?;
+        self.check_open()?;
         let now = self.read_clock(py)?;
         self.detached(py, |t| t.add_many_words(ledgers, entries, ats, now))?
             .py_err(py)
@@ -360,7 +349,7 @@ impl PyInMemoryTrackerState {
     /// `now`, checking first that the tracker is open (a closed tracker never calls its clock).
     #[inline]
     fn now_open(&self, py: Python<'_>) -> PyResult<i64> {
-        self.check_open(py)?;
+        self.check_open()?;
         self.read_clock(py)
     }
 
@@ -375,34 +364,25 @@ impl PyInMemoryTrackerState {
 }
 
 #[cold]
-fn closed_error(py: Python<'_>) -> PyErr {
-    error(
-        py,
-        "TrackerClosed",
-        "the delayed-delivery tracker is closed".to_owned(),
-    )
+fn closed_error() -> PyErr {
+    TrackerClosed::new_err("the delayed-delivery tracker is closed".to_owned())
 }
 
 #[cold]
 fn clock_error(v: &Bound<'_, PyAny>) -> PyErr {
-    let py = v.py();
     if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() {
-        error(
-            py,
-            "InvalidArgument",
-            format!("the clock returned {v}, beyond the int64 range of milliseconds"),
-        )
+        InvalidArgument::new_err(format!(
+            "the clock returned {v}, beyond the int64 range of milliseconds"
+        ))
     } else {
         let shown = v.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string());
         let type_name = v
             .get_type()
             .name()
             .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-        error(
-            py,
-            "InvalidInputType",
-            format!("the clock must return an int (ms), got {type_name} {shown}"),
-        )
+        InvalidInputType::new_err(format!(
+            "the clock must return an int (ms), got {type_name} {shown}"
+        ))
     }
 }
 
@@ -433,11 +413,9 @@ impl PyInMemoryTrackerState {
                     .get_type()
                     .name()
                     .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-                return Err(error(
-                    py,
-                    "InvalidInputType",
-                    format!("clock must be a zero-argument callable returning ms, got {type_name}"),
-                ));
+                return Err(InvalidInputType::new_err(format!(
+                    "clock must be a zero-argument callable returning ms, got {type_name}"
+                )));
             }
         };
         let tracker = InMemoryTracker::new(tick, strict, lookahead).py_err(py)?;
@@ -456,7 +434,7 @@ impl PyInMemoryTrackerState {
         deliver_at: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let py = ledger_id.py();
-        self.check_open(py)?;
+        self.check_open()?;
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
         let at = time_arg(deliver_at, "deliver_at")?;
@@ -472,12 +450,12 @@ impl PyInMemoryTrackerState {
         deliver_at: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = ledger_ids.py();
-        self.check_open(py)?;
+        self.check_open()?;
         let ls = column(ledger_ids, "ledger_ids")?;
         let es = column(entry_ids, "entry_ids")?;
         let ats = time_column(deliver_at, "deliver_at")?;
         let (ls, es, ats) = (ls.as_slice(), es.as_slice(), ats.as_slice());
-        same_length(py, ["ledger_ids", "entry_ids", "deliver_at"], [ls, es, ats])?;
+        same_length(["ledger_ids", "entry_ids", "deliver_at"], [ls, es, ats])?;
         let now = self.read_clock(py)?;
         let mask = self
             .detached(py, |t| t.add_many_mask(ls, es, ats, now))?
@@ -498,7 +476,7 @@ impl PyInMemoryTrackerState {
         max_messages: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = max_messages.py();
-        self.check_open(py)?;
+        self.check_open()?;
         let max = count_arg(max_messages, "max_messages")?;
         let now = self.read_clock(py)?;
         let pairs = self.scheduled(py, max, now)?;
@@ -526,7 +504,7 @@ impl PyInMemoryTrackerState {
         entry_id: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let py = ledger_id.py();
-        self.check_open(py)?;
+        self.check_open()?;
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
         check_entry(l, e).py_err(py)?;
@@ -584,7 +562,7 @@ impl PyInMemoryTrackerState {
     /// Changes the tick (a topic policy); the rounding precision stays as constructed.
     fn reset_tick_time(&self, tick_time_ms: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = tick_time_ms.py();
-        self.check_open(py)?;
+        self.check_open()?;
         let tick = time_arg(tick_time_ms, "tick_time_ms")?;
         self.open(py)?.reset_tick_time(tick).py_err(py)
     }

@@ -8,7 +8,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::ackstate::rangeset::columns;
 use crate::args::{bytes_arg, column, int_arg, Column};
-use crate::errors::{error, IntoPy};
+use crate::errors::{IntoPy, LengthMismatch};
 use crate::sync;
 
 /// The three index columns, checked for equal lengths (`LengthMismatch` names all three).
@@ -25,14 +25,10 @@ fn index_columns<'py>(
         es.as_slice().len(),
     );
     if lens.0 != lens.1 || lens.0 != lens.2 {
-        return Err(error(
-            timestamps.py(),
-            "LengthMismatch",
-            format!(
-                "timestamps, ledger ids and entry ids differ in length: {}, {} and {}",
-                lens.0, lens.1, lens.2
-            ),
-        ));
+        return Err(LengthMismatch::new_err(format!(
+            "timestamps, ledger ids and entry ids differ in length: {}, {} and {}",
+            lens.0, lens.1, lens.2
+        )));
     }
     Ok((at, ls, es))
 }

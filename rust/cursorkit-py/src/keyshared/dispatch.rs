@@ -18,7 +18,7 @@ use crate::ackstate::cursor::PyCursorState;
 use crate::ackstate::position::PyPosition;
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, str_arg, u32_arg};
-use crate::errors::{error, to_py};
+use crate::errors::{to_py, InvalidArgument, InvalidInputType};
 use crate::keyshared::draining::{draining_rows, rows_array};
 use crate::sync::{self, catching, Shared};
 
@@ -57,17 +57,13 @@ impl PyDispatchCore {
 
 fn cursor_of<'a, 'py>(cursor: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyCursorState>> {
     cursor.cast::<PyCursorState>().map_err(|_| {
-        error(
-            cursor.py(),
-            "InvalidInputType",
-            format!(
-                "cursor must be a cursorkit.Cursor, got {}",
-                cursor
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-            ),
-        )
+        InvalidInputType::new_err(format!(
+            "cursor must be a cursorkit.Cursor, got {}",
+            cursor
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        ))
     })
 }
 
@@ -169,11 +165,9 @@ impl PyDispatchCore {
             "last-sent" => DispatchMode::LastSent,
             "out-of-order" => DispatchMode::OutOfOrder,
             other => {
-                return Err(error(
-                    mode.py(),
-                    "InvalidArgument",
-                    format!("mode must be draining, last-sent or out-of-order, got {other:?}"),
-                ))
+                return Err(InvalidArgument::new_err(format!(
+                    "mode must be draining, last-sent or out-of-order, got {other:?}"
+                )))
             }
         };
         Ok(Self {
@@ -222,9 +216,7 @@ impl PyDispatchCore {
     fn assign(&self, added: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = added.py();
         let rows: Vec<(u32, Vec<HashRange>)> = added.extract().map_err(|_| {
-            error(
-                py,
-                "InvalidInputType",
+            InvalidInputType::new_err(
                 "added must be a list of (consumer id, [(start, end), ...])".to_owned(),
             )
         })?;
@@ -237,9 +229,7 @@ impl PyDispatchCore {
         let py = removed.py();
         let skip = u32_arg(skip, "skip")?;
         let rows: Vec<(u32, Vec<HashRange>)> = removed.extract().map_err(|_| {
-            error(
-                py,
-                "InvalidInputType",
+            InvalidInputType::new_err(
                 "removed must be a list of (consumer id, [(start, end), ...])".to_owned(),
             )
         })?;
@@ -548,11 +538,5 @@ impl PyDispatchCore {
 /// A non-negative permit count.
 fn permits_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     let v = int_arg(obj, "permits")?;
-    u64::try_from(v).map_err(|_| {
-        error(
-            obj.py(),
-            "InvalidArgument",
-            format!("permits must be >= 0, got {v}"),
-        )
-    })
+    u64::try_from(v).map_err(|_| InvalidArgument::new_err(format!("permits must be >= 0, got {v}")))
 }

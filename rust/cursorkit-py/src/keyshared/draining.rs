@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::args::{bool_arg, column, int_arg, u32_arg};
-use crate::errors::{error, IntoPy};
+use crate::errors::{IntoPy, InvalidArgument, LengthMismatch, TrackerClosed};
 use crate::sync::{self, Shared};
 
 /// A sticky-key hash argument: an int in `1..=65535`, else `InvalidArgument` (or `InvalidInputType`).
@@ -22,7 +22,7 @@ fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     let v = int_arg(obj, "hash")?;
     match u32::try_from(v) {
         Ok(h) if (1..=DrainingHashes::MAX_HASH).contains(&h) => Ok(h),
-        _ => Err(error(obj.py(), "InvalidArgument", hash_message(v))),
+        _ => Err(InvalidArgument::new_err(hash_message(v))),
     }
 }
 
@@ -74,7 +74,7 @@ fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
 }
 
 /// Columns of one length, or `LengthMismatch` naming each length.
-fn same_length(py: Python<'_>, names: &[&str], lens: &[usize]) -> PyResult<()> {
+fn same_length(names: &[&str], lens: &[usize]) -> PyResult<()> {
     if lens.windows(2).all(|w| matches!(w, [a, b] if a == b)) {
         return Ok(());
     }
@@ -83,11 +83,10 @@ fn same_length(py: Python<'_>, names: &[&str], lens: &[usize]) -> PyResult<()> {
         .zip(lens)
         .map(|(n, l)| format!("{l} {n}"))
         .collect();
-    Err(error(
-        py,
-        "LengthMismatch",
-        format!("columns differ in length: {}", shown.join(", ")),
-    ))
+    Err(LengthMismatch::new_err(format!(
+        "columns differ in length: {}",
+        shown.join(", ")
+    )))
 }
 
 /// An `(n, 4)` int64 array over a flat row-major buffer, without copying it.
@@ -209,7 +208,7 @@ impl PyDrainingHashes {
         let ts = column(targets, "targets")?;
         let hs = column(hashes, "hashes")?;
         let (ts, hs) = (ts.as_slice(), hs.as_slice());
-        same_length(py, &["targets", "hashes"], &[ts.len(), hs.len()])?;
+        same_length(&["targets", "hashes"], &[ts.len(), hs.len()])?;
         let out = sync::detached(py, &self.inner, |d| {
             check_range(ts, 0..=i64::from(u32::MAX), |v| {
                 format!("targets holds {v}, outside 0..2^32")
@@ -365,12 +364,8 @@ pub struct PyPendingAcks {
 }
 
 #[cold]
-fn closed_error(py: Python<'_>) -> PyErr {
-    error(
-        py,
-        "TrackerClosed",
-        "the pending acks are closed (drain_and_close was called)".to_owned(),
-    )
+fn closed_error() -> PyErr {
+    TrackerClosed::new_err("the pending acks are closed (drain_and_close was called)".to_owned())
 }
 
 crate::shared!(PyPendingAcks, PendingAcks, "PendingAcks");
@@ -399,7 +394,7 @@ impl PyPendingAcks {
         let h = u32_arg(hash, "hash")?;
         let mut p = self.lock(py);
         if p.is_closed() {
-            return Err(closed_error(py));
+            return Err(closed_error());
         }
         p.add(l, e, b, h).py_err(py)
     }
@@ -419,7 +414,6 @@ impl PyPendingAcks {
         let hs = column(hashes, "hashes")?;
         let (ls, es, bs, hs) = (ls.as_slice(), es.as_slice(), bs.as_slice(), hs.as_slice());
         same_length(
-            py,
             &["ledger_ids", "entry_ids", "batch_sizes", "hashes"],
             &[ls.len(), es.len(), bs.len(), hs.len()],
         )?;
@@ -432,7 +426,7 @@ impl PyPendingAcks {
             p.add_many(ls, es, &bs, &hs).map(Some)
         })
         .py_err(py)?
-        .ok_or_else(|| closed_error(py))?;
+        .ok_or_else(closed_error)?;
         Ok(PyArray1::from_vec(py, out).into_any())
     }
 

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyList, PyMemoryView, PyString, PyTuple};
 
 use crate::args::{column, str_arg};
-use crate::errors::{error, IntoPy};
+use crate::errors::{IntoPy, InvalidArgument, InvalidInputType};
 
 use crate::arrow::{ArrowInput, KeyColumn};
 
@@ -40,11 +40,10 @@ fn key_bytes<'a>(obj: &'a Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyResu
             .to_str()
             .map(|s| Cow::Borrowed(s.as_bytes()))
             .map_err(|e| {
-                error(
-                    obj.py(),
-                    "InvalidArgument",
-                    format!("{} is a str that is not valid UTF-8 ({e})", what()),
-                )
+                InvalidArgument::new_err(format!(
+                    "{} is a str that is not valid UTF-8 ({e})",
+                    what()
+                ))
             });
     }
     if obj.is_instance_of::<PyByteArray>() || obj.is_instance_of::<PyMemoryView>() {
@@ -61,44 +60,32 @@ fn bad_key(obj: &Bound<'_, PyAny>, what: &dyn Fn() -> String) -> PyErr {
     } else {
         ""
     };
-    error(
-        obj.py(),
-        "InvalidInputType",
-        format!(
-            "{} must be bytes or str, got {}{hint}",
-            what(),
-            type_name(obj)
-        ),
-    )
+    InvalidInputType::new_err(format!(
+        "{} must be bytes or str, got {}{hint}",
+        what(),
+        type_name(obj)
+    ))
 }
 
 /// An integer argument in `[lo, hi]`: a non-integer (or a bool) is `InvalidInputType`, an integer
 /// outside the bounds `InvalidArgument`. numpy integer scalars are accepted.
 fn bounded_int(obj: &Bound<'_, PyAny>, what: &str, lo: i64, hi: i64) -> PyResult<i64> {
     let py = obj.py();
-    let out_of_range = || {
-        error(
-            py,
-            "InvalidArgument",
-            format!("{what} must be in [{lo}, {hi}], got {obj}"),
-        )
-    };
+    let out_of_range =
+        || InvalidArgument::new_err(format!("{what} must be in [{lo}, {hi}], got {obj}"));
     if obj.is_instance_of::<PyBool>() {
-        return Err(error(
-            py,
-            "InvalidInputType",
-            format!("{what} must be an int, got bool"),
-        ));
+        return Err(InvalidInputType::new_err(format!(
+            "{what} must be an int, got bool"
+        )));
     }
     match obj.extract::<i64>() {
         Ok(v) if (lo..=hi).contains(&v) => Ok(v),
         Ok(_) => Err(out_of_range()),
         Err(e) if e.is_instance_of::<PyOverflowError>(py) => Err(out_of_range()),
-        Err(_) => Err(error(
-            py,
-            "InvalidInputType",
-            format!("{what} must be an int, got {}", type_name(obj)),
-        )),
+        Err(_) => Err(InvalidInputType::new_err(format!(
+            "{what} must be an int, got {}",
+            type_name(obj)
+        ))),
     }
 }
 
@@ -150,26 +137,18 @@ pub fn hash_many<'py>(keys: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<
         })?
     } else if let Ok(arr) = keys.cast::<PyUntypedArray>() {
         if arr.ndim() != 1 {
-            return Err(error(
-                py,
-                "InvalidInputType",
-                format!(
-                    "keys must be one-dimensional, got {} dimensions",
-                    arr.ndim()
-                ),
-            ));
+            return Err(InvalidInputType::new_err(format!(
+                "keys must be one-dimensional, got {} dimensions",
+                arr.ndim()
+            )));
         }
         hash_gathered(keys)?
     } else {
-        return Err(error(
-            py,
-            "InvalidInputType",
-            format!(
-                "keys must be a list, tuple or numpy array of bytes/str, or an Arrow \
+        return Err(InvalidInputType::new_err(format!(
+            "keys must be a list, tuple or numpy array of bytes/str, or an Arrow \
                  binary/string array or chunked array, got {}",
-                type_name(keys)
-            ),
-        ));
+            type_name(keys)
+        )));
     };
     Ok(PyArray1::from_vec(py, hashes))
 }

@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::args::{column, int_arg, str_arg, u32_arg};
-use crate::errors::{error, IntoPy};
+use crate::errors::{IntoPy, InvalidArgument, InvalidInputType, UnknownConsumer};
 use crate::sync::{self, Shared};
 
 /// Selections of at most this many slots run with the GIL held (cheaper than releasing it).
@@ -36,13 +36,8 @@ fn size_arg(obj: Option<&Bound<'_, PyAny>>, what: &str, default: u32) -> PyResul
     match obj {
         Some(o) if !o.is_none() => {
             let v = int_arg(o, what)?;
-            u32::try_from(v).map_err(|_| {
-                error(
-                    o.py(),
-                    "InvalidArgument",
-                    format!("{what} must be positive, got {v}"),
-                )
-            })
+            u32::try_from(v)
+                .map_err(|_| InvalidArgument::new_err(format!("{what} must be positive, got {v}")))
         }
         _ => Ok(default),
     }
@@ -53,11 +48,8 @@ fn ranges_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<HashRange>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(Vec::new());
     };
-    let py = obj.py();
     let not_pairs = || {
-        error(
-            py,
-            "InvalidInputType",
+        InvalidInputType::new_err(
             "ranges must be an iterable of (start, end) pairs of ints".to_owned(),
         )
     };
@@ -284,14 +276,14 @@ selector_class!(
             let sel = self.lock(py);
             sel.points(id)
                 .map(<[u32]>::to_vec)
-                .ok_or_else(|| unknown(py, id))
+                .ok_or_else(|| unknown(id))
         }
 
         /// The consumer's name index (the lowest unused among consumers of its name).
         fn name_index(&self, consumer_id: &Bound<'_, PyAny>) -> PyResult<u32> {
             let py = consumer_id.py();
             let id = id_arg(consumer_id)?;
-            self.lock(py).name_index(id).ok_or_else(|| unknown(py, id))
+            self.lock(py).name_index(id).ok_or_else(|| unknown(id))
         }
 
         /// How many ring points the consumer owns (0 when all of its points collided).
@@ -300,7 +292,7 @@ selector_class!(
             let id = id_arg(consumer_id)?;
             let sel = self.lock(py);
             if !sel.contains(id) {
-                return Err(unknown(py, id));
+                return Err(unknown(id));
             }
             Ok(sel.owned_points(id))
         }
@@ -311,7 +303,7 @@ selector_class!(
             let id = id_arg(consumer_id)?;
             let sel = self.lock(py);
             if !sel.contains(id) {
-                return Err(unknown(py, id));
+                return Err(unknown(id));
             }
             Ok(sel.owns_points(id))
         }
@@ -351,7 +343,7 @@ selector_class!(
             let sel = self.lock(py);
             sel.ranges_of(id)
                 .map(<[HashRange]>::to_vec)
-                .ok_or_else(|| unknown(py, id))
+                .ok_or_else(|| unknown(id))
         }
 
         /// `(id, (start, end))` of the first holder overlapping `ranges`, or None.
@@ -379,10 +371,6 @@ selector_class!(
 
 /// `UnknownConsumer` for an id the selector does not hold.
 #[cold]
-fn unknown(py: Python<'_>, id: u32) -> PyErr {
-    error(
-        py,
-        "UnknownConsumer",
-        format!("consumer id {id} is not registered"),
-    )
+fn unknown(id: u32) -> PyErr {
+    UnknownConsumer::new_err(format!("consumer id {id} is not registered"))
 }

@@ -3,6 +3,7 @@
 //! argument checks.
 
 use super::*;
+use crate::errors::{InvalidArgument, InvalidInputType, UnknownConsumer};
 
 impl PyKeySharedBase {
     /// The consumer id of a registered consumer (`UnknownConsumer` otherwise).
@@ -208,16 +209,12 @@ impl PyKeySharedBase {
         let at_given = at_column.borrowed();
         let at = at_column.as_slice();
         if at.len() != ls.len() || slots.len() != ls.len() || es.len() != ls.len() {
-            return Err(error(
-                py,
-                "InvalidArgument",
-                format!(
-                    "positions, slots and deliver_at differ in length: {}, {}, {}",
-                    ls.len(),
-                    slots.len(),
-                    at.len()
-                ),
-            ));
+            return Err(InvalidArgument::new_err(format!(
+                "positions, slots and deliver_at differ in length: {}, {}, {}",
+                ls.len(),
+                slots.len(),
+                at.len()
+            )));
         }
         if ls.is_empty() {
             return Ok(());
@@ -226,7 +223,7 @@ impl PyKeySharedBase {
             // Nobody to hold them for: the core releases the read (and the broker reads it again).
             return self.locked(py, "add_read", |d, c| d.add_read(ls, es, slots, c));
         }
-        check_slots(py, slots)?;
+        check_slots(slots)?;
         let tracker = tracker.bind(py);
         let (held, kept) = match native_tracker(tracker)? {
             Some(native) => native.get().add_many_words(py, ls, es, at)?,
@@ -279,20 +276,14 @@ pub(super) fn unknown_consumer(consumer: &Bound<'_, PyAny>) -> PyErr {
         .unwrap_or_else(|_| consumer.clone())
         .repr()
         .map_or_else(|_| "?".to_owned(), |r| r.to_string());
-    error(
-        py,
-        "UnknownConsumer",
-        format!("consumer {shown} is not registered"),
-    )
+    UnknownConsumer::new_err(format!("consumer {shown} is not registered"))
 }
 
-pub(super) fn check_slots(py: Python<'_>, slots: &[i64]) -> PyResult<()> {
+pub(super) fn check_slots(slots: &[i64]) -> PyResult<()> {
     if slots.iter().all(|&s| (1..=65535).contains(&s)) {
         Ok(())
     } else {
-        Err(error(
-            py,
-            "InvalidArgument",
+        Err(InvalidArgument::new_err(
             "slots must be in 1..=65535 (sticky-key hash slots)".to_owned(),
         ))
     }
@@ -334,19 +325,15 @@ pub(super) fn bools(obj: &Bound<'_, PyAny>, n: usize) -> PyResult<Vec<bool>> {
             .collect::<PyResult<_>>()?,
     };
     if out.len() != n {
-        return Err(error(
-            obj.py(),
-            "InvalidArgument",
-            format!(
-                "the tracker's add_many returned {} flags for {n} messages",
-                out.len()
-            ),
-        ));
+        return Err(InvalidArgument::new_err(format!(
+            "the tracker's add_many returned {} flags for {n} messages",
+            out.len()
+        )));
     }
     Ok(out)
 }
 
-pub(super) fn mode_of(py: Python<'_>, mode: Option<&Bound<'_, PyAny>>) -> PyResult<DispatchMode> {
+pub(super) fn mode_of(mode: Option<&Bound<'_, PyAny>>) -> PyResult<DispatchMode> {
     let Some(mode) = mode.filter(|m| !m.is_none()) else {
         return Ok(DispatchMode::Draining);
     };
@@ -355,15 +342,11 @@ pub(super) fn mode_of(py: Python<'_>, mode: Option<&Bound<'_, PyAny>>) -> PyResu
         Some("draining") => Ok(DispatchMode::Draining),
         Some("last-sent") => Ok(DispatchMode::LastSent),
         Some("out-of-order") => Ok(DispatchMode::OutOfOrder),
-        _ => Err(error(
-            py,
-            "InvalidArgument",
-            format!(
-                "mode must be one of draining, last-sent, out-of-order, got {}",
-                mode.repr()
-                    .map_or_else(|_| "?".to_owned(), |r| r.to_string())
-            ),
-        )),
+        _ => Err(InvalidArgument::new_err(format!(
+            "mode must be one of draining, last-sent, out-of-order, got {}",
+            mode.repr()
+                .map_or_else(|_| "?".to_owned(), |r| r.to_string())
+        ))),
     }
 }
 
@@ -380,18 +363,11 @@ pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// A non-negative count argument (`InvalidInputType` for a non-int, `InvalidArgument` below 0).
 pub(super) fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
-        return Err(error(
-            obj.py(),
-            "InvalidInputType",
-            format!("{what} must be an int, got {}", type_name(obj)),
-        ));
+        return Err(InvalidInputType::new_err(format!(
+            "{what} must be an int, got {}",
+            type_name(obj)
+        )));
     }
     let v = int_arg(obj, what)?;
-    u64::try_from(v).map_err(|_| {
-        error(
-            obj.py(),
-            "InvalidArgument",
-            format!("{what} must be >= 0, got {v}"),
-        )
-    })
+    u64::try_from(v).map_err(|_| InvalidArgument::new_err(format!("{what} must be >= 0, got {v}")))
 }

@@ -2,6 +2,7 @@
 //! stack when few: the input of every ack, nack and read given as objects.
 
 use super::*;
+use crate::errors::InvalidInputType;
 
 /// `Position`'s type object, as an address.
 #[inline]
@@ -25,11 +26,10 @@ pub(super) fn position_of_type(obj: &Bound<'_, PyAny>, exact: usize) -> PyResult
     }
     match obj.cast::<PyPosition>() {
         Ok(p) => Ok(p.get().0),
-        Err(_) => Err(error(
-            obj.py(),
-            "InvalidInputType",
-            format!("positions must be Position objects, got {}", type_name(obj)),
-        )),
+        Err(_) => Err(InvalidInputType::new_err(format!(
+            "positions must be Position objects, got {}",
+            type_name(obj)
+        ))),
     }
 }
 
@@ -67,14 +67,10 @@ impl Ids {
             }
         } else {
             for item in positions.try_iter().map_err(|_| {
-                error(
-                    positions.py(),
-                    "InvalidInputType",
-                    format!(
-                        "positions must be a sequence of Position, got {}",
-                        type_name(positions)
-                    ),
-                )
+                InvalidInputType::new_err(format!(
+                    "positions must be a sequence of Position, got {}",
+                    type_name(positions)
+                ))
             })? {
                 ids.push(position_of(&item?)?);
             }

@@ -32,7 +32,7 @@ use crate::ackstate::position::{untracked_position, PyPosition};
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, plain_i64, str_arg};
 use crate::delayed::delay_queue::PyInMemoryTrackerState;
-use crate::errors::{error, to_py};
+use crate::errors::{to_py, InvalidInputType};
 use crate::keyshared::dispatch::PyDispatchCore;
 use crate::sync::{self, catching, Shared};
 use crate::views::views;
@@ -153,16 +153,12 @@ impl PyKeySharedBase {
         max_unacked_per_subscription: Option<&Bound<'_, PyAny>>,
         _rest: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let mode = mode_of(py, mode)?;
+        let mode = mode_of(mode)?;
         let cursor = cursor.cast::<PyCursorState>().map_err(|_| {
-            error(
-                py,
-                "InvalidInputType",
-                format!(
-                    "cursor must be a cursorkit.Cursor, got {}",
-                    type_name(cursor)
-                ),
-            )
+            InvalidInputType::new_err(format!(
+                "cursor must be a cursorkit.Cursor, got {}",
+                type_name(cursor)
+            ))
         })?;
         let names = [
             "look_ahead_per_consumer",
