@@ -21,8 +21,8 @@ mod sync;
 mod views;
 
 use ackstate::{cursor, position, rangeset};
-use delayed::{delay_queue, snapshot};
-use keyshared::{dispatch, dispatcher, draining, hash, selector};
+use delayed::{delay_queue, snapshot, tracker};
+use keyshared::{dispatch, dispatcher, draining, hash, pending_acks, selector};
 
 use pyo3::prelude::*;
 
@@ -34,11 +34,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<rangeset::PyRangeSet>()?;
     m.add_class::<cursor::PyCursorState>()?;
     m.add_class::<delay_queue::PyDelayQueue>()?;
-    m.add_class::<delay_queue::PyInMemoryTrackerState>()?;
+    m.add_class::<tracker::PyInMemoryTrackerState>()?;
     m.add_class::<draining::PyDrainingHashes>()?;
     m.add_class::<dispatch::PyDispatchCore>()?;
     m.add_class::<dispatcher::PyKeySharedBase>()?;
-    m.add_class::<draining::PyPendingAcks>()?;
+    m.add_class::<pending_acks::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::reset_heap_peak, m)?)?;

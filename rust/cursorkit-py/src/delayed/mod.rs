@@ -2,3 +2,4 @@
 
 pub mod delay_queue;
 pub mod snapshot;
+pub mod tracker;

@@ -1,5 +1,5 @@
-//! `cursorkit._core.DrainingHashes` and `PendingAcks`: PIP-379's draining-hash state and one
-//! consumer's pending acks, each a core value behind a mutex in a frozen pyclass.
+//! `cursorkit._core.DrainingHashes`: PIP-379's draining-hash state, a core value behind a mutex in
+//! a frozen pyclass, and the argument and row helpers it shares with `PendingAcks`.
 //!
 //! Single calls keep the GIL (they are O(1) or O(log n)); bulk calls borrow numpy columns, release
 //! the GIL and check every value before the core changes anything, so bad input changes nothing
@@ -8,17 +8,17 @@
 
 use std::sync::Mutex;
 
-use cursorkit_core::{CoreError, DrainingHash, DrainingHashes, PendingAck, PendingAcks};
+use cursorkit_core::{CoreError, DrainingHash, DrainingHashes};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::args::{bool_arg, column, int_arg, u32_arg};
-use crate::errors::{IntoPy, InvalidArgument, LengthMismatch, TrackerClosed};
+use crate::errors::{IntoPy, InvalidArgument, LengthMismatch};
 use crate::sync::{self, Shared};
 
 /// A sticky-key hash argument: an int in `1..=65535`, else `InvalidArgument` (or `InvalidInputType`).
-fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+pub(super) fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     let v = int_arg(obj, "hash")?;
     match u32::try_from(v) {
         Ok(h) if (1..=DrainingHashes::MAX_HASH).contains(&h) => Ok(h),
@@ -27,7 +27,7 @@ fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
 }
 
 /// An optional `closing` flag (default False); anything but a bool is `InvalidInputType`.
-fn closing_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+pub(super) fn closing_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     obj.filter(|o| !o.is_none())
         .map_or(Ok(false), |o| bool_arg(o, "closing"))
 }
@@ -37,7 +37,7 @@ const CHUNK: usize = 4096;
 
 /// Checks that every value of a column lies in `range` (one vectorisable pass), else
 /// `InvalidArgument` from `message` of the first value outside it.
-fn check_range(
+pub(super) fn check_range(
     values: &[i64],
     range: std::ops::RangeInclusive<i64>,
     message: impl Fn(i64) -> String,
@@ -51,7 +51,7 @@ fn check_range(
 }
 
 /// A column of `u32` values (consumer ids, batch sizes, hashes), converted with the GIL released.
-fn u32_values(values: &[i64], what: &str) -> Result<Vec<u32>, CoreError> {
+pub(super) fn u32_values(values: &[i64], what: &str) -> Result<Vec<u32>, CoreError> {
     check_range(values, 0..=i64::from(u32::MAX), |v| {
         format!("{what} holds {v}, outside 0..2^32")
     })?;
@@ -59,12 +59,12 @@ fn u32_values(values: &[i64], what: &str) -> Result<Vec<u32>, CoreError> {
 }
 
 /// The message of a hash outside `1..=65535` (the core's wording).
-fn hash_message(v: i64) -> String {
+pub(super) fn hash_message(v: i64) -> String {
     format!("sticky key hash {v} is outside 1..=65535 (0 means not set)")
 }
 
 /// Hash slots of a column, checked to lie in `1..=65535`.
-fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
+pub(super) fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
     check_range(
         values,
         1..=i64::from(DrainingHashes::MAX_HASH),
@@ -74,7 +74,7 @@ fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
 }
 
 /// Columns of one length, or `LengthMismatch` naming each length.
-fn same_length(names: &[&str], lens: &[usize]) -> PyResult<()> {
+pub(super) fn same_length(names: &[&str], lens: &[usize]) -> PyResult<()> {
     if lens.windows(2).all(|w| matches!(w, [a, b] if a == b)) {
         return Ok(());
     }
@@ -107,13 +107,6 @@ pub(crate) fn draining_rows(entries: &[DrainingHash]) -> Vec<i64> {
                 i64::try_from(e.blocked_attempts).unwrap_or(i64::MAX),
             ]
         })
-        .collect()
-}
-
-/// `(ledger, entry, batch_size, hash)` rows, flat.
-fn ack_rows(rows: &[PendingAck]) -> Vec<i64> {
-    rows.iter()
-        .flat_map(|&(l, e, b, h)| [l, e, i64::from(b), i64::from(h)])
         .collect()
 }
 
@@ -355,213 +348,4 @@ fn stats_dict(
         s.draining_hashes_unacked_messages,
     )?;
     Ok(d)
-}
-
-/// One consumer's sent, unacked entries: (ledger, entry) → (batch size, hash), position order.
-#[pyclass(name = "PendingAcks", module = "cursorkit._core", frozen)]
-pub struct PyPendingAcks {
-    inner: Mutex<PendingAcks>,
-}
-
-#[cold]
-fn closed_error() -> PyErr {
-    TrackerClosed::new_err("the pending acks are closed (drain_and_close was called)".to_owned())
-}
-
-crate::shared!(PyPendingAcks, PendingAcks, "PendingAcks");
-
-#[pymethods]
-impl PyPendingAcks {
-    #[new]
-    fn new() -> Self {
-        Self {
-            inner: Mutex::new(PendingAcks::new()),
-        }
-    }
-
-    /// Records a sent entry; False when already pending. A closed map raises `TrackerClosed`.
-    fn add(
-        &self,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-        batch_size: &Bound<'_, PyAny>,
-        hash: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        let py = ledger_id.py();
-        let l = int_arg(ledger_id, "ledger_id")?;
-        let e = int_arg(entry_id, "entry_id")?;
-        let b = u32_arg(batch_size, "batch_size")?;
-        let h = u32_arg(hash, "hash")?;
-        let mut p = self.lock(py);
-        if p.is_closed() {
-            return Err(closed_error());
-        }
-        p.add(l, e, b, h).py_err(py)
-    }
-
-    /// `add` for every row of four columns; a bool array of which were new. All or nothing.
-    fn add_many<'py>(
-        &self,
-        ledger_ids: &Bound<'py, PyAny>,
-        entry_ids: &Bound<'py, PyAny>,
-        batch_sizes: &Bound<'py, PyAny>,
-        hashes: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = ledger_ids.py();
-        let ls = column(ledger_ids, "ledger_ids")?;
-        let es = column(entry_ids, "entry_ids")?;
-        let bs = column(batch_sizes, "batch_sizes")?;
-        let hs = column(hashes, "hashes")?;
-        let (ls, es, bs, hs) = (ls.as_slice(), es.as_slice(), bs.as_slice(), hs.as_slice());
-        same_length(
-            &["ledger_ids", "entry_ids", "batch_sizes", "hashes"],
-            &[ls.len(), es.len(), bs.len(), hs.len()],
-        )?;
-        let out = sync::detached(py, &self.inner, |p| {
-            if p.is_closed() {
-                return Ok(None);
-            }
-            let bs = u32_values(bs, "batch_sizes")?;
-            let hs = u32_values(hs, "hashes")?;
-            p.add_many(ls, es, &bs, &hs).map(Some)
-        })
-        .py_err(py)?
-        .ok_or_else(closed_error)?;
-        Ok(PyArray1::from_vec(py, out).into_any())
-    }
-
-    /// Removes a pending entry (an ack); its `(batch_size, hash)`, or None if it was not pending.
-    fn remove(
-        &self,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(u32, u32)>> {
-        let py = ledger_id.py();
-        let l = int_arg(ledger_id, "ledger_id")?;
-        let e = int_arg(entry_id, "entry_id")?;
-        self.call(py, "remove", |c| c.remove(l, e))
-    }
-
-    /// `remove` for each position; `(found, batch_sizes, hashes)` arrays (0 where not found).
-    fn remove_many<'py>(
-        &self,
-        ledger_ids: &Bound<'py, PyAny>,
-        entry_ids: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let py = ledger_ids.py();
-        let ls = column(ledger_ids, "ledger_ids")?;
-        let es = column(entry_ids, "entry_ids")?;
-        let (ls, es) = (ls.as_slice(), es.as_slice());
-        let (found, batches, hashes) = sync::detached(py, &self.inner, |p| {
-            let removed = p.remove_many(ls, es)?;
-            let found: Vec<bool> = removed.iter().map(Option::is_some).collect();
-            let (b, h): (Vec<i64>, Vec<i64>) = removed
-                .iter()
-                .map(|r| r.map_or((0, 0), |(b, h)| (i64::from(b), i64::from(h))))
-                .unzip();
-            Ok::<_, CoreError>((found, b, h))
-        })
-        .py_err(py)?;
-        PyTuple::new(
-            py,
-            [
-                PyArray1::from_vec(py, found).into_any(),
-                PyArray1::from_vec(py, batches).into_any(),
-                PyArray1::from_vec(py, hashes).into_any(),
-            ],
-        )
-    }
-
-    /// Removes every pending entry at or before the position (a cumulative ack; entry may be
-    /// -1); an `(n, 4)` int64 array of `(ledger, entry, batch_size, hash)` rows.
-    fn remove_all_up_to<'py>(
-        &self,
-        ledger_id: &Bound<'py, PyAny>,
-        entry_id: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = ledger_id.py();
-        let l = int_arg(ledger_id, "ledger_id")?;
-        let e = int_arg(entry_id, "entry_id")?;
-        let flat = sync::detached(py, &self.inner, |p| {
-            p.remove_all_up_to(l, e).map(|r| ack_rows(&r))
-        })
-        .py_err(py)?;
-        rows_array(py, flat)
-    }
-
-    /// Removes and returns every row (as `remove_all_up_to`), and closes: later adds raise
-    /// `TrackerClosed` (Pulsar's forEachAndClose, when the consumer leaves).
-    fn drain_and_close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let flat = sync::detached(py, &self.inner, |p| ack_rows(&p.drain_and_close()));
-        rows_array(py, flat)
-    }
-
-    /// `(batch_size, hash)` of a pending entry, or None.
-    fn get(
-        &self,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(u32, u32)>> {
-        let py = ledger_id.py();
-        let l = int_arg(ledger_id, "ledger_id")?;
-        let e = int_arg(entry_id, "entry_id")?;
-        self.call(py, "get", |c| c.get(l, e))
-    }
-
-    /// Whether an entry is pending.
-    fn contains(
-        &self,
-        ledger_id: &Bound<'_, PyAny>,
-        entry_id: &Bound<'_, PyAny>,
-    ) -> PyResult<bool> {
-        let py = ledger_id.py();
-        let l = int_arg(ledger_id, "ledger_id")?;
-        let e = int_arg(entry_id, "entry_id")?;
-        self.call(py, "contains", |c| c.contains(l, e))
-    }
-
-    /// Every pending row, unchanged, as an `(n, 4)` int64 array.
-    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let flat = sync::detached(py, &self.inner, |p| ack_rows(&p.items()));
-        rows_array(py, flat)
-    }
-
-    /// The hash of every pending entry in position order (int64 array).
-    fn hashes<'py>(&self, py: Python<'py>) -> Bound<'py, PyAny> {
-        let hs: Vec<i64> = sync::detached(py, &self.inner, |p| {
-            p.hashes().into_iter().map(i64::from).collect()
-        });
-        PyArray1::from_vec(py, hs).into_any()
-    }
-
-    fn __len__(&self, py: Python<'_>) -> usize {
-        self.lock(py).len()
-    }
-
-    /// Messages pending: the sum of the batch sizes.
-    #[getter]
-    fn total_messages(&self, py: Python<'_>) -> u64 {
-        self.lock(py).total_messages()
-    }
-
-    /// Whether `drain_and_close()` was called.
-    #[getter]
-    fn closed(&self, py: Python<'_>) -> bool {
-        self.lock(py).is_closed()
-    }
-
-    /// Exact heap bytes held (capacities, not lengths).
-    fn memory_usage(&self, py: Python<'_>) -> usize {
-        self.lock(py).memory_usage()
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let p = self.lock(py);
-        format!(
-            "<PendingAcks entries={} messages={} closed={}>",
-            p.len(),
-            p.total_messages(),
-            if p.is_closed() { "True" } else { "False" }
-        )
-    }
 }

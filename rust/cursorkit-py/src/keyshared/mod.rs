@@ -5,4 +5,5 @@ pub mod dispatch;
 pub mod dispatcher;
 pub mod draining;
 pub mod hash;
+pub mod pending_acks;
 pub mod selector;

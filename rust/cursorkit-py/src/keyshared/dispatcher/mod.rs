@@ -31,7 +31,7 @@ use crate::ackstate::cursor::PyCursorState;
 use crate::ackstate::position::{untracked_position, PyPosition};
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, plain_i64, str_arg};
-use crate::delayed::delay_queue::PyInMemoryTrackerState;
+use crate::delayed::tracker::PyInMemoryTrackerState;
 use crate::errors::{to_py, InvalidInputType};
 use crate::keyshared::dispatch::PyDispatchCore;
 use crate::sync::{self, catching, Shared};
