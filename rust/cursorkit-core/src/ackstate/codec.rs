@@ -175,6 +175,28 @@ impl RangeSet {
         self.to_long_list_map_within(max_entries, None)
     }
 
+    /// [`RangeSet::to_long_list_map_within`] under a memory budget: without `max_bytes`, a map of
+    /// more than `max_words` words in all (8 B each; one ack near entry 2^32 alone needs 2^26) is
+    /// refused with `CoreError::Budget` before anything is built.
+    pub fn to_long_list_map_budgeted(
+        &self,
+        max_entries: Option<u64>,
+        max_bytes: Option<u64>,
+        max_words: u64,
+    ) -> Result<Vec<(i64, Vec<i64>)>> {
+        if max_bytes.is_none() {
+            let words = self.long_list_map_word_count(max_entries);
+            if words > max_words {
+                return Err(CoreError::Budget(format!(
+                    "to_long_list_map would build {words} words ({} MiB), over the max_words \
+                     budget of {max_words}: pass max_bytes or a larger max_words",
+                    words / (1 << 17)
+                )));
+            }
+        }
+        Ok(self.to_long_list_map_within(max_entries, max_bytes))
+    }
+
     /// [`RangeSet::to_long_list_map`] that also stops before the first ledger whose words would
     /// take the `PositionInfo` field past `max_bytes`. A ledger's words are only built once a
     /// lower bound of their size fits, so a lone ack near entry 2^32 (64 Mi words, 512 MiB) costs
@@ -392,5 +414,24 @@ mod tests {
             .unwrap();
         assert_eq!(q.to_long_list_map(Some(2)).len(), 1);
         assert_eq!(q.to_long_list_map(Some(3)).len(), 2);
+    }
+
+    #[test]
+    fn a_long_list_map_past_its_word_budget_is_refused_before_it_is_built() {
+        let mut rs = RangeSet::new(false);
+        rs.add_many(&[1, 1], &[0, 1 << 20]).unwrap(); // 2^14 + 1 words
+        let words = rs.long_list_map_word_count(None);
+        assert_eq!(words, (1 << 14) + 1);
+        assert!(matches!(
+            rs.to_long_list_map_budgeted(None, None, words - 1),
+            Err(CoreError::Budget(_))
+        ));
+        let all = rs.to_long_list_map_budgeted(None, None, words).unwrap();
+        assert_eq!(all, rs.to_long_list_map(None));
+        // With a byte budget the word budget does not apply: the bytes bound the build instead.
+        assert!(rs
+            .to_long_list_map_budgeted(None, Some(16), 1)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -4,9 +4,7 @@
 
 use std::sync::Mutex;
 
-use cursorkit_core::{
-    check_ledger, parse_message_ranges, CoreError, Position, RangeSet, MAX_DECODED_CHUNKS,
-};
+use cursorkit_core::{check_ledger, parse_message_ranges, Position, RangeSet, MAX_DECODED_CHUNKS};
 
 /// Default `max_words` of `to_long_list_map` without `max_bytes`: 2^24 words (128 MiB).
 const MAX_WORDS_UNBOUNDED: u64 = 1 << 24;
@@ -465,17 +463,7 @@ impl PyRangeSet {
         let budget = limit_arg(max_bytes, "max_bytes")?;
         let map = self
             .detached(py, |rs| {
-                if budget.is_none() {
-                    let words = rs.long_list_map_word_count(limit);
-                    if words > max_words {
-                        return Err(CoreError::Budget(format!(
-                            "to_long_list_map would build {words} words ({} MiB), over the \
-                             max_words budget of {max_words}: pass max_bytes or a larger max_words",
-                            words / (1 << 17)
-                        )));
-                    }
-                }
-                Ok(rs.to_long_list_map_within(limit, budget))
+                rs.to_long_list_map_budgeted(limit, budget, max_words)
             })
             .py_err(py)?;
         let out = PyDict::new(py);
