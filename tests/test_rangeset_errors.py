@@ -567,3 +567,19 @@ def test_no_panic_on_tampered_resealed_snapshots(position: int, replacement: byt
     except BaseException as exc:  # PanicException derives from BaseException
         if not isinstance(exc, errors.CorruptSnapshot):
             pytest.fail(f"{type(exc).__name__} escaped: {exc!r}")
+
+
+def test_a_long_list_map_past_its_word_budget_is_refused() -> None:
+    """A long-list map past its word budget is refused before anything is built.
+
+    One ack far into a ledger needs a word per 64 entries before it; ``max_bytes``, when given,
+    bounds the build instead.
+    """
+
+    rs = RangeSet()
+    rs.add(1, 0)
+    rs.add(1, 1 << 20)  # 2**14 + 1 words
+    with pytest.raises(errors.BudgetExceeded, match="max_words"):
+        rs.to_long_list_map(max_words=1 << 14)
+    assert len(rs.to_long_list_map(max_words=(1 << 14) + 1)[1]) == (1 << 14) + 1
+    assert rs.to_long_list_map(max_bytes=16, max_words=1) == {}
