@@ -575,7 +575,6 @@ def test_a_long_list_map_past_its_word_budget_is_refused() -> None:
     One ack far into a ledger needs a word per 64 entries before it; ``max_bytes``, when given,
     bounds the build instead.
     """
-
     rs = RangeSet()
     rs.add(1, 0)
     rs.add(1, 1 << 20)  # 2**14 + 1 words
