@@ -12,8 +12,8 @@
 //! newest entries need room the oldest held ones move there. Seats past what a cell can name
 //! (65,534 consumers) are kept in the side map too.
 
+use crate::ackstate::position::Position;
 use crate::mem::{map_bytes, FastMap};
-use crate::Position;
 
 /// Cells a window may span per message it holds.
 const DENSITY: usize = 16;

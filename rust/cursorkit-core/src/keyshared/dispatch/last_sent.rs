@@ -3,8 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::ackstate::cursor::Cursor;
+use crate::ackstate::position::Position;
+use crate::ackstate::rangeset::RangeSet;
 use crate::error::Result;
-use crate::{Cursor, Position, RangeSet};
 
 /// The last-sent position and what was sent after it.
 #[derive(Debug, Clone, Default)]

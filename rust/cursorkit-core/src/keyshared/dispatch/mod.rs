@@ -71,13 +71,15 @@ mod state;
 
 use std::collections::BTreeMap;
 
+use crate::ackstate::cursor::Cursor;
+use crate::ackstate::position::Position;
 use crate::ackstate::position::{check_entries, check_entry};
+use crate::ackstate::rangeset::RangeSet;
 use crate::bits::set_bits;
 use crate::error::{CoreError, Result};
 use crate::keyshared::draining::DrainingHashes;
 use crate::keyshared::selector::{HashRange, SlotTable};
 use crate::mem::FastMap;
-use crate::{Cursor, Position, RangeSet};
 
 use inflight::{InFlight, SlotsOf};
 use last_sent::LastSent;

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::Position;
+use crate::ackstate::position::Position;
 
 use super::SLOTS;
 
