@@ -17,12 +17,17 @@ impl DispatchCore {
         let Some((positions, slots)) = self.accept(ledgers, entries, slots, cursor)? else {
             return Ok(());
         };
+        self.push_read(positions, slots, cursor);
+        Ok(())
+    }
+
+    /// Queues a read's accepted entries for the next dispatch.
+    fn push_read(&mut self, positions: Vec<Position>, slots: Vec<u16>, cursor: &Cursor) {
         self.incoming.push(Read {
             positions,
             slots,
             mutations: cursor.mutations(),
         });
-        Ok(())
     }
 
     /// Entries to redeliver (re-read for the replay queue, or delayed messages now due). Checked
@@ -51,17 +56,39 @@ impl DispatchCore {
     pub fn hold_delayed(&mut self, ledgers: &[i64], entries: &[i64], slots: &[i64]) -> Result<()> {
         check_positions(ledgers, entries)?;
         same_len(ledgers.len(), slots.len(), "positions and slots")?;
-        for &slot in slots {
-            check_slot(slot)?; // every slot first: a bad one changes nothing
-        }
-        for ((&ledger_id, &entry_id), &slot) in ledgers.iter().zip(entries).zip(slots) {
-            let p = Position {
-                ledger_id,
-                entry_id,
-            };
-            self.delayed_slots.insert(p, slot as u16);
-        }
+        check_slots(slots)?; // every slot first: a bad one changes nothing
+        self.hold(0..ledgers.len(), ledgers, entries, slots);
         Ok(())
+    }
+
+    /// Notes the entries at `indexes` (checked columns) as held by the tracker, by runs of one
+    /// ledger; returns how many. Inlined into both callers (its loop runs per held entry).
+    #[inline(always)]
+    fn hold(
+        &mut self,
+        indexes: impl Iterator<Item = usize>,
+        ledgers: &[i64],
+        entries: &[i64],
+        slots: &[i64],
+    ) -> usize {
+        let mut held = 0;
+        let mut run: Vec<(u32, u16)> = Vec::new();
+        let mut run_ledger = None;
+        for i in indexes {
+            if run_ledger != Some(ledgers[i]) {
+                if let Some(l) = run_ledger {
+                    self.delayed_slots.insert_run(l, &run);
+                }
+                run.clear();
+                run_ledger = Some(ledgers[i]);
+            }
+            run.push((entries[i] as u32, slots[i] as u16));
+            held += 1;
+        }
+        if let Some(l) = run_ledger {
+            self.delayed_slots.insert_run(l, &run);
+        }
+        held
     }
 
     /// One read of which a delayed-delivery tracker took the entries whose bit is set in `held`
@@ -91,32 +118,14 @@ impl DispatchCore {
         if n == 0 {
             return Ok(());
         }
-        if self.seat_of.is_empty() {
-            self.drop_everything_read(cursor.mark_delete());
+        if self.released(cursor) {
             return Ok(());
         }
         let position = |i: usize| Position {
             ledger_id: ledgers[i],
             entry_id: entries[i],
         };
-        // The held entries go in by runs of one ledger.
-        let mut kept = 0;
-        let mut run: Vec<(u32, u16)> = Vec::new();
-        let mut run_ledger = None;
-        for i in set_bits(held) {
-            if run_ledger != Some(ledgers[i]) {
-                if let Some(l) = run_ledger {
-                    self.delayed_slots.insert_run(l, &run);
-                }
-                run.clear();
-                run_ledger = Some(ledgers[i]);
-            }
-            run.push((entries[i] as u32, slots[i] as u16));
-            kept += 1;
-        }
-        if let Some(l) = run_ledger {
-            self.delayed_slots.insert_run(l, &run);
-        }
+        let kept = self.hold(set_bits(held), ledgers, entries, slots);
         let mut rest: Vec<u64> = held.iter().map(|w| !w).collect();
         if let Some(last) = rest.last_mut().filter(|_| !n.is_multiple_of(64)) {
             *last &= (1u64 << (n % 64)) - 1;
@@ -131,11 +140,7 @@ impl DispatchCore {
             return Ok(());
         }
         self.note_read(&positions);
-        self.incoming.push(Read {
-            positions,
-            slots: read_slots,
-            mutations: cursor.mutations(),
-        });
+        self.push_read(positions, read_slots, cursor);
         Ok(())
     }
 
@@ -194,12 +199,21 @@ impl DispatchCore {
         if positions.is_empty() {
             return Ok(None);
         }
-        if self.seat_of.is_empty() {
-            self.drop_everything_read(cursor.mark_delete());
+        if self.released(cursor) {
             return Ok(None);
         }
         self.note_read(&positions);
         Ok(Some((positions, slots)))
+    }
+
+    /// True, with everything read dropped (the broker reads again from the rewind position),
+    /// when nobody is connected to take a read.
+    fn released(&mut self, cursor: &Cursor) -> bool {
+        if self.seat_of.is_empty() {
+            self.drop_everything_read(cursor.mark_delete());
+            return true;
+        }
+        false
     }
 
     fn note_read(&mut self, positions: &[Position]) {

@@ -495,12 +495,6 @@ impl SlotsOf {
         self.0.len() as usize
     }
 
-    /// Notes `p` (a checked position) with `slot`, replacing what it had.
-    #[inline]
-    pub(super) fn insert(&mut self, p: Position, slot: u16) {
-        self.0.insert(p, 0, slot);
-    }
-
     /// Takes `p` out; returns its slot.
     #[inline]
     pub(super) fn remove(&mut self, p: Position) -> Option<u16> {

@@ -348,7 +348,7 @@ fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
         .collect())
 }
 
-/// Every slot checked to be in `1..=65535`.
+/// Every slot checked to be in `1..=65535` (one branch-free pass; the culprit found only then).
 fn check_slots(slots: &[i64]) -> Result<()> {
     if slots.iter().all(|&s| (s.wrapping_sub(1) as u64) < 65535) {
         return Ok(());
@@ -358,10 +358,8 @@ fn check_slots(slots: &[i64]) -> Result<()> {
 
 /// The slots of a read as `u16`, every one checked to be in `1..=65535` first.
 fn slots_of(slots: &[i64]) -> Result<Vec<u16>> {
-    if slots.iter().all(|&s| (s.wrapping_sub(1) as u64) < 65535) {
-        return Ok(slots.iter().map(|&s| s as u16).collect());
-    }
-    slots.iter().map(|&s| check_slot(s)).collect()
+    check_slots(slots)?;
+    Ok(slots.iter().map(|&s| s as u16).collect())
 }
 
 fn unknown(id: u32) -> CoreError {

@@ -262,11 +262,17 @@ pub(super) fn native_tracker<'a, 'py>(
         return Ok(None);
     };
     let py = tracker.py();
-    let name = intern!(py, "add_many");
-    let own = tracker.get_type().getattr(name)?;
-    let base = py.get_type::<PyInMemoryTrackerState>().getattr(name)?;
-    Ok(own.is(&base).then_some(native))
+    let own = tracker.get_type().getattr(intern!(py, "add_many"))?;
+    let base = NATIVE_ADD_MANY.get_or_try_init(py, || {
+        py.get_type::<PyInMemoryTrackerState>()
+            .getattr("add_many")
+            .map(Bound::unbind)
+    })?;
+    Ok(own.is(base.bind(py)).then_some(native))
 }
+
+/// `InMemoryTrackerState.add_many`, looked up once.
+static NATIVE_ADD_MANY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 #[cold]
 pub(super) fn unknown_consumer(consumer: &Bound<'_, PyAny>) -> PyErr {
