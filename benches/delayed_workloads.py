@@ -2,9 +2,7 @@
 
 Workloads, positions ``(ledger, entry)`` with a deliver-at time in ms:
 
-* W4 - 1,000,000 messages over 10 ledgers (entries ``0..100k`` dense per ledger), deliver-at uniform over
-  one hour starting an hour from now, shuffled.
-* W4c - W4 with only 3,600 distinct deliver-at values (one per second: clustered per tick).
+* W4, W4c - :mod:`cursorkit.bench.data`'s (the ones ``cursorkit bench`` runs too), starting an hour from now.
 * Bucket feed - 10,000,000 messages over 200 ledgers (50,000 per ledger, in ledger order as a
   dispatcher reads them), deliver-at uniform over ten hours from a fixed clock.
 
@@ -35,16 +33,12 @@ from sortedcontainers import SortedList
 import cursor_workloads as cw
 import cursorkit
 from cursorkit import _core
+from cursorkit.bench.data import HOUR_MS, W4_SEED, deliver_at
 
 I64 = npt.NDArray[np.int64]
 
-SEED = 20_240_604
-HOUR_MS = 3_600_000
-TICK_MS = 1000
+SEED = W4_SEED
 W4_N = 1_000_000
-W4_LEDGERS = 10
-W4_FIRST_LEDGER = 3_000
-W4C_DISTINCT = 3_600
 DRAIN_BATCH = 100
 BUCKET_CLOCK_MS = 1_700_000_000_000
 """Fixed start of the bucket feed's clock: the workload and its expected order never depend on the wall."""
@@ -105,17 +99,9 @@ class Workload:
 @cache
 def w4(n: int = W4_N, *, clustered: bool = False) -> Workload:
     """W4 (or W4c when ``clustered``) over ``n`` messages: deliver-at within the hour after next."""
-    per = n // W4_LEDGERS
-    ledgers = np.repeat(np.arange(W4_FIRST_LEDGER, W4_FIRST_LEDGER + W4_LEDGERS, dtype=np.int64), per)
-    entries = np.tile(np.arange(per, dtype=np.int64), W4_LEDGERS)
-    rng = np.random.default_rng(SEED + clustered)
     base = system_clock_ms() + HOUR_MS  # far enough ahead that nothing falls due during the benchmark
-    if clustered:
-        offsets = rng.integers(0, W4C_DISTINCT, size=len(entries), dtype=np.int64) * TICK_MS
-    else:
-        offsets = rng.integers(0, HOUR_MS, size=len(entries), dtype=np.int64)
-    order = rng.permutation(len(entries))
-    return Workload("W4c" if clustered else "W4", ledgers[order], entries[order], (base + offsets)[order])
+    ledgers, entries, at = deliver_at(n, base, clustered=clustered)
+    return Workload("W4c" if clustered else "W4", ledgers, entries, at)
 
 
 @cache

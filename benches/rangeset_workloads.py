@@ -2,11 +2,7 @@
 
 Shared by ``test_bench_rangeset.py`` (pytest-benchmark) and ``report_rangeset.py`` (a stand-alone report).
 
-Workloads (issue 2), positions are ``(ledger, entry)``:
-
-* W1 - entries ``0..n`` of one ledger, in order (one range at the end).
-* W2 - every odd entry of ``0..n`` of one ledger (``n / 2`` single-entry ranges).
-* W3 - a seeded random permutation of ``n`` entries spread over 10 ledgers (``n / 10`` per ledger).
+Workloads W1-W3 are :mod:`cursorkit.bench.data`'s, the ones ``cursorkit bench`` runs too.
 
 Implementations: cursorkit (bulk ``add_many`` and per call ``add``), pyroaring ``BitMap64`` (positions
 encoded as ``ledger << 32 | entry``), :class:`SortedRangeSet` (a SortedDict interval set, written the way a
@@ -36,6 +32,8 @@ import pyroaring
 import ranges as pyranges
 from sortedcontainers import SortedDict
 
+from cursorkit.bench.data import SEED, W2_LEDGER, W3_LEDGERS, positions
+
 try:
     import cursorkit
     from cursorkit import _core as ck_core
@@ -45,12 +43,7 @@ except ImportError:  # the native module is not built yet; cursorkit rows are sk
 
 I64 = npt.NDArray[np.int64]
 
-SEED = 20_240_602
 FULL = 1_000_000
-W3_LEDGERS = 10
-W1_LEDGER = 1_001
-W2_LEDGER = 1_002
-W3_FIRST_LEDGER = 2_000
 W3_CHUNK = 10_000
 KB = 1_000  # targets read "KB" strictly as 1,000 bytes
 
@@ -125,22 +118,9 @@ class Workload:
 
 @cache
 def workload(name: str, n: int = FULL) -> Workload:
-    """Build (once) workload ``name`` ("W1", "W2", "W3") over ``n`` entries."""
-    if name == "W1":
-        entries = np.arange(n, dtype=np.int64)
-        ledgers = np.full(n, W1_LEDGER, dtype=np.int64)
-    elif name == "W2":
-        entries = np.arange(1, n, 2, dtype=np.int64)
-        ledgers = np.full(len(entries), W2_LEDGER, dtype=np.int64)
-    elif name == "W3":
-        per = n // W3_LEDGERS
-        ledgers = np.repeat(np.arange(W3_FIRST_LEDGER, W3_FIRST_LEDGER + W3_LEDGERS, dtype=np.int64), per)
-        entries = np.tile(np.arange(per, dtype=np.int64), W3_LEDGERS)
-        order = np.random.default_rng(SEED).permutation(len(entries))
-        ledgers, entries = ledgers[order], entries[order]
-    else:
-        raise ValueError(name)
-    return Workload(name, n, np.ascontiguousarray(ledgers), np.ascontiguousarray(entries))
+    """Build (once) workload ``name`` ("W1", "W2", "W3") over ``n`` entries (``cursorkit.bench.data``)."""
+    ledgers, entries = positions(name, n)
+    return Workload(name, n, ledgers, entries)
 
 
 @cache

@@ -30,6 +30,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 import rangeset_workloads as rw  # noqa: E402
+from cursorkit.bench.data import W1_LEDGER  # noqa: E402
 from rangeset_workloads import CURSORKIT, FULL, KB, PYROARING  # noqa: E402
 
 WORKLOADS = ("W1", "W2", "W3")
@@ -188,7 +189,7 @@ def cursorkit_splits() -> list[tuple[str, str]]:
     out.append(
         (
             "contains_many W1 (one run container), random probes",
-            _rate(len(q), rw.best_of(s1.contains_many, lambda: (np.full(len(q), rw.W1_LEDGER), q.entries))),
+            _rate(len(q), rw.best_of(s1.contains_many, lambda: (np.full(len(q), W1_LEDGER), q.entries))),
         )
     )
     probe: dict[int, int] = {}

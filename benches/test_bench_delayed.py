@@ -24,6 +24,7 @@ from sortedcontainers import SortedList
 import delayed_workloads as dw
 import rangeset_workloads as rw
 from cursorkit import _core
+from cursorkit.bench.data import TICK_MS
 from cursorkit.delayed import (
     BucketDelayedDeliveryTracker,
     FileBucketSnapshotStorage,
@@ -31,7 +32,7 @@ from cursorkit.delayed import (
     InMemoryDelayedDeliveryTracker,
     SharedDelayedIndex,
 )
-from delayed_workloads import CURSORKIT, HEAPQ, MB, SORTEDLIST, TICK_MS, ManualClock, Workload
+from delayed_workloads import CURSORKIT, HEAPQ, MB, SORTEDLIST, ManualClock, Workload
 
 SMOKE_N = 50_000
 SORTED_MEMORY_N = 200_000

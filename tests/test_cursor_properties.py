@@ -14,7 +14,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from cursorkit.delayed.properties import CursorProperties, FileCursorProperties, MemoryCursorProperties
+from cursorkit.ackstate.store.properties import CursorProperties, FileCursorProperties, MemoryCursorProperties
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, PersistFailed
 from faulty_files import Faults, faulty_opener
 

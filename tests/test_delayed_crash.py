@@ -48,7 +48,6 @@ import numpy as np
 import pytest
 
 import child_lines
-from cursorkit.ackstate.store import StoreFile, default_opener
 from cursorkit.delayed import (
     BucketDelayedDeliveryTracker,
     FileBucketSnapshotStorage,
@@ -57,6 +56,7 @@ from cursorkit.delayed import (
 )
 from cursorkit.delayed.bucket import PROPERTY_PREFIX, parse_bucket_key
 from cursorkit.errors import PersistFailed
+from cursorkit.fsio import StoreFile, default_opener
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 from delayed_crash_child import (
     NOW,

@@ -144,7 +144,7 @@ def test_cursor_encodings(encoding: str) -> None:
 
 
 def _znode_seeds() -> list[bytes]:
-    from cursorkit.ackstate.znode import encode_znode
+    from cursorkit.ackstate.store.zookeeper.znode import encode_znode
     from cursorkit.proto import cursor_znode_pb2 as zpb
     from cursorkit.proto import pulsar_ml_pb2 as ml
 
@@ -172,13 +172,13 @@ def _znode_seeds() -> list[bytes]:
 
 
 def test_cursor_znodes() -> None:
-    from cursorkit.ackstate.znode import read_znode
+    from cursorkit.ackstate.store.zookeeper.znode import read_znode
 
     hammer("read_znode", _znode_seeds(), lambda d: read_znode(d, "fuzz", {1: 80_000, 2: 100, 3: 2**32}))
 
 
 def test_cursor_state_objects() -> None:
-    from cursorkit.ackstate.znode import read_state_object, state_object
+    from cursorkit.ackstate.store.zookeeper.znode import read_state_object, state_object
     from cursorkit.proto import cursor_znode_pb2 as zpb
 
     c = sample_cursor()

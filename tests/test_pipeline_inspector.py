@@ -17,9 +17,9 @@ from rich.console import Console
 
 from cursorkit._core import Position
 from cursorkit.ackstate import Cursor, CursorStore
-from cursorkit.ackstate.store import META_FILE
+from cursorkit.ackstate.store.file.log import META_FILE
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, SegmentArrays, bucket_key
-from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.delayed.snapshot import cut, encode
 from cursorkit.delayed.storage import NEXT_ID_FILE, FileBucketSnapshotStorage
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, UnsupportedVersion

@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cursorkit._core import RangeSet
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
-from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.errors import InvalidArgument
 from cursorkit.pipeline import partitions, schema
 from cursorkit.pipeline.cursors import merge_ack_folds

@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from cursorkit import Position, RangeSet
 from cursorkit.ackstate import Cursor, CursorStore, StoreOptions
-from cursorkit.ackstate.store import META_FILE
+from cursorkit.ackstate.store.file.log import META_FILE
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed
 from faulty_files import Faults, faulty_opener
 

@@ -125,7 +125,7 @@ def test_session_expired_while_the_server_is_paused(server: ZkServer) -> None:
     loc = _location(server)
     store = CursorStore.create(loc, timeout=1.0, operation_timeout=1.0)  # session timeout 1 s
     assert isinstance(store, ZkCursorStore)
-    session_id = store._client.client_id[0]
+    session_id = store._session.client.client_id[0]
     cursor = store.recover()
     cursor.ack(Position(2, 1))
     store.flush(cursor)
@@ -143,7 +143,7 @@ def test_session_expired_while_the_server_is_paused(server: ZkServer) -> None:
     # session is ended until the store is seen on a new one (each try wins far more often than not).
     deadline = time.monotonic() + 60
     while True:
-        held = store._client.client_id  # None while the store is between connections
+        held = store._session.client.client_id  # None while the store is between connections
         if held is not None and held[0] == session_id:
             _end_session(server, held)
         try:
@@ -152,7 +152,7 @@ def test_session_expired_while_the_server_is_paused(server: ZkServer) -> None:
             assert not isinstance(e, errors.Fenced) and time.monotonic() < deadline
             time.sleep(0.2)
             continue
-        held = store._client.client_id
+        held = store._session.client.client_id
         if held is not None and held[0] != session_id:
             break  # a new session, the same owner
         assert time.monotonic() < deadline, "the old session outlived every attempt to end it"

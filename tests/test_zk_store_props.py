@@ -108,7 +108,7 @@ class ZkStoreMachine(RuleBasedStateMachine):
 
     @rule()
     def foreign_writer(self) -> None:
-        client = self.store._client
+        client = self.store._session.client
         raw, _ = client.get(self.path)
         info = ml.ManagedCursorInfo.FromString(raw)
         info.ClearField("cursorkit")

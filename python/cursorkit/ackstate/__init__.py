@@ -7,34 +7,38 @@ from cursorkit.ackstate.limits import NETTY_MAX_FRAME_BYTES, PersistLimits
 from cursorkit.ackstate.persist import ENCODINGS, PersistResult
 from cursorkit.ackstate.policy import DispatchPausePolicy
 from cursorkit.ackstate.store import (
+    CursorProperties,
     CursorStore,
     DamagedRecord,
+    FileCursorProperties,
     FileCursorStore,
     FlushResult,
-    Opener,
+    MemoryCursorProperties,
     RecoveryReport,
-    StoreFile,
+    StoreFlush,
     StoreOptions,
-)
-from cursorkit.ackstate.store_api import StoreFlush, StoreReport
-from cursorkit.ackstate.zk_store import (
+    StoreReport,
     ZkCursorProperties,
     ZkCursorStore,
     ZkFlushResult,
     ZkRecoveryReport,
     flush_many,
 )
+from cursorkit.fsio import Opener, StoreFile
 
 __all__ = [
     "ENCODINGS",
     "NETTY_MAX_FRAME_BYTES",
     "Cursor",
+    "CursorProperties",
     "CursorStats",
     "CursorStore",
     "DamagedRecord",
     "DispatchPausePolicy",
+    "FileCursorProperties",
     "FileCursorStore",
     "FlushResult",
+    "MemoryCursorProperties",
     "Opener",
     "PersistLimits",
     "PersistResult",

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from cursorkit import Cursor, Position, RangeSet
+from cursorkit.bench.data import W2_LEDGER, deliver_at, positions
 from cursorkit.bench.measure import Plan, Row, best
 from cursorkit.bench.peers import NaiveDispatcher, PyroaringCursor, murmur3_py, optional
 
@@ -56,23 +57,6 @@ def _rate(n: int, seconds: float) -> float:
     return n / seconds / 1e6
 
 
-def _w1(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.zeros(n, dtype=np.int64), np.arange(n, dtype=np.int64)
-
-
-def _w2(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.zeros(n, dtype=np.int64), np.arange(0, 2 * n, 2, dtype=np.int64)
-
-
-def _w3(n: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(SEED)
-    per = n // 10
-    ls = np.repeat(np.arange(1, 11, dtype=np.int64), per)
-    es = np.tile(np.arange(per, dtype=np.int64), 10)
-    order = rng.permutation(ls.size)
-    return ls[order], es[order]
-
-
 def _add_many(ledgers: np.ndarray, entries: np.ndarray) -> None:
     RangeSet().add_many(ledgers, entries)
 
@@ -82,12 +66,12 @@ def rangeset(plan: Plan) -> list[Row]:
     n = plan.size(1_000_000)
     pyroaring, sortedcontainers = optional("pyroaring"), optional("sortedcontainers")
     rows = []
-    for name, make in (
-        ("W1 add_many, in-order acks", _w1),
-        ("W2 add_many, alternating holes", _w2),
-        ("W3 add_many, permuted over 10 ledgers", _w3),
+    for name, workload in (
+        ("W1 add_many, in-order acks", "W1"),
+        ("W2 add_many, alternating holes", "W2"),
+        ("W3 add_many, permuted over 10 ledgers", "W3"),
     ):
-        ls, es = make(n)
+        ls, es = positions(workload, n)
         row = Row("rangeset", f"{name} ({ls.size:,})", "M/s", True)
         row.values[CURSORKIT] = _rate(ls.size, best(_add_many, partial(tuple, (ls, es)), plan.rounds))
         packed = (ls << 32) | es
@@ -101,18 +85,18 @@ def rangeset(plan: Plan) -> list[Row]:
                 ls.size, best(lambda i=items: sortedcontainers.SortedSet(i), tuple, plan.rounds)
             )
         rows.append(row)
-    ls, es = _w2(n)
+    ls, es = positions("W2", 2 * n)  # n holes
     rs = RangeSet()
     rs.add_many(ls, es)
     packed = (ls << 32) | es
     packed_l = packed.tolist()
-    probe = np.random.default_rng(SEED).integers(0, 2 * n, n, dtype=np.int64)
-    zeros = np.zeros_like(probe)
+    probe = np.random.default_rng(SEED).integers(0, 2 * n, n, dtype=np.int64)  # half of them hit
+    zeros = np.full_like(probe, W2_LEDGER)
     row = Row("rangeset", f"W2 contains_many, random ({n:,})", "M/s", True)
     row.values[CURSORKIT] = _rate(n, best(lambda: rs.contains_many(zeros, probe), tuple, plan.rounds))
     bm = pyroaring.BitMap64(packed.astype(np.uint64)) if pyroaring is not None else None
     if bm is not None:
-        keys = probe.tolist()
+        keys = ((W2_LEDGER << 32) | probe).tolist()
         row.values[PYROARING] = _rate(
             n, best(lambda: deque(map(bm.__contains__, keys), 0), tuple, plan.rounds)
         )
@@ -216,11 +200,8 @@ def delayed(plan: Plan) -> list[Row]:
     from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 
     n = plan.size(1_000_000)
-    rng = np.random.default_rng(SEED)
     now = 1_000_000_000
-    at = now + rng.integers(60_000, 3_660_000, n, dtype=np.int64)
-    ls = rng.integers(1, 11, n, dtype=np.int64)
-    es = np.arange(n, dtype=np.int64)
+    ls, es, at = deliver_at(n, now + 60_000)  # W4, due from a minute on
     clock = [now]
     sortedcontainers = optional("sortedcontainers")
 

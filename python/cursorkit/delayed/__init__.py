@@ -12,13 +12,13 @@
 
 from __future__ import annotations
 
+from cursorkit.ackstate.store.properties import FileCursorProperties, MemoryCursorProperties
 from cursorkit.delayed.bucket import ImmutableBucket
 from cursorkit.delayed.bucket_tracker import BucketCounters, BucketDelayedDeliveryTracker, BucketTrackerConfig
 from cursorkit.delayed.in_memory import InMemoryDelayedDeliveryTracker
 from cursorkit.delayed.merge import select_merged_buckets
 from cursorkit.delayed.metrics import DelayedDeliveryCollector
 from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
-from cursorkit.delayed.properties import FileCursorProperties, MemoryCursorProperties
 from cursorkit.delayed.recovery import RecoveryReport
 from cursorkit.delayed.shared import SharedDelayedIndex, SubscriptionView
 from cursorkit.delayed.storage import BucketSnapshotStorage, FileBucketSnapshotStorage

@@ -8,7 +8,7 @@ stored with one PUT (a reader sees all of it or none). A segment read is one ran
 object's footer and offset table, read once and kept: objects never change).
 
 **Ids** are ``tag << 40 | n``. With ``owner_epoch`` (the epoch of the
-:class:`~cursorkit.ackstate.zk_store.ZkCursorStore` that holds the bucket keys) the tag is that
+:class:`~cursorkit.ackstate.store.zookeeper.ZkCursorStore` that holds the bucket keys) the tag is that
 epoch, unique to one owner, so two brokers never pick the same id; ``n`` comes from a high-water
 mark object of that tag (``ids/tag-<tag>``), written in blocks before any id under it is handed out,
 so the owner never reuses an id, even after deletes and restarts. Without ``owner_epoch`` the tag is

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore
-from cursorkit.ackstate.store_api import StoreReport
+from cursorkit.ackstate.store.api import StoreReport
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
-from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.errors import CorruptSnapshot, CursorkitError, DamagedStore, InvalidArgument
 from cursorkit.fsio import read_regular
 from cursorkit.pipeline.manifest import (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cursorkit.ackstate.zk_store import ZkCursorStore, flush_many
+from cursorkit.ackstate.store.zookeeper import ZkCursorStore, flush_many
 from cursorkit.errors import CursorkitError, InvalidArgument
 from cursorkit.pipeline.load import fetch_topic, list_topics, read_cursors
 from cursorkit.pipeline.output import is_object_store

@@ -31,8 +31,8 @@ import pyarrow.parquet as pq
 
 from cursorkit._core import RangeSet
 from cursorkit.ackstate import Cursor
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed.bucket import bucket_key
-from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.delayed.storage import FileBucketSnapshotStorage
 from cursorkit.errors import InvalidArgument, InvalidInput
 from cursorkit.fsio import atomic_write, fsync_dir

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cursorkit.ackstate import Cursor
-from cursorkit.delayed.properties import FileCursorProperties
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.pipeline import partitions
 from cursorkit.pipeline.cursors import holes_per_ledger, merge_ack_folds, write_cursors
 from cursorkit.pipeline.keyload import key_load

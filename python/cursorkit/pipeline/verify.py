@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import FileBucketSnapshotStorage, snapshot
 from cursorkit.delayed.bucket import parse_bucket_key
-from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.pipeline.load import open_delayed_index, read_cursors, read_manifest
 from cursorkit.pipeline.reference import ReferenceRebuild
 

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from cursorkit.ackstate.store import META_FILE
+from cursorkit.ackstate.store.file.log import META_FILE
 from cursorkit.delayed.storage import NEXT_ID_FILE
 from cursorkit.errors import InvalidArgument, InvalidInputType
 from cursorkit.pipeline.inspector.buckets import _orphans_and_missing, inspect_bucket_store  # noqa: F401 - where tests find it

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from cursorkit import _core
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, parse_bucket_key
-from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.delayed.storage import BucketInfo, FileBucketSnapshotStorage
 from cursorkit.errors import (
     BucketNotFound,

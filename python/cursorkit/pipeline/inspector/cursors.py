@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from cursorkit import _core
-from cursorkit.ackstate.store import META_FILE, FileCursorStore
+from cursorkit.ackstate.store import FileCursorStore
+from cursorkit.ackstate.store.file.log import META_FILE
 from cursorkit.errors import (
     CorruptSnapshot,
 )

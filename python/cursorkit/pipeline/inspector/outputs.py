@@ -5,7 +5,7 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from cursorkit.ackstate.store import META_FILE
+from cursorkit.ackstate.store.file.log import META_FILE
 from cursorkit.errors import (
     CorruptSnapshot,
 )

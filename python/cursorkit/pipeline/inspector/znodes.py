@@ -23,7 +23,7 @@ from urllib.parse import unquote_plus
 from rich.console import Console
 from rich.table import Table
 
-from cursorkit.ackstate.znode import object_id, read_state_object, read_znode
+from cursorkit.ackstate.store.zookeeper.znode import object_id, read_state_object, read_znode
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, StoreUnavailable
 from cursorkit.stores.location import MANAGED_LEDGERS, parse_zk_location
 from cursorkit.stores.objects import ObjectStore

@@ -3,7 +3,7 @@
 ``CursorStore.create(location)`` / ``CursorStore.open(location)`` take a plain path (the embedded
 file store, :class:`~cursorkit.ackstate.store.FileCursorStore`) or a
 ``zk://host:port[,host:port...]/path`` (a cursor znode in ZooKeeper,
-:class:`~cursorkit.ackstate.zk_store.ZkCursorStore`, for brokers that move topics between nodes).
+:class:`~cursorkit.ackstate.store.zookeeper.ZkCursorStore`, for brokers that move topics between nodes).
 Both recover with :meth:`CursorStore.recover`, persist with :meth:`CursorStore.flush` and say what
 recovery found in :attr:`CursorStore.report`. Each kind registers itself here when its module loads.
 """
@@ -60,7 +60,7 @@ class CursorStore(abc.ABC):
 
     Keyword arguments after ``name`` belong to the kind of store: ``options`` and ``opener`` for a
     path; the kazoo connection options, ``objects`` and ``limits`` for ``zk://`` (see
-    :class:`~cursorkit.ackstate.zk_store.ZkCursorStore`).
+    :class:`~cursorkit.ackstate.store.zookeeper.ZkCursorStore`).
     """
 
     _kinds: ClassVar[dict[str, type[CursorStore]]] = {}
@@ -112,13 +112,10 @@ class CursorStore(abc.ABC):
     def location(self) -> str:
         """Where the store is, as a location :meth:`open` takes."""
 
-    _name: str
-    _closed: bool
-
     @property
+    @abc.abstractmethod
     def name(self) -> str:
         """The cursor's name, as recorded in the store."""
-        return self._name
 
     @property
     @abc.abstractmethod
@@ -131,9 +128,9 @@ class CursorStore(abc.ABC):
         """Flush number of the state now current."""
 
     @property
+    @abc.abstractmethod
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
-        return self._closed
 
     @abc.abstractmethod
     def recover(
