@@ -1,7 +1,8 @@
 """The many-topic job through ``spark-submit`` on a real Spark standalone cluster on 127.0.0.1.
 
 A master and a worker started by the test; the logs are read from and the output written to an S3
-server on 127.0.0.1: the README's cluster recipe, with this venv's Python on the worker.
+server on 127.0.0.1: the cluster recipe of docs/guides/spark-rebuild.md, with this venv's Python on
+the worker.
 
 The output equals, file for file, what the same job writes on the test session's ``local[2]``.
 """
