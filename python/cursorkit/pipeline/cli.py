@@ -23,7 +23,7 @@ from cursorkit.errors import CursorkitError
 from cursorkit.pipeline.cli_commands import COMMANDS
 from cursorkit.pipeline.cli_parser import parser_with_commands
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main", "parse_command_line", "parser_with_commands", "run_command"]
 
 
 def console_for_output() -> Console:
