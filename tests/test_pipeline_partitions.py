@@ -25,8 +25,8 @@ from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.errors import InvalidArgument
 from cursorkit.pipeline import partitions, schema
 from cursorkit.pipeline.cursors import merge_ack_folds
+from cursorkit.pipeline.delayed_buckets import write_buckets
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
-from cursorkit.pipeline.rebuild import write_buckets
 from cursorkit.pipeline.reference import replay_acks
 
 NOW = 1_000

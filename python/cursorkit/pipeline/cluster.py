@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, InvalidInput
 from cursorkit.pipeline import partitions, schema, topic_stages
+from cursorkit.pipeline.input_problems import duplicate_error, gap_error, raise_problems
 from cursorkit.pipeline.inputs import ddl, read_log
 from cursorkit.pipeline.manifest import (
     MANIFEST_FILE,
@@ -44,15 +45,9 @@ from cursorkit.pipeline.manifest import (
     parse_topics_manifest,
 )
 from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
-from cursorkit.pipeline.rebuild import (
-    RebuildConfig,
-    _ddl,
-    _raise_problems,
-    _Stages,
-    duplicate_error,
-    gap_error,
-)
+from cursorkit.pipeline.rebuild import RebuildConfig
 from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
+from cursorkit.pipeline.stages import StageTimer, spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -119,7 +114,7 @@ def rebuild_topics(
     cfg = config if config is not None else RebuildConfig()
     output = open_output(out)
     _check_out(output)
-    stages = _Stages(on_stage)
+    stages = StageTimer(on_stage)
     run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     with output.locked(run) as still_ours:
         _check_out(output)
@@ -161,7 +156,7 @@ def _run(
     out: Output,
     run: str,
     cfg: RebuildConfig,
-    stages: _Stages,
+    stages: StageTimer,
 ) -> TopicsSummary:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -182,7 +177,7 @@ def _run(
                 column="topic",
             )
         latest = (
-            msgs.map(topic_stages.latest_publish, _ddl(topic_stages.LATEST_SCHEMA))
+            msgs.map(topic_stages.latest_publish, spark_schema(topic_stages.LATEST_SCHEMA))
             .groupBy("topic")
             .agg(F.max("latest").alias("t"))
             .collect()
@@ -192,7 +187,7 @@ def _run(
     with stages.stage("index messages"):
         parts = msgs.map(
             partial(topic_stages.index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
-            _ddl(topic_stages.TOPIC_INDEX_SCHEMA),
+            spark_schema(topic_stages.TOPIC_INDEX_SCHEMA),
         )
         state = (
             parts.groupBy("topic")
@@ -205,7 +200,7 @@ def _run(
                         consumers=cfg.consumers,
                     )
                 ),
-                _ddl(topic_stages.TOPIC_STATE_SCHEMA),
+                spark_schema(topic_stages.TOPIC_STATE_SCHEMA),
             )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
@@ -235,15 +230,15 @@ def _run(
             for topic in sorted(ack_stats, key=lambda t: (t is not None, t or "")):
                 problems = partitions.Problems()
                 problems.merge(ack_stats[topic]["problems"])
-                _raise_problems(problems, "ack", acks_path or "", topic)
+                raise_problems(problems, "ack", acks_path or "", topic)
         else:
-            cursors = spark.createDataFrame([], _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
+            cursors = spark.createDataFrame([], spark_schema(topic_stages.TOPIC_CURSORS_SCHEMA))
 
     with stages.stage("delayed index"):
         nyd = (
             msgs.map(
                 partial(topic_stages.not_yet_due, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
-                _ddl(topic_stages.NOT_YET_DUE_SCHEMA),
+                spark_schema(topic_stages.NOT_YET_DUE_SCHEMA),
             )
             .join(F.broadcast(ledgers.filter(F.col("bucket") >= 0)), ["topic", "ledger_id"])
             .select(
@@ -265,7 +260,7 @@ def _run(
                     max_time_step_ms=cfg.max_time_step_per_segment_ms,
                     max_indexes_per_segment=cfg.max_indexes_per_segment,
                 ),
-                _ddl(topic_stages.TOPIC_BUCKETS_SCHEMA),
+                spark_schema(topic_stages.TOPIC_BUCKETS_SCHEMA),
             )
         )
 
@@ -283,7 +278,7 @@ def _run(
                     config=config,
                     destination=out.staging(run, cfg.fsync),
                 ),
-                _ddl(topic_stages.TOPIC_WRITTEN_SCHEMA),
+                spark_schema(topic_stages.TOPIC_WRITTEN_SCHEMA),
             )
             .collect()
         )
@@ -305,7 +300,7 @@ def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: Log, sourc
         st = stats[topic]
         problems = partitions.Problems()
         problems.merge(st["problems"])
-        _raise_problems(problems, "message", source, topic)
+        raise_problems(problems, "message", source, topic)
         if st["duplicates_across_partitions"]:
             raise duplicate_error(msgs.rows(), source, st["duplicates_across_partitions"], topic)
         if st["gap"] is not None:
@@ -330,20 +325,20 @@ def _cursors(
     fold = partial(topic_stages.fold_topic_acks, now_ms=nows, ledgers=sizes)
     plain = acks.map(
         lambda it: fold(topic_stages.acks_by_batch_index(it, indexed=False)),
-        _ddl(topic_stages.TOPIC_ACKS_SCHEMA),
+        spark_schema(topic_stages.TOPIC_ACKS_SCHEMA),
     )
-    entries = msgs.map(topic_stages.batch_entries, _ddl(topic_stages.BATCH_ENTRY_SCHEMA))
+    entries = msgs.map(topic_stages.batch_entries, spark_schema(topic_stages.BATCH_ENTRY_SCHEMA))
     indexed = (
         acks.map(partial(topic_stages.acks_by_batch_index, indexed=True), ddl(acks.columns))
         .join(entries, ["topic", "ledger_id", "entry_id"], "left")
         .withColumn("batch_size", F.col("batch_size").cast("long"))
-        .mapInArrow(fold, _ddl(topic_stages.TOPIC_ACKS_SCHEMA))
+        .mapInArrow(fold, spark_schema(topic_stages.TOPIC_ACKS_SCHEMA))
     )
     return (
         plain.unionByName(indexed)
         .groupBy("topic")
         .cogroup(state.groupBy("topic"))
-        .applyInArrow(topic_stages.assemble_topic_cursors, _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
+        .applyInArrow(topic_stages.assemble_topic_cursors, spark_schema(topic_stages.TOPIC_CURSORS_SCHEMA))
     )
 
 

@@ -318,7 +318,7 @@ def merge_topic_index(
     table: pa.Table, *, now_ms: Mapping[str, int], min_index_count_per_bucket: int, consumers: int
 ) -> pa.Table:
     """Merges one topic's partial index rows: dense ledger sizes, the bucket plan and the figures."""
-    from cursorkit.pipeline.rebuild import dense_sizes, merge_index_rows
+    from cursorkit.pipeline.message_index import dense_sizes, merge_index_rows
 
     rows = table.to_pylist()
     topic = rows[0]["topic"]
@@ -481,7 +481,9 @@ def write_topic(
     columns. ``destination(topic)`` gives the local directory to write, its path relative to the
     output, and a function that finishes it (makes it durable or uploads it) and lists the files.
     """
-    from cursorkit.pipeline.rebuild import RebuildConfig, _manifest, _write_summary, write_buckets
+    from cursorkit.pipeline.delayed_buckets import write_buckets
+    from cursorkit.pipeline.rebuild import RebuildConfig
+    from cursorkit.pipeline.rebuild_output import topic_manifest, write_summary
 
     row = state.to_pylist()[0]
     topic = row["topic"]
@@ -531,8 +533,8 @@ def write_topic(
     hours = {int(k): v for k, v in stats["hours"].items()}
     summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in hours.items())
     summary.key_load = [KeyLoad(**k) for k in stats["key_load"]]
-    manifest = _manifest(cfg, now, cursors, bool(buckets))
-    _write_summary(root, summary, manifest, replace(cfg, fsync=False))
+    manifest = topic_manifest(cfg, now, cursors, bool(buckets))
+    write_summary(root, summary, manifest, replace(cfg, fsync=False))
     files = finish()
     figures = topic_figures(summary)
     return pa.Table.from_pydict(
