@@ -16,11 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from cursorkit.errors import InvalidArgument, InvalidInput
-from cursorkit.pipeline import cluster, topic_stages
+from cursorkit.pipeline import cluster
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate import generate
 from cursorkit.pipeline.load import list_topics, open_delayed_index, read_cursors, read_manifest
 from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
+from cursorkit.pipeline.topic_stages.index import dense_slots, sparse_slots
+from cursorkit.pipeline.topic_stages.split import split_by_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -198,14 +200,14 @@ def test_sparse_slot_histograms_round_trip() -> None:
     hists = [np.zeros(65536, dtype=np.int64) for _ in range(3)]
     for h in hists:
         h[rng.integers(0, 65536, 500)] += rng.integers(1, 9, 500)
-    total = topic_stages.dense_slots(topic_stages.sparse_slots(h.tobytes()) for h in hists)
+    total = dense_slots(sparse_slots(h.tobytes()) for h in hists)
     assert (total == sum(hists)).all()
-    assert topic_stages.sparse_slots(np.zeros(65536, dtype=np.int64).tobytes()) == b""
+    assert sparse_slots(np.zeros(65536, dtype=np.int64).tobytes()) == b""
 
 
 def test_split_by_topic_keeps_rows_and_order() -> None:
     batch = pa.RecordBatch.from_pydict({"topic": ["b", "a", None, "b", "a"], "x": [1, 2, 3, 4, 5]})
-    parts = {t: p.column("x").to_pylist() for t, p in topic_stages.split_by_topic(batch)}
+    parts = {t: p.column("x").to_pylist() for t, p in split_by_topic(batch)}
     assert parts == {"a": [2, 5], "b": [1, 4], None: [3]}
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, InvalidInput
-from cursorkit.pipeline import partitions, schema, topic_stages
+from cursorkit.pipeline import partitions, schema
 from cursorkit.pipeline.input_problems import duplicate_error, gap_error, raise_problems
 from cursorkit.pipeline.inputs import ddl, read_log
 from cursorkit.pipeline.manifest import (
@@ -48,6 +48,30 @@ from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
 from cursorkit.pipeline.rebuild import RebuildConfig
 from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
 from cursorkit.pipeline.stages import StageTimer, spark_schema
+from cursorkit.pipeline.topic_stages.acks import (
+    TOPIC_ACKS_SCHEMA,
+    TOPIC_CURSORS_SCHEMA,
+    assemble_topic_cursors,
+    fold_topic_acks,
+)
+from cursorkit.pipeline.topic_stages.buckets import TOPIC_BUCKETS_SCHEMA, build_topic_buckets
+from cursorkit.pipeline.topic_stages.index import (
+    TOPIC_INDEX_SCHEMA,
+    TOPIC_STATE_SCHEMA,
+    index_topics,
+    merge_topic_index,
+)
+from cursorkit.pipeline.topic_stages.passes import (
+    BATCH_ENTRY_SCHEMA,
+    LATEST_SCHEMA,
+    NOT_YET_DUE_SCHEMA,
+    LedgerSizes,
+    acks_by_batch_index,
+    batch_entries,
+    latest_publish,
+    not_yet_due,
+)
+from cursorkit.pipeline.topic_stages.write import TOPIC_WRITTEN_SCHEMA, write_topic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,7 +94,7 @@ class TopicsSummary:
     """The command line of the run, shown in the report ("" when called as a library)."""
     stages: list[tuple[str, float]] = field(default_factory=list)
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Topic -> its figures (``topic_stages.topic_figures``) and ``dir``."""
+    """Topic -> its figures (``topic_figures``) and ``dir``."""
 
     @property
     def messages(self) -> int:
@@ -177,7 +201,7 @@ def _run(
                 column="topic",
             )
         latest = (
-            msgs.map(topic_stages.latest_publish, spark_schema(topic_stages.LATEST_SCHEMA))
+            msgs.map(latest_publish, spark_schema(LATEST_SCHEMA))
             .groupBy("topic")
             .agg(F.max("latest").alias("t"))
             .collect()
@@ -186,21 +210,21 @@ def _run(
 
     with stages.stage("index messages"):
         parts = msgs.map(
-            partial(topic_stages.index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
-            spark_schema(topic_stages.TOPIC_INDEX_SCHEMA),
+            partial(index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
+            spark_schema(TOPIC_INDEX_SCHEMA),
         )
         state = (
             parts.groupBy("topic")
             .applyInArrow(
                 _per_group(
                     partial(
-                        topic_stages.merge_topic_index,
+                        merge_topic_index,
                         now_ms=nows,
                         min_index_count_per_bucket=cfg.min_index_count_per_bucket,
                         consumers=cfg.consumers,
                     )
                 ),
-                spark_schema(topic_stages.TOPIC_STATE_SCHEMA),
+                spark_schema(TOPIC_STATE_SCHEMA),
             )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
@@ -232,13 +256,13 @@ def _run(
                 problems.merge(ack_stats[topic]["problems"])
                 raise_problems(problems, "ack", acks_path or "", topic)
         else:
-            cursors = spark.createDataFrame([], spark_schema(topic_stages.TOPIC_CURSORS_SCHEMA))
+            cursors = spark.createDataFrame([], spark_schema(TOPIC_CURSORS_SCHEMA))
 
     with stages.stage("delayed index"):
         nyd = (
             msgs.map(
-                partial(topic_stages.not_yet_due, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
-                spark_schema(topic_stages.NOT_YET_DUE_SCHEMA),
+                partial(not_yet_due, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
+                spark_schema(NOT_YET_DUE_SCHEMA),
             )
             .join(F.broadcast(ledgers.filter(F.col("bucket") >= 0)), ["topic", "ledger_id"])
             .select(
@@ -256,11 +280,11 @@ def _run(
             .cogroup(with_cursors.groupBy("topic", "bucket"))
             .applyInArrow(
                 partial(
-                    topic_stages.build_topic_buckets,
+                    build_topic_buckets,
                     max_time_step_ms=cfg.max_time_step_per_segment_ms,
                     max_indexes_per_segment=cfg.max_indexes_per_segment,
                 ),
-                spark_schema(topic_stages.TOPIC_BUCKETS_SCHEMA),
+                spark_schema(TOPIC_BUCKETS_SCHEMA),
             )
         )
 
@@ -274,11 +298,11 @@ def _run(
             .cogroup(topic_state.groupBy("topic"))
             .applyInArrow(
                 partial(
-                    topic_stages.write_topic,
+                    write_topic,
                     config=config,
                     destination=out.staging(run, cfg.fsync),
                 ),
-                spark_schema(topic_stages.TOPIC_WRITTEN_SCHEMA),
+                spark_schema(TOPIC_WRITTEN_SCHEMA),
             )
             .collect()
         )
@@ -313,7 +337,7 @@ def _cursors(
     acks: Log,
     state: DataFrame,
     nows: Mapping[str, int],
-    sizes: topic_stages.LedgerSizes,
+    sizes: LedgerSizes,
 ) -> DataFrame:
     """Per topic: its cursors, folded on executors (the single-topic job's rules, per topic).
 
@@ -322,23 +346,23 @@ def _cursors(
     """
     from pyspark.sql import functions as F
 
-    fold = partial(topic_stages.fold_topic_acks, now_ms=nows, ledgers=sizes)
+    fold = partial(fold_topic_acks, now_ms=nows, ledgers=sizes)
     plain = acks.map(
-        lambda it: fold(topic_stages.acks_by_batch_index(it, indexed=False)),
-        spark_schema(topic_stages.TOPIC_ACKS_SCHEMA),
+        lambda it: fold(acks_by_batch_index(it, indexed=False)),
+        spark_schema(TOPIC_ACKS_SCHEMA),
     )
-    entries = msgs.map(topic_stages.batch_entries, spark_schema(topic_stages.BATCH_ENTRY_SCHEMA))
+    entries = msgs.map(batch_entries, spark_schema(BATCH_ENTRY_SCHEMA))
     indexed = (
-        acks.map(partial(topic_stages.acks_by_batch_index, indexed=True), ddl(acks.columns))
+        acks.map(partial(acks_by_batch_index, indexed=True), ddl(acks.columns))
         .join(entries, ["topic", "ledger_id", "entry_id"], "left")
         .withColumn("batch_size", F.col("batch_size").cast("long"))
-        .mapInArrow(fold, spark_schema(topic_stages.TOPIC_ACKS_SCHEMA))
+        .mapInArrow(fold, spark_schema(TOPIC_ACKS_SCHEMA))
     )
     return (
         plain.unionByName(indexed)
         .groupBy("topic")
         .cogroup(state.groupBy("topic"))
-        .applyInArrow(topic_stages.assemble_topic_cursors, spark_schema(topic_stages.TOPIC_CURSORS_SCHEMA))
+        .applyInArrow(assemble_topic_cursors, spark_schema(TOPIC_CURSORS_SCHEMA))
     )
 
 
