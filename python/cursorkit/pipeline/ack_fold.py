@@ -9,9 +9,10 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from cursorkit.ackstate import Cursor
-from cursorkit.pipeline import partitions
 from cursorkit.pipeline.cursors import merge_ack_folds
 from cursorkit.pipeline.input_problems import raise_problems
+from cursorkit.pipeline.partitions.acks import ACKS_SCHEMA, fold_acks
+from cursorkit.pipeline.partitions.problems import Problems
 from cursorkit.pipeline.stages import spark_schema
 
 if TYPE_CHECKING:
@@ -31,14 +32,14 @@ def fold_ack_log(
     now: int,
     index: MessageIndex,
     source: str,
-) -> tuple[dict[str, Cursor], int, partitions.Problems]:
+) -> tuple[dict[str, Cursor], int, Problems]:
     """The cursors of every subscription, the ack rows read and the problems counted (none: no acks)."""
-    problems = partitions.Problems()
+    problems = Problems()
     if acks is None:
         return {}, 0, problems
     both = acks_with_batch_sizes(msgs, acks, index.batch_entries, [])
-    fn = partial(partitions.fold_acks, now_ms=now, positions=index.positions.to_bytes())
-    table = both.mapInArrow(fn, spark_schema(partitions.ACKS_SCHEMA)).toArrow()
+    fn = partial(fold_acks, now_ms=now, positions=index.positions.to_bytes())
+    table = both.mapInArrow(fn, spark_schema(ACKS_SCHEMA)).toArrow()
     cursors, rows, problems = merge_ack_folds(table.to_pylist(), index.sizes)
     raise_problems(problems, "ack", source)
     return cursors, rows, problems

@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, InvalidInput
-from cursorkit.pipeline import partitions, schema
+from cursorkit.pipeline import schema
 from cursorkit.pipeline.input_problems import duplicate_error, gap_error, raise_problems
 from cursorkit.pipeline.inputs import ddl, read_log
 from cursorkit.pipeline.manifest import (
@@ -45,6 +45,7 @@ from cursorkit.pipeline.manifest import (
     parse_topics_manifest,
 )
 from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
+from cursorkit.pipeline.partitions.problems import Problems
 from cursorkit.pipeline.rebuild import RebuildConfig
 from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
 from cursorkit.pipeline.stages import StageTimer, spark_schema
@@ -252,7 +253,7 @@ def _run(
                 r["topic"]: json.loads(r["stats"]) for r in cursors.select("topic", "stats").collect()
             }
             for topic in sorted(ack_stats, key=lambda t: (t is not None, t or "")):
-                problems = partitions.Problems()
+                problems = Problems()
                 problems.merge(ack_stats[topic]["problems"])
                 raise_problems(problems, "ack", acks_path or "", topic)
         else:
@@ -322,7 +323,7 @@ def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: Log, sourc
     """Raises the first problem of the message log, topic by topic in name order (null first)."""
     for topic in sorted(stats, key=lambda t: (t is not None, t or "")):
         st = stats[topic]
-        problems = partitions.Problems()
+        problems = Problems()
         problems.merge(st["problems"])
         raise_problems(problems, "message", source, topic)
         if st["duplicates_across_partitions"]:

@@ -18,7 +18,7 @@ from cursorkit.ackstate import Cursor
 from cursorkit.delayed.bucket import bucket_key
 from cursorkit.delayed.properties import FileCursorProperties
 from cursorkit.delayed.storage import FileBucketSnapshotStorage
-from cursorkit.pipeline import partitions
+from cursorkit.pipeline.partitions.buckets import BUCKET_ID_SCHEMA, BUCKETS_SCHEMA, build_buckets, tag_buckets
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
 from cursorkit.pipeline.results import BucketRow
 from cursorkit.pipeline.stages import spark_schema
@@ -60,18 +60,18 @@ def build_delayed_index(
         & (F.col("deliver_at") > F.lit(now))
         & (F.col("deliver_at") <= F.lit(now + cfg.max_delay_ms))
     ).select("ledger_id", "entry_id", "deliver_at")
-    tag = partial(partitions.tag_buckets, starts=[b.start_ledger_id for b in plan])
+    tag = partial(tag_buckets, starts=[b.start_ledger_id for b in plan])
     build = partial(
-        partitions.build_buckets,
+        build_buckets,
         max_time_step_ms=cfg.max_time_step_per_segment_ms,
         max_indexes_per_segment=cfg.max_indexes_per_segment,
         cursors={name: pickle.dumps(c) for name, c in cursors.items()},
     )
     parts = max(1, min(len(plan), int(msgs.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)))
     built = (
-        nyd.mapInArrow(tag, spark_schema(partitions.BUCKET_ID_SCHEMA))
+        nyd.mapInArrow(tag, spark_schema(BUCKET_ID_SCHEMA))
         .repartition(parts, "bucket")
-        .mapInArrow(build, spark_schema(partitions.BUCKETS_SCHEMA))
+        .mapInArrow(build, spark_schema(BUCKETS_SCHEMA))
         .toArrow()
     )
     return write_buckets(root, plan, built, topic=cfg.topic, fsync=cfg.fsync)

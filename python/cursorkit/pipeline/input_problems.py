@@ -1,6 +1,6 @@
 """Problems that make an input log unusable, raised as :class:`InvalidInput` naming the column and a row.
 
-The per-partition functions count them (``partitions.Problems``); the driver raises on the first.
+The per-partition functions count them (``Problems``); the driver raises on the first.
 """
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cursorkit.errors import InvalidInput
-from cursorkit.pipeline import partitions, schema
+from cursorkit.pipeline import schema
+from cursorkit.pipeline.partitions.problems import Problems
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,7 +43,7 @@ def _where(what: str, source: str, topic: str | None) -> str:
     return f"{what} log {source}" if topic is None else f"{what} log {source}, topic {topic!r}"
 
 
-def raise_problems(problems: partitions.Problems, what: str, source: str, topic: str | None = None) -> None:
+def raise_problems(problems: Problems, what: str, source: str, topic: str | None = None) -> None:
     """Raises the first counted problem that makes the log unusable (``_ERRORS``); rules set rows aside."""
     where = _where(what, source, topic)
     for name, count in problems.counts.items():

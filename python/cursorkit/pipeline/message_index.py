@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cursorkit._core import RangeSet
-from cursorkit.pipeline import partitions
 from cursorkit.pipeline.input_problems import duplicate_error, gap_error, raise_problems
+from cursorkit.pipeline.partitions.index import INDEX_SCHEMA, SLOTS, index_messages
+from cursorkit.pipeline.partitions.problems import Problems
 from cursorkit.pipeline.stages import spark_schema
 
 if TYPE_CHECKING:
@@ -46,8 +47,8 @@ class MessageIndex:
 
 def fold_message_log(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str) -> MessageIndex:
     """The message log folded and checked: unique positions, dense ledgers (else ``InvalidInput``)."""
-    fn = partial(partitions.index_messages, now_ms=now, max_delay_ms=cfg.max_delay_ms)
-    table = msgs.mapInArrow(fn, spark_schema(partitions.INDEX_SCHEMA)).toArrow()
+    fn = partial(index_messages, now_ms=now, max_delay_ms=cfg.max_delay_ms)
+    table = msgs.mapInArrow(fn, spark_schema(INDEX_SCHEMA)).toArrow()
     index, problems = merge_index_rows(table.to_pylist())
     raise_problems(problems, "message", source)
     valid = index.positions.total_cardinality()
@@ -61,18 +62,18 @@ def fold_message_log(msgs: DataFrame, now: int, cfg: RebuildConfig, source: str)
     return index
 
 
-def merge_index_rows(parts: Iterable[Mapping[str, Any]]) -> tuple[MessageIndex, partitions.Problems]:
+def merge_index_rows(parts: Iterable[Mapping[str, Any]]) -> tuple[MessageIndex, Problems]:
     """Merges ``index_messages`` rows (any partitioning, any order) into one topic's index.
 
     ``sizes`` is left empty (see :func:`dense_sizes`); rows whose slot histograms are None add none.
     """
     positions = RangeSet()
     nyd: dict[int, int] = {}
-    problems = partitions.Problems()
+    problems = Problems()
     rows = delayed = due = beyond = batch_entries = 0
     hours: dict[int, int] = {}
-    range_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
-    consistent_slots = np.zeros(partitions.SLOTS, dtype=np.int64)
+    range_slots = np.zeros(SLOTS, dtype=np.int64)
+    consistent_slots = np.zeros(SLOTS, dtype=np.int64)
     for r in parts:
         if r["ledger_id"] == -1:
             st = json.loads(r["stats"])

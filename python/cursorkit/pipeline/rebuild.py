@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cursorkit.errors import InvalidInput
-from cursorkit.pipeline import partitions, schema
+from cursorkit.pipeline import schema
 from cursorkit.pipeline.ack_fold import fold_ack_log
 from cursorkit.pipeline.cursors import holes_per_ledger, write_cursors
 from cursorkit.pipeline.delayed_buckets import build_delayed_index
 from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.message_index import fold_message_log
 from cursorkit.pipeline.output import locked_dir
+from cursorkit.pipeline.partitions.index import HOUR_MS
 from cursorkit.pipeline.rebuild_output import check_out, replace_output, topic_manifest, write_summary
 from cursorkit.pipeline.results import RebuildSummary
 from cursorkit.pipeline.stages import StageTimer
@@ -153,7 +154,7 @@ def _run(
         buckets, dropped = build_delayed_index(msgs, now, cfg, index, cursors, tmp)
     summary.buckets = buckets
     summary.rules["delayed_acked"] = dropped
-    summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in index.hours.items())
+    summary.delayed_histogram = sorted((now + h * HOUR_MS, c) for h, c in index.hours.items())
 
     with stages.stage("key load"):
         from cursorkit.pipeline.keyload import key_load

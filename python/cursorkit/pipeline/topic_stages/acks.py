@@ -8,14 +8,14 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import pyarrow as pa
 
-from cursorkit.pipeline import partitions
 from cursorkit.pipeline.cursors import merge_ack_folds
+from cursorkit.pipeline.partitions.acks import ACKS_SCHEMA, fold_acks
 from cursorkit.pipeline.topic_stages.passes import LedgerSizes, with_ledger_sizes
 from cursorkit.pipeline.topic_stages.split import grouped_by_topic, null_topic_stats, with_topic
 
 __all__ = ["TOPIC_ACKS_SCHEMA", "TOPIC_CURSORS_SCHEMA", "assemble_topic_cursors", "fold_topic_acks"]
 
-TOPIC_ACKS_SCHEMA = pa.schema([pa.field("topic", pa.string()), *partitions.ACKS_SCHEMA])
+TOPIC_ACKS_SCHEMA = pa.schema([pa.field("topic", pa.string()), *ACKS_SCHEMA])
 """``fold_acks`` rows of one topic of a partition."""
 
 TOPIC_CURSORS_SCHEMA = pa.schema(
@@ -66,7 +66,7 @@ def fold_topic_acks(
             else p.append_column("batch_size", pa.nulls(p.num_rows, pa.int64()))
             for p in parts
         ]
-        for out in partitions.fold_acks(parts, now_ms=now_ms.get(topic, latest), positions=None):
+        for out in fold_acks(parts, now_ms=now_ms.get(topic, latest), positions=None):
             yield with_topic(topic, out, TOPIC_ACKS_SCHEMA)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from cursorkit.pipeline import partitions
+from cursorkit.pipeline.partitions.buckets import BUCKET_ID_SCHEMA, BUCKETS_SCHEMA, build_buckets
 from cursorkit.pipeline.topic_stages.split import with_topic
 
 __all__ = ["TOPIC_BUCKETS_SCHEMA", "build_topic_buckets"]
 
-TOPIC_BUCKETS_SCHEMA = pa.schema([pa.field("topic", pa.string()), *partitions.BUCKETS_SCHEMA])
+TOPIC_BUCKETS_SCHEMA = pa.schema([pa.field("topic", pa.string()), *BUCKETS_SCHEMA])
 """``build_buckets`` rows of one topic."""
 
 
@@ -25,9 +25,9 @@ def build_topic_buckets(
         names = cursors.column("names")[0].as_py()
         blobs = cursors.column("cursors")[0].as_py()
         pickled = dict(zip(names, blobs, strict=True))
-    rows = tagged.select([f.name for f in partitions.BUCKET_ID_SCHEMA]).cast(partitions.BUCKET_ID_SCHEMA)
+    rows = tagged.select([f.name for f in BUCKET_ID_SCHEMA]).cast(BUCKET_ID_SCHEMA)
     built = list(
-        partitions.build_buckets(
+        build_buckets(
             rows.to_batches(),
             max_time_step_ms=max_time_step_ms,
             max_indexes_per_segment=max_indexes_per_segment,

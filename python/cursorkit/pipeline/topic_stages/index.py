@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from cursorkit.pipeline import partitions
 from cursorkit.pipeline.keyload import key_load
+from cursorkit.pipeline.partitions.columns import Int64Array
+from cursorkit.pipeline.partitions.index import INDEX_SCHEMA, SLOTS, index_messages
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
-from cursorkit.pipeline.topic_stages.passes import Int64Array
 from cursorkit.pipeline.topic_stages.split import grouped_by_topic, null_topic_stats, with_topic
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "sparse_slots",
 ]
 
-TOPIC_INDEX_SCHEMA = pa.schema([pa.field("topic", pa.string()), *partitions.INDEX_SCHEMA])
+TOPIC_INDEX_SCHEMA = pa.schema([pa.field("topic", pa.string()), *INDEX_SCHEMA])
 """``index_messages`` rows of one topic of a partition; slot histograms are sparse
 (``sparse_slots``) so a small topic's row stays small."""
 
@@ -59,7 +59,7 @@ def sparse_slots(dense: bytes) -> bytes:
 
 def dense_slots(pairs: Iterable[bytes]) -> Int64Array:
     """The sum of sparse histograms (``sparse_slots``) as a dense 65,536-slot histogram."""
-    out = np.zeros(partitions.SLOTS, dtype=np.int64)
+    out = np.zeros(SLOTS, dtype=np.int64)
     for raw in pairs:
         p = np.frombuffer(raw, dtype="<i8").reshape(-1, 2)
         np.add.at(out, p[:, 0], p[:, 1])
@@ -75,7 +75,7 @@ def index_topics(
             stats = null_topic_stats(parts)
             yield _index_stats_only(None, stats)
             continue
-        for out in partitions.index_messages(parts, now_ms=now_ms[topic], max_delay_ms=max_delay_ms):
+        for out in index_messages(parts, now_ms=now_ms[topic], max_delay_ms=max_delay_ms):
             for name in ("range_slots", "consistent_slots"):  # only the last (stats) row holds one
                 i = out.schema.get_field_index(name)
                 slots = out.column(i).to_pylist()

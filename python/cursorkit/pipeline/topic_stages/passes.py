@@ -9,17 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cursorkit.pipeline.partitions.columns import Int64Array
 from cursorkit.pipeline.topic_stages.split import split_by_topic, topic_column
 
 __all__ = [
     "BATCH_ENTRY_SCHEMA",
     "LATEST_SCHEMA",
     "NOT_YET_DUE_SCHEMA",
-    "Int64Array",
     "LedgerSizes",
     "acks_by_batch_index",
     "batch_entries",
@@ -27,8 +26,6 @@ __all__ = [
     "not_yet_due",
     "with_ledger_sizes",
 ]
-
-Int64Array = npt.NDArray[np.int64]
 
 LATEST_SCHEMA = pa.schema([("topic", pa.string()), ("latest", pa.int64())])
 """Per topic of a partition: its latest ``publish_time`` (the topic's ``now`` unless given)."""

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cursorkit.pipeline import partitions
+from cursorkit.pipeline.partitions.problems import Problems
 
 __all__ = [
     "RUNS_TO_SLICE",
@@ -68,7 +68,7 @@ def grouped_by_topic(batches: Iterable[pa.RecordBatch]) -> dict[str | None, list
 
 def null_topic_stats(parts: list[pa.RecordBatch]) -> dict[str, Any]:
     """The stats of rows without a topic: every one a ``null_topic`` problem."""
-    problems = partitions.Problems()
+    problems = Problems()
     for part in parts:
         problems.note("null_topic", np.ones(part.num_rows, dtype=np.bool_), part)
     return {"rows": sum(p.num_rows for p in parts), "problems": problems.to_json()}

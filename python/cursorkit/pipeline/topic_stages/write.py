@@ -13,8 +13,9 @@ import pyarrow as pa
 
 from cursorkit.ackstate import Cursor
 from cursorkit.delayed.properties import FileCursorProperties
-from cursorkit.pipeline import partitions
 from cursorkit.pipeline.cursors import holes_per_ledger, write_cursors
+from cursorkit.pipeline.partitions.buckets import BUCKETS_SCHEMA
+from cursorkit.pipeline.partitions.index import HOUR_MS
 from cursorkit.pipeline.results import KeyLoad, RebuildSummary
 from cursorkit.pipeline.topic_stages.index import plan_of
 
@@ -85,7 +86,7 @@ def write_topic(
         buckets, dropped = write_buckets(
             delayed_root,
             plan,
-            built.select([f.name for f in partitions.BUCKETS_SCHEMA]),
+            built.select([f.name for f in BUCKETS_SCHEMA]),
             topic=topic,
             fsync=False,
         )
@@ -95,7 +96,7 @@ def write_topic(
     summary.buckets = buckets
     summary.rules["delayed_acked"] = dropped
     hours = {int(k): v for k, v in stats["hours"].items()}
-    summary.delayed_histogram = sorted((now + h * partitions.HOUR_MS, c) for h, c in hours.items())
+    summary.delayed_histogram = sorted((now + h * HOUR_MS, c) for h, c in hours.items())
     summary.key_load = [KeyLoad(**k) for k in stats["key_load"]]
     manifest = topic_manifest(cfg, now, cursors, bool(buckets))
     write_summary(root, summary, manifest, replace(cfg, fsync=False))
