@@ -99,8 +99,9 @@ def rebuild_command(args: argparse.Namespace, console: Console) -> int:
     )
     spark = start_session(args.master, conf)
     if plan.many:  # a many-topic log: every topic in one job
-        from cursorkit.pipeline.cluster import print_topics, rebuild_topics
+        from cursorkit.pipeline.cluster import rebuild_topics
         from cursorkit.pipeline.output import RUNS_DIR
+        from cursorkit.pipeline.topic_risk import print_topics
 
         with stage_progress(console) as on_stage:
             topics = rebuild_topics(spark, args.messages, args.acks, args.out, cfg, on_stage=on_stage)

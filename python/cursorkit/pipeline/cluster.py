@@ -26,29 +26,27 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, InvalidInput
+from cursorkit.errors import CorruptSnapshot, InvalidInput
 from cursorkit.pipeline import schema
 from cursorkit.pipeline.input_problems import duplicate_error, gap_error, raise_problems
 from cursorkit.pipeline.inputs import ddl, read_log
 from cursorkit.pipeline.manifest import (
-    MANIFEST_FILE,
-    TOPICS_FORMAT,
-    is_topics_doc,
     load_json,
-    parse_topics_manifest,
 )
-from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
+from cursorkit.pipeline.output import RUNS_DIR, Output, open_output
 from cursorkit.pipeline.partitions.problems import Problems
 from cursorkit.pipeline.rebuild import RebuildConfig
+from cursorkit.pipeline.results import TopicsSummary
 from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
 from cursorkit.pipeline.stages import StageTimer, spark_schema
+from cursorkit.pipeline.topic_risk import FIGURES
 from cursorkit.pipeline.topic_stages.acks import (
     TOPIC_ACKS_SCHEMA,
     TOPIC_CURSORS_SCHEMA,
@@ -73,38 +71,12 @@ from cursorkit.pipeline.topic_stages.passes import (
     not_yet_due,
 )
 from cursorkit.pipeline.topic_stages.write import TOPIC_WRITTEN_SCHEMA, write_topic
+from cursorkit.pipeline.topics_output import check_out, commit_run, remove_unreferenced
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TOPICS_MANIFEST_FORMAT", "TopicsSummary", "rebuild_topics"]
-
-TOPICS_MANIFEST_FORMAT = TOPICS_FORMAT
-"""The ``format`` of a many-topic output's root manifest."""
-TOPICS_MANIFEST_VERSION = 1
-
-
-@dataclass(slots=True, kw_only=True)
-class TopicsSummary:
-    """What a many-topic rebuild measured: per-topic figures and the run's stage times."""
-
-    run: str
-    out_dir: str
-    master: str
-    command: str = ""
-    """The command line of the run, shown in the report ("" when called as a library)."""
-    stages: list[tuple[str, float]] = field(default_factory=list)
-    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Topic -> its figures (``topic_figures``) and ``dir``."""
-
-    @property
-    def messages(self) -> int:
-        """Messages over all topics."""
-        return sum(int(t["messages"]) for t in self.topics.values())
-
-    def to_json(self) -> dict[str, Any]:
-        """``summary.json`` of the run."""
-        return asdict(self) | {"messages": self.messages}
+__all__ = ["has_topic_column", "read_topic_figures", "rebuild_topics"]
 
 
 def _per_group(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:
@@ -138,12 +110,12 @@ def rebuild_topics(
     """
     cfg = config if config is not None else RebuildConfig()
     output = open_output(out)
-    _check_out(output)
+    check_out(output)
     stages = StageTimer(on_stage)
     run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     with output.locked(run) as still_ours:
-        _check_out(output)
-        _remove_unreferenced(output, keep=None)  # a killed run's staging
+        check_out(output)
+        remove_unreferenced(output, keep=None)  # a killed run's staging
         try:
             summary = _run(
                 spark,
@@ -156,22 +128,12 @@ def rebuild_topics(
             )
             summary.stages = [(s.name, s.seconds) for s in stages.timings]
             still_ours()
-            _commit(output, run, summary, cfg)
+            commit_run(output, run, summary, cfg)
         except BaseException:
             output.remove(f"{RUNS_DIR}/{run}")
             raise
-        _remove_unreferenced(output, keep=summary)
+        remove_unreferenced(output, keep=summary)
     return summary
-
-
-def _check_out(out: Output) -> None:
-    kind = out.kind()
-    if kind == "file":
-        raise InvalidArgument(f"--out {out.uri} exists and is not a directory")
-    if kind == "dir":
-        others = [n for n in out.names() if n not in (RUNS_DIR, LEASE_FILE)]
-        if others and MANIFEST_FILE not in others:
-            raise InvalidArgument(f"--out {out.uri} is a non-empty directory that is not a rebuild's output")
 
 
 def _run(
@@ -367,73 +329,6 @@ def _cursors(
     )
 
 
-def _commit(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
-    """Writes the run's summary and report, then the root manifest: the commit point."""
-    doc = summary.to_json()
-    out.write(f"{RUNS_DIR}/{run}/summary.json", json.dumps(doc, indent=1).encode(), sync=cfg.fsync)
-    report = None
-    if cfg.report:
-        from cursorkit.pipeline.cluster_report import detail_reader, render_cluster_html
-
-        dirs = {t: str(f["dir"]) for t, f in summary.topics.items()}
-        html = render_cluster_html(doc, risk_order(summary.topics), detail_reader(out.read, dirs))
-        report = f"{RUNS_DIR}/{run}/report.html"
-        out.write(report, html.encode(), sync=cfg.fsync)
-    manifest = {
-        "format": TOPICS_MANIFEST_FORMAT,
-        "version": TOPICS_MANIFEST_VERSION,
-        "run": run,
-        "summary": f"{RUNS_DIR}/{run}/summary.json",
-        "report": report,
-        "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
-    }
-    out.write(MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
-
-
-def _remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
-    """Removes staged directories no manifest names: other runs, and other attempts of this one.
-
-    Only entries listed under ``runs/`` are removed, and only those the committed manifest (checked
-    whole first) does not name; a manifest that does not check out removes nothing and stops the
-    run, since what it names cannot be told apart from what is safe to delete.
-    """
-    if RUNS_DIR not in out.names():
-        return
-    run, live = "", set()
-    if keep is not None:
-        run, live = keep.run, {str(t["dir"]) for t in keep.topics.values()}
-    else:
-        raw = out.read(MANIFEST_FILE)
-        if raw is not None and _claims_topics(raw):
-            try:
-                doc = parse_topics_manifest(raw, f"{out.uri}/{MANIFEST_FILE}")
-            except CursorkitError as e:
-                raise InvalidArgument(
-                    f"--out {out.uri}: its {MANIFEST_FILE} does not check out ({e}); nothing was removed. "
-                    f"Rebuild into another --out, or move the damaged output aside"
-                ) from None
-            run, live = doc.run, {e.dir for e in doc.topics.values()}
-    runs = out.names(RUNS_DIR)
-    for other in runs:
-        if other != run:
-            out.remove(f"{RUNS_DIR}/{other}")
-    if run not in runs:
-        return
-    topics = f"{RUNS_DIR}/{run}/topics"
-    for topic_dir in out.names(topics):
-        for attempt in out.names(f"{topics}/{topic_dir}"):
-            if f"{topics}/{topic_dir}/{attempt}" not in live:
-                out.remove(f"{topics}/{topic_dir}/{attempt}")
-
-
-def _claims_topics(raw: bytes) -> bool:
-    """Whether a manifest's bytes claim the many-topic format (anything else names no run)."""
-    try:
-        return is_topics_doc(json.loads(raw))
-    except (ValueError, RecursionError):
-        return True  # unreadable: parse_topics_manifest says why, and nothing is removed
-
-
 def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> bool:
     """Whether the message log has a ``topic`` column (a many-topic log); reads the schema only."""
     path = os.fspath(messages)
@@ -441,22 +336,6 @@ def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> b
         return "topic" in plan_scan(path, schema.MESSAGE_COLUMNS, "message", topic=True).present
     df = read_log(spark, path, schema.MESSAGE_COLUMNS, "message", topic=True)
     return "topic" in df.columns
-
-
-def risk_order(topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Topics riskiest first: what a crash would make Pulsar redeliver, then ack-hole ranges, backlog.
-
-    Each key is a figure the topics tables show (``ranges`` is the topic's ack-hole ranges in all).
-    """
-    return sorted(
-        topics,
-        key=lambda t: (
-            -int(topics[t].get("redeliver_pulsar", 0)),
-            -int(topics[t].get("ranges", 0)),
-            -int(topics[t].get("backlog", 0)),
-            t,
-        ),
-    )
 
 
 def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -486,41 +365,3 @@ def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]
             raise CorruptSnapshot(f"{where}: topic {topic!r} has no integer {', '.join(bad)}")
         figures[topic] = f
     return figures
-
-
-FIGURES = ("messages", "subscriptions", "backlog", "ranges", "redeliver_pulsar", "delayed_pending", "buckets")
-"""The per-topic figures the topics table shows (each an integer of ``summary.json``)."""
-
-
-def print_topics(console: Any, topics: Mapping[str, Mapping[str, Any]], limit: int = 30) -> None:
-    """The topics table, riskiest first (at most ``limit`` rows, then a count of the rest)."""
-    from rich.table import Table
-
-    table = Table(title=f"{len(topics)} topics, riskiest first")
-    for name in (
-        "topic",
-        "messages",
-        "subs",
-        "backlog",
-        "ranges",
-        "redeliver (Pulsar)",
-        "delayed",
-        "buckets",
-    ):
-        table.add_column(name, justify="left" if name == "topic" else "right")
-    order = risk_order(topics)
-    for t in order[:limit]:
-        f = topics[t]
-        table.add_row(
-            t,
-            f"{f['messages']:,}",
-            str(f["subscriptions"]),
-            f"{f['backlog']:,}",
-            f"{f['ranges']:,}",
-            f"{f['redeliver_pulsar']:,}",
-            f"{f['delayed_pending']:,}",
-            str(f["buckets"]),
-        )
-    console.print(table)
-    if len(order) > limit:
-        console.print(f"… and {len(order) - limit} more topics")

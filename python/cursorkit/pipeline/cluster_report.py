@@ -1,7 +1,7 @@
 """``report.html`` of a many-topic rebuild: the topics by risk, their spread, the riskiest in detail.
 
 Risk is what a broker crash would cost: the acknowledged messages Pulsar's default cursor limits
-would redeliver, then the ack-hole ranges, then the backlog (``cluster.risk_order``). The page has
+would redeliver, then the ack-hole ranges, then the backlog (``topic_risk.risk_order``). The page has
 the run's totals, a table of the riskiest topics (partitions listed under their partitioned topic's
 name), histograms of the per-topic figures across the cluster, and the single-topic report's sections
 for the ``detail`` riskiest topics, rendered from their ``summary.json``. Everything is inline (CSS,
