@@ -22,7 +22,7 @@ __all__ = ["COMMANDS"]
 
 def generate_command(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.generate import generate
-    from cursorkit.pipeline.preflight import check_generate
+    from cursorkit.pipeline.preflight.commands import check_generate
 
     check_generate(args.out)
     t0 = time.perf_counter()
@@ -80,7 +80,7 @@ def _config(args: argparse.Namespace) -> object:
 
 def rebuild_command(args: argparse.Namespace, console: Console) -> int:
     """Checks everything it can without Spark (``preflight``), then runs the one- or many-topic job."""
-    from cursorkit.pipeline.preflight import check_rebuild
+    from cursorkit.pipeline.preflight.commands import check_rebuild
     from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
     from cursorkit.pipeline.session import parse_conf, start_session
 
@@ -154,7 +154,7 @@ def _publish(args: argparse.Namespace, console: Console) -> int:
 
 def demo_command(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.demo import run_demo
-    from cursorkit.pipeline.preflight import check_demo
+    from cursorkit.pipeline.preflight.commands import check_demo
 
     check_demo(args.dir, args.master)
     ok = run_demo(

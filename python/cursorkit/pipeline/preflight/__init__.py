@@ -17,29 +17,3 @@ The one-topic and the many-topic jobs share these checks (``commands``): :func:`
 says which job the logs are for (a ``topic`` column or not). Everything only the data shows (duplicate
 positions, gaps in a ledger, acks of unknown positions) is still found by the job, with a sample row.
 """
-
-from cursorkit.pipeline.preflight.commands import RebuildPlan, check_demo, check_generate, check_rebuild
-from cursorkit.pipeline.preflight.logs import LogFacts, read_facts
-from cursorkit.pipeline.preflight.outputs import check_output_dir
-from cursorkit.pipeline.preflight.services import (
-    CONNECT_TIMEOUT_S,
-    check_java,
-    check_master,
-    check_zookeeper,
-    unreachable,
-)
-
-__all__ = [
-    "CONNECT_TIMEOUT_S",
-    "LogFacts",
-    "RebuildPlan",
-    "check_demo",
-    "check_generate",
-    "check_java",
-    "check_master",
-    "check_output_dir",
-    "check_rebuild",
-    "check_zookeeper",
-    "read_facts",
-    "unreachable",
-]
