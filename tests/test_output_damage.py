@@ -218,8 +218,9 @@ def test_a_staged_link_is_removed_itself_never_what_it_points_to(
     (outside / "topics" / "t" / "a9" / "file").write_text("keep me")
     (out / "runs" / "killed-run").symlink_to(outside, target_is_directory=True)
     from cursorkit.pipeline.output import open_output
+    from cursorkit.pipeline.topics_output import remove_unreferenced
 
-    cluster._remove_unreferenced(open_output(out), None)
+    remove_unreferenced(open_output(out), None)
     assert not (out / "runs" / "killed-run").exists()
     assert (outside / "topics" / "t" / "a9" / "file").read_text() == "keep me"
 

@@ -56,18 +56,18 @@ def test_unknown_command_is_an_argparse_error() -> None:
 
 
 def test_a_failed_publish_puts_the_previous_output_back(tmp_path: Path) -> None:
-    from cursorkit.pipeline.rebuild import _publish
+    from cursorkit.pipeline.rebuild_output import replace_output
 
     out = tmp_path / "out"
     out.mkdir()
     (out / "manifest.json").write_text("previous")
     with pytest.raises(FileNotFoundError):
-        _publish(tmp_path / ".out.rebuild-missing", out)
+        replace_output(tmp_path / ".out.rebuild-missing", out)
     assert (out / "manifest.json").read_text() == "previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     new = tmp_path / ".out.rebuild-new"
     new.mkdir()
     (new / "manifest.json").write_text("new")
-    _publish(new, out)
+    replace_output(new, out)
     assert (out / "manifest.json").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from cursorkit.errors import InvalidArgument, InvalidInputType
 from cursorkit.pipeline import schema
-from cursorkit.pipeline.generate import GenerateSummary, generate, subscription_progress
+from cursorkit.pipeline.generate import GenerateSummary, generate
+from cursorkit.pipeline.generate_acks import subscription_progress
 
 START = 1_767_225_600_000
 

@@ -23,10 +23,13 @@ from cursorkit._core import RangeSet
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
 from cursorkit.errors import InvalidArgument
-from cursorkit.pipeline import partitions, schema
+from cursorkit.pipeline import schema
 from cursorkit.pipeline.cursors import merge_ack_folds
+from cursorkit.pipeline.delayed_buckets import write_buckets
+from cursorkit.pipeline.partitions.acks import fold_acks
+from cursorkit.pipeline.partitions.buckets import BUCKET_ID_SCHEMA, BUCKETS_SCHEMA, build_buckets, tag_buckets
+from cursorkit.pipeline.partitions.index import index_messages
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
-from cursorkit.pipeline.rebuild import write_buckets
 from cursorkit.pipeline.reference import replay_acks
 
 NOW = 1_000
@@ -92,7 +95,7 @@ def test_fold_any_partitioning_equals_sequential_replay(
     split = [shuffled[i::parts] for i in range(parts)]
     folded: list[dict[str, Any]] = []
     for chunk in split:
-        for out in partitions.fold_acks(_batches(chunk, sizes), now_ms=NOW, positions=known.to_bytes()):
+        for out in fold_acks(_batches(chunk, sizes), now_ms=NOW, positions=known.to_bytes()):
             folded.extend(out.to_pylist())
     cursors, read, problems = merge_ack_folds(folded, ledger_sizes)
     assert read == len(rows)
@@ -155,7 +158,7 @@ def test_fold_counts_and_samples_bad_rows() -> None:
         },
     ]
     table = pa.Table.from_pylist([{"batch_size": None, **r} for r in rows], schema=ACK_ARROW)
-    (out,) = partitions.fold_acks(table.to_batches(), now_ms=NOW, positions=known.to_bytes())
+    (out,) = fold_acks(table.to_batches(), now_ms=NOW, positions=known.to_bytes())
     stats = json.loads(out.column("stats")[out.num_rows - 1].as_py())
     counts, samples = stats["problems"]["counts"], stats["problems"]["samples"]
     assert counts == {
@@ -182,7 +185,7 @@ def _msgs(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
 
 
 def _index(batches: list[pa.RecordBatch], max_delay: int = 10_000) -> tuple[dict[str, Any], pa.Table]:
-    (out,) = partitions.index_messages(batches, now_ms=NOW, max_delay_ms=max_delay)
+    (out,) = index_messages(batches, now_ms=NOW, max_delay_ms=max_delay)
     t = pa.Table.from_batches([out])
     stats = json.loads(t.column("stats")[t.num_rows - 1].as_py())
     return stats, t
@@ -292,12 +295,8 @@ def test_built_index_recovers_and_emits_in_deliver_at_order(
         }
     )
     tagged = pa.Table.from_batches(
-        list(
-            partitions.tag_buckets(
-                table.to_batches(max_chunksize=50), starts=[b.start_ledger_id for b in plan]
-            )
-        ),
-        schema=partitions.BUCKET_ID_SCHEMA,
+        list(tag_buckets(table.to_batches(max_chunksize=50), starts=[b.start_ledger_id for b in plan])),
+        schema=BUCKET_ID_SCHEMA,
     )
     buckets = tagged.column("bucket").to_pylist()
     # Spark's repartition by bucket: every bucket's rows in one partition, several buckets per partition.
@@ -305,7 +304,7 @@ def test_built_index_recovers_and_emits_in_deliver_at_order(
     built: list[pa.RecordBatch] = []
     for p in range(parts):
         mine = tagged.filter(pa.array([owner[b] == p for b in buckets]))
-        built += partitions.build_buckets(
+        built += build_buckets(
             mine.to_batches(max_chunksize=64),
             max_time_step_ms=60_000,
             max_indexes_per_segment=per_segment,
@@ -314,7 +313,7 @@ def test_built_index_recovers_and_emits_in_deliver_at_order(
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         rows, dropped = write_buckets(
-            root, plan, pa.Table.from_batches(built, schema=partitions.BUCKETS_SCHEMA), topic="t", fsync=False
+            root, plan, pa.Table.from_batches(built, schema=BUCKETS_SCHEMA), topic="t", fsync=False
         )
         assert dropped == 0
         assert [(r.start_ledger_id, r.end_ledger_id, r.messages) for r in rows] == [
@@ -364,9 +363,9 @@ def test_build_drops_what_every_subscription_acked() -> None:
             "entry_id": [2, 3, 4],
             "deliver_at": [NOW + 5, NOW + 6, NOW + 7],
         },
-        schema=partitions.BUCKET_ID_SCHEMA,
+        schema=BUCKET_ID_SCHEMA,
     )
-    (out,) = partitions.build_buckets(
+    (out,) = build_buckets(
         tagged.to_batches(),
         max_time_step_ms=60_000,
         max_indexes_per_segment=10,

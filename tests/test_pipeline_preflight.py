@@ -1,4 +1,4 @@
-"""Wrong inputs through the CLI fail in one line, before Spark starts (``pipeline/preflight.py``).
+"""Wrong inputs through the CLI fail in one line, before Spark starts (``pipeline/preflight/``).
 
 Every case runs ``cursorkit rebuild`` (or ``generate``/``demo``) in this process with Spark's session
 factory replaced by one that fails the test: the error must come from the checks made before any
@@ -22,8 +22,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from cursorkit.errors import InvalidArgument, InvalidInput
-from cursorkit.pipeline import preflight, schema, session
+from cursorkit.pipeline import schema, session
 from cursorkit.pipeline.cli import main, parser_with_commands
+from cursorkit.pipeline.preflight.commands import check_rebuild
+from cursorkit.pipeline.preflight.logs import read_facts
+from cursorkit.pipeline.preflight.outputs import check_output_dir
+from cursorkit.pipeline.preflight.services import check_master, check_zookeeper
 
 T0 = 1_767_225_600_000
 """2026-01-01 in ms: the logs' first publish time."""
@@ -378,14 +382,14 @@ def test_kazoo_and_py4j_loggers_are_quieted(tmp_path: Path, capsys: pytest.Captu
 def test_good_logs_pass_and_say_which_job(tmp_path: Path) -> None:
     m = write(tmp_path / "m.parquet", messages())
     a = write(tmp_path / "a.parquet", acks(ack_type=pa.array(["Individual"] * 5 + ["CUMULATIVE"] * 5)))
-    plan = preflight.check_rebuild(m, a, str(tmp_path / "out"), master="local[2]")
+    plan = check_rebuild(m, a, str(tmp_path / "out"), master="local[2]")
     assert not plan.many and plan.messages.rows == 20 and plan.acks is not None and plan.acks.rows == 10
     topics = pa.array(["persistent://t/n/a"] * 20)
     mm = write(tmp_path / "many" / "m.parquet", messages(topic=topics))
     aa = write(tmp_path / "many" / "a.parquet", acks(topic=topics.slice(0, 10)))
-    assert preflight.check_rebuild(mm, aa, str(tmp_path / "out2")).many
+    assert check_rebuild(mm, aa, str(tmp_path / "out2")).many
     empty = write(tmp_path / "e.parquet", messages(0))
-    plan = preflight.check_rebuild(empty, None, str(tmp_path / "out3"), allow_empty=True, now_ms=T0)
+    plan = check_rebuild(empty, None, str(tmp_path / "out3"), allow_empty=True, now_ms=T0)
     assert plan.messages.empty and plan.messages.rows == 0
 
 
@@ -396,7 +400,7 @@ def test_timestamp_time_columns_pass(unit: str, tmp_path: Path) -> None:
     stamps = pa.array([int((T0 + 1000 * i) * per_ms) for i in range(20)], pa.int64()).cast(pa.timestamp(unit))
     m = write(tmp_path / "m.parquet", messages(publish_time=stamps))
     a = write(tmp_path / "a.parquet", acks(ack_time=stamps.slice(0, 10).cast(pa.timestamp(unit, "UTC"))))
-    assert not preflight.check_rebuild(m, a, str(tmp_path / "out")).many
+    assert not check_rebuild(m, a, str(tmp_path / "out")).many
 
 
 def test_statistics_missing_fall_back_to_the_job(tmp_path: Path) -> None:
@@ -404,43 +408,43 @@ def test_statistics_missing_fall_back_to_the_job(tmp_path: Path) -> None:
     path = tmp_path / "m.parquet"
     t = messages(publish_time=pa.array([(T0 + i) * 1000 for i in range(20)]))
     pq.write_table(t, path, write_statistics=False)
-    facts = preflight.read_facts(str(path), schema.MESSAGE_COLUMNS, "message")
+    facts = read_facts(str(path), schema.MESSAGE_COLUMNS, "message")
     assert facts.rows == 20
     pq.write_table(t, path)
     with pytest.raises(InvalidInput, match="looks like µs"):
-        preflight.read_facts(str(path), schema.MESSAGE_COLUMNS, "message")
+        read_facts(str(path), schema.MESSAGE_COLUMNS, "message")
 
 
 def test_master_and_zookeeper_checks(tmp_path: Path) -> None:
     for master in (None, "local", "local[4]", "local[*]", "local[2,3]", "yarn", "k8s://https://k:443"):
-        preflight.check_master(master)
+        check_master(master)
     with socket.socket() as listener:  # something that accepts: the check passes
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        preflight.check_master(f"spark://127.0.0.1:{free_port()},127.0.0.1:{port}")  # HA: one answers
-        preflight.check_zookeeper(f"zk://127.0.0.1:{port}/chroot")
+        check_master(f"spark://127.0.0.1:{free_port()},127.0.0.1:{port}")  # HA: one answers
+        check_zookeeper(f"zk://127.0.0.1:{port}/chroot")
     dead = free_port()
     with pytest.raises(InvalidArgument, match=f"127.0.0.1:{dead}"):
-        preflight.check_zookeeper(f"zk://127.0.0.1:{dead}")
+        check_zookeeper(f"zk://127.0.0.1:{dead}")
     with pytest.raises(InvalidArgument, match="unknown host"):
-        preflight.check_master("spark://no-such-host.invalid:7077")
+        check_master("spark://no-such-host.invalid:7077")
     with pytest.raises(InvalidArgument, match="is not host:port"):
-        preflight.check_master("spark://h:port")
+        check_master("spark://h:port")
 
 
 def test_output_checks(tmp_path: Path) -> None:
     out = tmp_path / "state"
-    preflight.check_output_dir(out)  # absent: fine
+    check_output_dir(out)  # absent: fine
     (out / "runs").mkdir(parents=True)
-    preflight.check_output_dir(out, ignore=("runs",))  # a killed many-topic run's staging only
+    check_output_dir(out, ignore=("runs",))  # a killed many-topic run's staging only
     with pytest.raises(InvalidArgument, match="not a rebuild's output"):
-        preflight.check_output_dir(out)
+        check_output_dir(out)
     (out / "manifest.json").write_text("{}")
-    preflight.check_output_dir(out)  # an earlier output: replaced
+    check_output_dir(out)  # an earlier output: replaced
     (tmp_path / "plain").write_text("x")
     with pytest.raises(InvalidArgument, match="plain is not a directory"):
-        preflight.check_output_dir(tmp_path / "plain" / "state")
+        check_output_dir(tmp_path / "plain" / "state")
 
 
 # --------------------------------------------------------------------------------------------- help

@@ -411,7 +411,8 @@ def test_report_tables_fit_and_the_command_is_shown() -> None:
 
 
 def test_cluster_report_verdict_ticks_and_order() -> None:
-    from cursorkit.pipeline import cluster, cluster_report
+    from cursorkit.pipeline import cluster_report
+    from cursorkit.pipeline.topic_risk import risk_order
 
     def figures(redeliver: int, ranges: int, backlog: int) -> dict[str, int]:
         return {
@@ -431,7 +432,7 @@ def test_cluster_report_verdict_ticks_and_order() -> None:
         "persistent://t/n/holes": figures(0, 700, 1),
         "persistent://t/n/lossy": figures(50_106, 12_000, 10),
     }
-    order = cluster.risk_order(topics)
+    order = risk_order(topics)
     assert order == ["persistent://t/n/lossy", "persistent://t/n/holes", "persistent://t/n/quiet"]
     doc = {"run": "r1", "master": "local[2]", "out_dir": "s3://b/state", "command": "cursorkit rebuild x"}
     page = cluster_report.render_cluster_html(doc | {"topics": topics}, order, lambda _: None)

@@ -17,8 +17,7 @@ import pytest
 
 from cursorkit._core import Position
 from cursorkit.errors import InvalidArgument, InvalidInput
-from cursorkit.pipeline import rebuild as rebuild_module
-from cursorkit.pipeline import schema
+from cursorkit.pipeline import ack_fold, schema
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate import GenerateSummary, generate
 from cursorkit.pipeline.inspector import inspect_path
@@ -144,7 +143,7 @@ def test_rebuild_does_not_depend_on_partitioning(
     broadcast of the batch entries).
     """
     out, _ = rebuilt
-    monkeypatch.setattr(rebuild_module, "BROADCAST_BATCH_ENTRIES", -1)
+    monkeypatch.setattr(ack_fold, "BROADCAST_BATCH_ENTRIES", -1)
     spark.conf.set("spark.sql.files.maxPartitionBytes", "65536")
     try:
         again = tmp_path / "again"

@@ -16,11 +16,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from cursorkit.errors import InvalidArgument, InvalidInput
-from cursorkit.pipeline import cluster, topic_stages
+from cursorkit.pipeline import cluster
 from cursorkit.pipeline.cli import main
 from cursorkit.pipeline.generate import generate
 from cursorkit.pipeline.load import list_topics, open_delayed_index, read_cursors, read_manifest
+from cursorkit.pipeline.output import RUNS_DIR
 from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
+from cursorkit.pipeline.topic_risk import risk_order
+from cursorkit.pipeline.topic_stages.index import dense_slots, sparse_slots
+from cursorkit.pipeline.topic_stages.split import split_by_topic
+from cursorkit.pipeline.topics_output import TOPICS_MANIFEST_FORMAT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -71,7 +76,7 @@ def test_each_topic_equals_its_one_topic_rebuild(spark: Any, logs: Path, tmp_pat
     assert list_topics(out).keys() == set(TOPICS)
     # The manifest lists every file of every topic with its size and SHA-256.
     doc = json.loads((out / "manifest.json").read_text())
-    assert doc["format"] == cluster.TOPICS_MANIFEST_FORMAT
+    assert doc["format"] == TOPICS_MANIFEST_FORMAT
     for topic, entry in doc["topics"].items():
         for f in entry["files"]:
             data = (out / entry["dir"] / f["path"]).read_bytes()
@@ -133,7 +138,7 @@ def test_the_manifest_is_the_commit_point(spark: Any, logs: Path, tmp_path: Path
     first = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
     before = _files(out)
     # A run killed after its tasks wrote: its staging is on disk, the manifest still names the first run.
-    killed = out / cluster.RUNS_DIR / "20260101T000000-deadbeef" / "topics" / "x" / "a7"
+    killed = out / RUNS_DIR / "20260101T000000-deadbeef" / "topics" / "x" / "a7"
     killed.mkdir(parents=True)
     (killed / "manifest.json").write_text("{}")
     stray = out / first.topics[TOPICS[0]]["dir"] / ".." / "a999999"  # a speculative attempt's copy
@@ -146,7 +151,7 @@ def test_the_manifest_is_the_commit_point(spark: Any, logs: Path, tmp_path: Path
     # The next run cleans what no manifest names and commits its own.
     second = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
     assert second.run != first.run
-    assert sorted(p.name for p in (out / cluster.RUNS_DIR).iterdir()) == [second.run]
+    assert sorted(p.name for p in (out / RUNS_DIR).iterdir()) == [second.run]
     for topic in TOPICS:
         a, b = out / second.topics[topic]["dir"], Path(first.topics[topic]["dir"])
         assert _files(a / "cursors") == {
@@ -198,14 +203,14 @@ def test_sparse_slot_histograms_round_trip() -> None:
     hists = [np.zeros(65536, dtype=np.int64) for _ in range(3)]
     for h in hists:
         h[rng.integers(0, 65536, 500)] += rng.integers(1, 9, 500)
-    total = topic_stages.dense_slots(topic_stages.sparse_slots(h.tobytes()) for h in hists)
+    total = dense_slots(sparse_slots(h.tobytes()) for h in hists)
     assert (total == sum(hists)).all()
-    assert topic_stages.sparse_slots(np.zeros(65536, dtype=np.int64).tobytes()) == b""
+    assert sparse_slots(np.zeros(65536, dtype=np.int64).tobytes()) == b""
 
 
 def test_split_by_topic_keeps_rows_and_order() -> None:
     batch = pa.RecordBatch.from_pydict({"topic": ["b", "a", None, "b", "a"], "x": [1, 2, 3, 4, 5]})
-    parts = {t: p.column("x").to_pylist() for t, p in topic_stages.split_by_topic(batch)}
+    parts = {t: p.column("x").to_pylist() for t, p in split_by_topic(batch)}
     assert parts == {"a": [2, 5], "b": [1, 4], None: [3]}
 
 
@@ -246,7 +251,7 @@ def test_cluster_report(spark: Any, logs: Path, tmp_path: Path) -> None:
     summary = cluster.rebuild_topics(spark, logs / "all" / "messages", logs / "all" / "acks", out, CFG)
     doc = json.loads((out / "manifest.json").read_text())
     html = (out / doc["report"]).read_text()
-    order = cluster.risk_order(summary.topics)
+    order = risk_order(summary.topics)
     assert html.index(partitioned_name(order[0])[0]) < html.index("Across the cluster")
     assert html.count("<h2>Detail: ") == len(TOPICS)  # every topic: fewer than DETAIL_TOPICS
     assert html.count('<img alt="histograms of per-topic figures"') == 1

@@ -27,9 +27,9 @@ def die() -> None:
 
 def main() -> None:
     messages, acks, out, point = sys.argv[1:5]
-    real_commit = cluster._commit
+    real_commit = cluster.commit_run
     real_write = output.LocalOutput.write
-    real_remove = cluster._remove_unreferenced
+    real_remove = cluster.remove_unreferenced
 
     def commit(*args: Any, **kwargs: Any) -> None:
         if point == "staged":
@@ -46,9 +46,9 @@ def main() -> None:
             die()
         real_remove(out_, keep)
 
-    cluster._commit = commit  # type: ignore[assignment]
+    cluster.commit_run = commit  # type: ignore[assignment]
     output.LocalOutput.write = write  # type: ignore[method-assign]
-    cluster._remove_unreferenced = remove  # type: ignore[assignment]
+    cluster.remove_unreferenced = remove  # type: ignore[assignment]
     spark = spark_session("local[1]", [("spark.sql.shuffle.partitions", "2")], app_name="crash-child")
     cfg = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60)
     cluster.rebuild_topics(spark, messages, acks, out, cfg)

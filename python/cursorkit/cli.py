@@ -26,7 +26,7 @@ BENCH_EXAMPLES = """examples:
 
 def parser() -> argparse.ArgumentParser:
     """Every command of ``cursorkit``."""
-    from cursorkit.pipeline.cli import _Help
+    from cursorkit.pipeline.cli_parser import HelpFormatter
 
     p, sub = parser_with_commands()
     b = sub.add_parser(
@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
             "call-floor calibration, and print the ratio tables."
         ),
         epilog=BENCH_EXAMPLES,
-        formatter_class=_Help,
+        formatter_class=HelpFormatter,
     )
     b.add_argument("--quick", action="store_true", help="small sizes, one round each (a smoke run)")
     b.add_argument(
@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
         help="print a shell completion script",
         description="Print a completion script for bash or zsh.",
         epilog='example:\n  eval "$(cursorkit completion bash)"\n',
-        formatter_class=_Help,
+        formatter_class=HelpFormatter,
     )
     c.add_argument("shell", choices=["bash", "zsh"], help="the shell")
     return p

@@ -26,65 +26,57 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, InvalidInput
-from cursorkit.pipeline import partitions, schema, topic_stages
+from cursorkit.errors import CorruptSnapshot, InvalidInput
+from cursorkit.pipeline import schema
+from cursorkit.pipeline.input_problems import duplicate_error, gap_error, raise_problems
 from cursorkit.pipeline.inputs import ddl, read_log
 from cursorkit.pipeline.manifest import (
-    MANIFEST_FILE,
-    TOPICS_FORMAT,
-    is_topics_doc,
     load_json,
-    parse_topics_manifest,
 )
-from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output, open_output
-from cursorkit.pipeline.rebuild import (
-    RebuildConfig,
-    _ddl,
-    _raise_problems,
-    _Stages,
-    duplicate_error,
-    gap_error,
-)
+from cursorkit.pipeline.output import RUNS_DIR, Output, open_output
+from cursorkit.pipeline.partitions.problems import Problems
+from cursorkit.pipeline.rebuild import RebuildConfig
+from cursorkit.pipeline.results import TopicsSummary
 from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
+from cursorkit.pipeline.stages import StageTimer, spark_schema
+from cursorkit.pipeline.topic_risk import FIGURES
+from cursorkit.pipeline.topic_stages.acks import (
+    TOPIC_ACKS_SCHEMA,
+    TOPIC_CURSORS_SCHEMA,
+    assemble_topic_cursors,
+    fold_topic_acks,
+)
+from cursorkit.pipeline.topic_stages.buckets import TOPIC_BUCKETS_SCHEMA, build_topic_buckets
+from cursorkit.pipeline.topic_stages.index import (
+    TOPIC_INDEX_SCHEMA,
+    TOPIC_STATE_SCHEMA,
+    index_topics,
+    merge_topic_index,
+)
+from cursorkit.pipeline.topic_stages.passes import (
+    BATCH_ENTRY_SCHEMA,
+    LATEST_SCHEMA,
+    NOT_YET_DUE_SCHEMA,
+    LedgerSizes,
+    acks_by_batch_index,
+    batch_entries,
+    latest_publish,
+    not_yet_due,
+)
+from cursorkit.pipeline.topic_stages.write import TOPIC_WRITTEN_SCHEMA, write_topic
+from cursorkit.pipeline.topics_output import check_out, commit_run, remove_unreferenced
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TOPICS_MANIFEST_FORMAT", "TopicsSummary", "rebuild_topics"]
-
-TOPICS_MANIFEST_FORMAT = TOPICS_FORMAT
-"""The ``format`` of a many-topic output's root manifest."""
-TOPICS_MANIFEST_VERSION = 1
-
-
-@dataclass(slots=True, kw_only=True)
-class TopicsSummary:
-    """What a many-topic rebuild measured: per-topic figures and the run's stage times."""
-
-    run: str
-    out_dir: str
-    master: str
-    command: str = ""
-    """The command line of the run, shown in the report ("" when called as a library)."""
-    stages: list[tuple[str, float]] = field(default_factory=list)
-    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Topic -> its figures (``topic_stages.topic_figures``) and ``dir``."""
-
-    @property
-    def messages(self) -> int:
-        """Messages over all topics."""
-        return sum(int(t["messages"]) for t in self.topics.values())
-
-    def to_json(self) -> dict[str, Any]:
-        """``summary.json`` of the run."""
-        return asdict(self) | {"messages": self.messages}
+__all__ = ["has_topic_column", "read_topic_figures", "rebuild_topics"]
 
 
 def _per_group(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:
@@ -118,12 +110,12 @@ def rebuild_topics(
     """
     cfg = config if config is not None else RebuildConfig()
     output = open_output(out)
-    _check_out(output)
-    stages = _Stages(on_stage)
+    check_out(output)
+    stages = StageTimer(on_stage)
     run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     with output.locked(run) as still_ours:
-        _check_out(output)
-        _remove_unreferenced(output, keep=None)  # a killed run's staging
+        check_out(output)
+        remove_unreferenced(output, keep=None)  # a killed run's staging
         try:
             summary = _run(
                 spark,
@@ -136,22 +128,12 @@ def rebuild_topics(
             )
             summary.stages = [(s.name, s.seconds) for s in stages.timings]
             still_ours()
-            _commit(output, run, summary, cfg)
+            commit_run(output, run, summary, cfg)
         except BaseException:
             output.remove(f"{RUNS_DIR}/{run}")
             raise
-        _remove_unreferenced(output, keep=summary)
+        remove_unreferenced(output, keep=summary)
     return summary
-
-
-def _check_out(out: Output) -> None:
-    kind = out.kind()
-    if kind == "file":
-        raise InvalidArgument(f"--out {out.uri} exists and is not a directory")
-    if kind == "dir":
-        others = [n for n in out.names() if n not in (RUNS_DIR, LEASE_FILE)]
-        if others and MANIFEST_FILE not in others:
-            raise InvalidArgument(f"--out {out.uri} is a non-empty directory that is not a rebuild's output")
 
 
 def _run(
@@ -161,7 +143,7 @@ def _run(
     out: Output,
     run: str,
     cfg: RebuildConfig,
-    stages: _Stages,
+    stages: StageTimer,
 ) -> TopicsSummary:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -182,7 +164,7 @@ def _run(
                 column="topic",
             )
         latest = (
-            msgs.map(topic_stages.latest_publish, _ddl(topic_stages.LATEST_SCHEMA))
+            msgs.map(latest_publish, spark_schema(LATEST_SCHEMA))
             .groupBy("topic")
             .agg(F.max("latest").alias("t"))
             .collect()
@@ -191,21 +173,21 @@ def _run(
 
     with stages.stage("index messages"):
         parts = msgs.map(
-            partial(topic_stages.index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
-            _ddl(topic_stages.TOPIC_INDEX_SCHEMA),
+            partial(index_topics, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
+            spark_schema(TOPIC_INDEX_SCHEMA),
         )
         state = (
             parts.groupBy("topic")
             .applyInArrow(
                 _per_group(
                     partial(
-                        topic_stages.merge_topic_index,
+                        merge_topic_index,
                         now_ms=nows,
                         min_index_count_per_bucket=cfg.min_index_count_per_bucket,
                         consumers=cfg.consumers,
                     )
                 ),
-                _ddl(topic_stages.TOPIC_STATE_SCHEMA),
+                spark_schema(TOPIC_STATE_SCHEMA),
             )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
@@ -233,17 +215,17 @@ def _run(
                 r["topic"]: json.loads(r["stats"]) for r in cursors.select("topic", "stats").collect()
             }
             for topic in sorted(ack_stats, key=lambda t: (t is not None, t or "")):
-                problems = partitions.Problems()
+                problems = Problems()
                 problems.merge(ack_stats[topic]["problems"])
-                _raise_problems(problems, "ack", acks_path or "", topic)
+                raise_problems(problems, "ack", acks_path or "", topic)
         else:
-            cursors = spark.createDataFrame([], _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
+            cursors = spark.createDataFrame([], spark_schema(TOPIC_CURSORS_SCHEMA))
 
     with stages.stage("delayed index"):
         nyd = (
             msgs.map(
-                partial(topic_stages.not_yet_due, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
-                _ddl(topic_stages.NOT_YET_DUE_SCHEMA),
+                partial(not_yet_due, now_ms=nows, max_delay_ms=cfg.max_delay_ms),
+                spark_schema(NOT_YET_DUE_SCHEMA),
             )
             .join(F.broadcast(ledgers.filter(F.col("bucket") >= 0)), ["topic", "ledger_id"])
             .select(
@@ -261,11 +243,11 @@ def _run(
             .cogroup(with_cursors.groupBy("topic", "bucket"))
             .applyInArrow(
                 partial(
-                    topic_stages.build_topic_buckets,
+                    build_topic_buckets,
                     max_time_step_ms=cfg.max_time_step_per_segment_ms,
                     max_indexes_per_segment=cfg.max_indexes_per_segment,
                 ),
-                _ddl(topic_stages.TOPIC_BUCKETS_SCHEMA),
+                spark_schema(TOPIC_BUCKETS_SCHEMA),
             )
         )
 
@@ -279,11 +261,11 @@ def _run(
             .cogroup(topic_state.groupBy("topic"))
             .applyInArrow(
                 partial(
-                    topic_stages.write_topic,
+                    write_topic,
                     config=config,
                     destination=out.staging(run, cfg.fsync),
                 ),
-                _ddl(topic_stages.TOPIC_WRITTEN_SCHEMA),
+                spark_schema(TOPIC_WRITTEN_SCHEMA),
             )
             .collect()
         )
@@ -303,9 +285,9 @@ def _check_index(stats: Mapping[str | None, Mapping[str, Any]], msgs: Log, sourc
     """Raises the first problem of the message log, topic by topic in name order (null first)."""
     for topic in sorted(stats, key=lambda t: (t is not None, t or "")):
         st = stats[topic]
-        problems = partitions.Problems()
+        problems = Problems()
         problems.merge(st["problems"])
-        _raise_problems(problems, "message", source, topic)
+        raise_problems(problems, "message", source, topic)
         if st["duplicates_across_partitions"]:
             raise duplicate_error(msgs.rows(), source, st["duplicates_across_partitions"], topic)
         if st["gap"] is not None:
@@ -318,7 +300,7 @@ def _cursors(
     acks: Log,
     state: DataFrame,
     nows: Mapping[str, int],
-    sizes: topic_stages.LedgerSizes,
+    sizes: LedgerSizes,
 ) -> DataFrame:
     """Per topic: its cursors, folded on executors (the single-topic job's rules, per topic).
 
@@ -327,91 +309,24 @@ def _cursors(
     """
     from pyspark.sql import functions as F
 
-    fold = partial(topic_stages.fold_topic_acks, now_ms=nows, ledgers=sizes)
+    fold = partial(fold_topic_acks, now_ms=nows, ledgers=sizes)
     plain = acks.map(
-        lambda it: fold(topic_stages.acks_by_batch_index(it, indexed=False)),
-        _ddl(topic_stages.TOPIC_ACKS_SCHEMA),
+        lambda it: fold(acks_by_batch_index(it, indexed=False)),
+        spark_schema(TOPIC_ACKS_SCHEMA),
     )
-    entries = msgs.map(topic_stages.batch_entries, _ddl(topic_stages.BATCH_ENTRY_SCHEMA))
+    entries = msgs.map(batch_entries, spark_schema(BATCH_ENTRY_SCHEMA))
     indexed = (
-        acks.map(partial(topic_stages.acks_by_batch_index, indexed=True), ddl(acks.columns))
+        acks.map(partial(acks_by_batch_index, indexed=True), ddl(acks.columns))
         .join(entries, ["topic", "ledger_id", "entry_id"], "left")
         .withColumn("batch_size", F.col("batch_size").cast("long"))
-        .mapInArrow(fold, _ddl(topic_stages.TOPIC_ACKS_SCHEMA))
+        .mapInArrow(fold, spark_schema(TOPIC_ACKS_SCHEMA))
     )
     return (
         plain.unionByName(indexed)
         .groupBy("topic")
         .cogroup(state.groupBy("topic"))
-        .applyInArrow(topic_stages.assemble_topic_cursors, _ddl(topic_stages.TOPIC_CURSORS_SCHEMA))
+        .applyInArrow(assemble_topic_cursors, spark_schema(TOPIC_CURSORS_SCHEMA))
     )
-
-
-def _commit(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
-    """Writes the run's summary and report, then the root manifest: the commit point."""
-    doc = summary.to_json()
-    out.write(f"{RUNS_DIR}/{run}/summary.json", json.dumps(doc, indent=1).encode(), sync=cfg.fsync)
-    report = None
-    if cfg.report:
-        from cursorkit.pipeline.cluster_report import detail_reader, render_cluster_html
-
-        dirs = {t: str(f["dir"]) for t, f in summary.topics.items()}
-        html = render_cluster_html(doc, risk_order(summary.topics), detail_reader(out.read, dirs))
-        report = f"{RUNS_DIR}/{run}/report.html"
-        out.write(report, html.encode(), sync=cfg.fsync)
-    manifest = {
-        "format": TOPICS_MANIFEST_FORMAT,
-        "version": TOPICS_MANIFEST_VERSION,
-        "run": run,
-        "summary": f"{RUNS_DIR}/{run}/summary.json",
-        "report": report,
-        "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
-    }
-    out.write(MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
-
-
-def _remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
-    """Removes staged directories no manifest names: other runs, and other attempts of this one.
-
-    Only entries listed under ``runs/`` are removed, and only those the committed manifest (checked
-    whole first) does not name; a manifest that does not check out removes nothing and stops the
-    run, since what it names cannot be told apart from what is safe to delete.
-    """
-    if RUNS_DIR not in out.names():
-        return
-    run, live = "", set()
-    if keep is not None:
-        run, live = keep.run, {str(t["dir"]) for t in keep.topics.values()}
-    else:
-        raw = out.read(MANIFEST_FILE)
-        if raw is not None and _claims_topics(raw):
-            try:
-                doc = parse_topics_manifest(raw, f"{out.uri}/{MANIFEST_FILE}")
-            except CursorkitError as e:
-                raise InvalidArgument(
-                    f"--out {out.uri}: its {MANIFEST_FILE} does not check out ({e}); nothing was removed. "
-                    f"Rebuild into another --out, or move the damaged output aside"
-                ) from None
-            run, live = doc.run, {e.dir for e in doc.topics.values()}
-    runs = out.names(RUNS_DIR)
-    for other in runs:
-        if other != run:
-            out.remove(f"{RUNS_DIR}/{other}")
-    if run not in runs:
-        return
-    topics = f"{RUNS_DIR}/{run}/topics"
-    for topic_dir in out.names(topics):
-        for attempt in out.names(f"{topics}/{topic_dir}"):
-            if f"{topics}/{topic_dir}/{attempt}" not in live:
-                out.remove(f"{topics}/{topic_dir}/{attempt}")
-
-
-def _claims_topics(raw: bytes) -> bool:
-    """Whether a manifest's bytes claim the many-topic format (anything else names no run)."""
-    try:
-        return is_topics_doc(json.loads(raw))
-    except (ValueError, RecursionError):
-        return True  # unreadable: parse_topics_manifest says why, and nothing is removed
 
 
 def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> bool:
@@ -421,22 +336,6 @@ def has_topic_column(spark: SparkSession, messages: str | os.PathLike[str]) -> b
         return "topic" in plan_scan(path, schema.MESSAGE_COLUMNS, "message", topic=True).present
     df = read_log(spark, path, schema.MESSAGE_COLUMNS, "message", topic=True)
     return "topic" in df.columns
-
-
-def risk_order(topics: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Topics riskiest first: what a crash would make Pulsar redeliver, then ack-hole ranges, backlog.
-
-    Each key is a figure the topics tables show (``ranges`` is the topic's ack-hole ranges in all).
-    """
-    return sorted(
-        topics,
-        key=lambda t: (
-            -int(topics[t].get("redeliver_pulsar", 0)),
-            -int(topics[t].get("ranges", 0)),
-            -int(topics[t].get("backlog", 0)),
-            t,
-        ),
-    )
 
 
 def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -466,41 +365,3 @@ def read_topic_figures(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]
             raise CorruptSnapshot(f"{where}: topic {topic!r} has no integer {', '.join(bad)}")
         figures[topic] = f
     return figures
-
-
-FIGURES = ("messages", "subscriptions", "backlog", "ranges", "redeliver_pulsar", "delayed_pending", "buckets")
-"""The per-topic figures the topics table shows (each an integer of ``summary.json``)."""
-
-
-def print_topics(console: Any, topics: Mapping[str, Mapping[str, Any]], limit: int = 30) -> None:
-    """The topics table, riskiest first (at most ``limit`` rows, then a count of the rest)."""
-    from rich.table import Table
-
-    table = Table(title=f"{len(topics)} topics, riskiest first")
-    for name in (
-        "topic",
-        "messages",
-        "subs",
-        "backlog",
-        "ranges",
-        "redeliver (Pulsar)",
-        "delayed",
-        "buckets",
-    ):
-        table.add_column(name, justify="left" if name == "topic" else "right")
-    order = risk_order(topics)
-    for t in order[:limit]:
-        f = topics[t]
-        table.add_row(
-            t,
-            f"{f['messages']:,}",
-            str(f["subscriptions"]),
-            f"{f['backlog']:,}",
-            f"{f['ranges']:,}",
-            f"{f['redeliver_pulsar']:,}",
-            f"{f['delayed_pending']:,}",
-            str(f["buckets"]),
-        )
-    console.print(table)
-    if len(order) > limit:
-        console.print(f"… and {len(order) - limit} more topics")

@@ -1,7 +1,7 @@
 """``report.html`` of a many-topic rebuild: the topics by risk, their spread, the riskiest in detail.
 
 Risk is what a broker crash would cost: the acknowledged messages Pulsar's default cursor limits
-would redeliver, then the ack-hole ranges, then the backlog (``cluster.risk_order``). The page has
+would redeliver, then the ack-hole ranges, then the backlog (``topic_risk.risk_order``). The page has
 the run's totals, a table of the riskiest topics (partitions listed under their partitioned topic's
 name), histograms of the per-topic figures across the cluster, and the single-topic report's sections
 for the ``detail`` riskiest topics, rendered from their ``summary.json``. Everything is inline (CSS,
@@ -20,7 +20,16 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from cursorkit.pipeline import report
+from cursorkit.pipeline.report.charts import figure
+from cursorkit.pipeline.report.markup import CSS, esc, section, table
+from cursorkit.pipeline.report.sections import (
+    cursors_section,
+    delayed_section,
+    inputs_section,
+    keyshared_section,
+    names,
+    verdict_html,
+)
 from cursorkit.pipeline.results import RebuildSummary
 
 __all__ = ["DETAIL_TOPICS", "TABLE_TOPICS", "partitioned_name", "render_cluster_html", "verdict"]
@@ -75,7 +84,7 @@ def _distributions(topics: Mapping[str, Mapping[str, Any]]) -> str:
         ax.set_title(label, fontsize=9)
         ax.set_ylabel("topics", fontsize=8)
         ax.tick_params(labelsize=8)
-    return report._figure(
+    return figure(
         fig,
         "histograms of per-topic figures",
         "How the figures spread over the topics (log scales: a few topics usually carry most).",
@@ -104,7 +113,7 @@ def _table(topics: Mapping[str, Mapping[str, Any]], order: Sequence[str], limit:
         name, part = partitioned_name(t)
         label = f"{name} (partition {part})" if part is not None else t
         rows.append([label, *(f.get(k, 0) for k, _ in _COLUMNS)])
-    body = report._table(["topic", *(label for _, label in _COLUMNS)], rows)
+    body = table(["topic", *(label for _, label in _COLUMNS)], rows)
     more = f"<p>… and {len(order) - limit:,} more topics.</p>" if len(order) > limit else ""
     return body + more
 
@@ -127,7 +136,7 @@ def _totals(summary: Mapping[str, Any], topics: Mapping[str, Mapping[str, Any]])
         ["delayed messages pending", sum(int(f.get("delayed_pending", 0)) for f in topics.values())],
     ]
     rows += [[f"stage: {name}", f"{sec:.1f} s"] for name, sec in summary.get("stages", [])]
-    return report._table(["", "value"], rows)
+    return table(["", "value"], rows)
 
 
 def verdict(topics: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> tuple[str, list[str]]:
@@ -145,16 +154,16 @@ def verdict(topics: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> tu
         total = sum(int(topics[t].get("redeliver_pulsar", 0)) for t in losing)
         sentences = [
             f"Pulsar would redeliver {total:,} acked entries on {len(losing):,} "
-            f"topic{'s' if len(losing) != 1 else ''} after a broker crash: {report._names(losing)}. Their "
+            f"topic{'s' if len(losing) != 1 else ''} after a broker crash: {names(losing)}. Their "
             "ack holes are more than Pulsar's default cursor persistence keeps (10,000 ranges, a 5 MB entry)."
         ]
         if uncut:
-            sentences.append(f"Cursors Pulsar cannot persist whole, without loss: {report._names(uncut)}.")
+            sentences.append(f"Cursors Pulsar cannot persist whole, without loss: {names(uncut)}.")
         return "risk", sentences
     if uncut:
         return "check", [
             f"Pulsar's defaults cannot persist some cursors whole, though none would redeliver acknowledged "
-            f"entries: {report._names(uncut)}."
+            f"entries: {names(uncut)}."
         ]
     return "ok", [
         f"No cursor of the {len(topics):,} topics would lose acknowledgements to Pulsar's default cursor "
@@ -175,23 +184,22 @@ def render_cluster_html(
     ``detail(topic)`` gives a topic's own summary, for the riskiest ``detail_topics`` topics.
     """
     topics: Mapping[str, Mapping[str, Any]] = summary["topics"]
-    esc = report._esc
     command = str(summary.get("command", ""))
     facts = [("run", summary.get("run", "")), ("master", summary.get("master", ""))]
     facts += [("output", summary.get("out_dir", ""))] + ([("command", command)] if command else [])
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts)
     parts = [
-        f"<header><h1>Rebuild of {len(topics):,} topics</h1>{report._verdict_html(*verdict(topics, order))}"
+        f"<header><h1>Rebuild of {len(topics):,} topics</h1>{verdict_html(*verdict(topics, order))}"
         f'<dl class="facts">{dl}</dl></header><main>',
-        report._section("totals", "Totals", "The whole run at a glance.", [_totals(summary, topics)]),
-        report._section(
+        section("totals", "Totals", "The whole run at a glance.", [_totals(summary, topics)]),
+        section(
             "topics",
             "Topics, riskiest first",
             "Ordered by what a broker crash would redeliver under Pulsar's default cursor limits, "
             "then ack-hole ranges, then backlog: the columns of the same names.",
             [_table(topics, order, table_topics)],
         ),
-        report._section(
+        section(
             "spread", "Across the cluster", "Per-topic figures as distributions.", [_distributions(topics)]
         ),
     ]
@@ -201,17 +209,17 @@ def render_cluster_html(
             continue
         parts.append(
             f'<section id="detail-{esc(t)}"><h2>Detail: {esc(t)}</h2>'
-            + report._inputs(one)
-            + report._cursors(one)
-            + report._delayed(one)
-            + report._keyshared(one)
+            + inputs_section(one)
+            + cursors_section(one)
+            + delayed_section(one)
+            + keyshared_section(one)
             + "</section>"
         )
     parts.append("</main>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>Rebuild report: {len(topics):,} topics</title><style>{report._CSS}</style></head>"
+        f"<title>Rebuild report: {len(topics):,} topics</title><style>{CSS}</style></head>"
         f"<body>{''.join(parts)}</body></html>\n"
     )
 

@@ -1,6 +1,6 @@
 """Cursors from folded acks: merged, assembled per subscription, written and measured.
 
-The per-partition folds (``partitions.fold_acks``) are unions, so merging them in any order gives
+The per-partition folds (``fold_acks``) are unions, so merging them in any order gives
 the same cursor; each is written as a ``CursorStore`` and measured (holes, encodings, exposure to
 redelivery under Pulsar's truncation and ours).
 """
@@ -19,7 +19,8 @@ from cursorkit._core import Position, RangeSet
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore, StoreOptions
 from cursorkit.errors import InvalidInput
-from cursorkit.pipeline import partitions
+from cursorkit.pipeline.partitions.acks import WHOLE_ENTRY, batch_bits
+from cursorkit.pipeline.partitions.problems import Problems
 from cursorkit.pipeline.results import CursorRow
 
 __all__ = ["assemble_cursor", "cursor_dir_name", "holes_per_ledger", "merge_ack_folds", "write_cursors"]
@@ -29,12 +30,12 @@ Words = np.ndarray[Any, np.dtype[np.uint64]]
 
 def merge_ack_folds(
     rows_in: Iterable[Mapping[str, Any]], sizes: Mapping[int, int]
-) -> tuple[dict[str, Cursor], int, partitions.Problems]:
+) -> tuple[dict[str, Cursor], int, Problems]:
     """Merges ``fold_acks`` output rows (any partitioning, any order) into one cursor per subscription.
 
     Returns the cursors, the ack rows read and the problems counted (the caller raises on errors).
     """
-    problems = partitions.Problems()
+    problems = Problems()
     acked: dict[str, RangeSet] = {}
     cumulative: dict[str, tuple[int, int, int, int]] = {}
     batches: dict[str, dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]]] = {}
@@ -51,7 +52,7 @@ def merge_ack_folds(
         if kind == "acked":
             acked.setdefault(sub, RangeSet()).union_ledger_bytes(r["ledger_id"], r["bitmap"])
         elif kind == "cumulative":
-            idx = partitions.WHOLE_ENTRY if r["batch_index"] == -1 else r["batch_index"]
+            idx = WHOLE_ENTRY if r["batch_index"] == -1 else r["batch_index"]
             cand = (r["ledger_id"], r["entry_id"], idx, r["batch_size"])
             if sub not in cumulative or cand[:3] > cumulative[sub][:3]:
                 cumulative[sub] = cand
@@ -122,7 +123,7 @@ def assemble_cursor(
     extra: dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]] = dict(batches)
     if cumulative is not None:
         ledger, entry, index, size = cumulative
-        if index == partitions.WHOLE_ENTRY:
+        if index == WHOLE_ENTRY:
             md = max(md, Position(ledger, entry))
         elif Position(ledger, entry) > md:
             md = max(md, Position(ledger, entry - 1))
@@ -155,7 +156,7 @@ def _or_words(a: Words, b: Words) -> Words:
 
 def _acked_words(indexes: range) -> np.ndarray[Any, np.dtype[np.uint64]]:
     ix = np.asarray(list(indexes), dtype=np.int64)
-    return np.frombuffer(partitions.batch_bits(ix), dtype="<u8").astype(np.uint64)
+    return np.frombuffer(batch_bits(ix), dtype="<u8").astype(np.uint64)
 
 
 def _full_words(size: int) -> np.ndarray[Any, np.dtype[np.uint64]]:

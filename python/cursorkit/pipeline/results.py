@@ -15,6 +15,7 @@ __all__ = [
     "KeyLoad",
     "RebuildSummary",
     "StageTiming",
+    "TopicsSummary",
 ]
 
 
@@ -147,3 +148,26 @@ class RebuildSummary:
             config=dict(d.get("config", {})),
             command=str(d.get("command", "")),
         )
+
+
+@dataclass(slots=True, kw_only=True)
+class TopicsSummary:
+    """What a many-topic rebuild measured: per-topic figures and the run's stage times."""
+
+    run: str
+    out_dir: str
+    master: str
+    command: str = ""
+    """The command line of the run, shown in the report ("" when called as a library)."""
+    stages: list[tuple[str, float]] = field(default_factory=list)
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Topic -> its figures (``topic_figures``) and ``dir``."""
+
+    @property
+    def messages(self) -> int:
+        """Messages over all topics."""
+        return sum(int(t["messages"]) for t in self.topics.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """``summary.json`` of the run."""
+        return asdict(self) | {"messages": self.messages}

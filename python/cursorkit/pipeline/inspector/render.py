@@ -303,7 +303,7 @@ def _render_rebuild(s: RebuildOutputSummary, max_rows: int) -> Iterator[Renderab
 
 def _render_topics(s: TopicsOutputSummary, max_rows: int) -> Iterator[RenderableType]:
     """The topics table, damaged topics first, then riskiest first; then what is wrong with each."""
-    from cursorkit.pipeline.cluster import FIGURES, risk_order
+    from cursorkit.pipeline.topic_risk import FIGURES, risk_order
 
     damaged = s.damaged_topics
     facts: list[tuple[str, object]] = [

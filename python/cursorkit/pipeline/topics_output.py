@@ -1,0 +1,100 @@
+"""A many-topic output's commit: the run's summary and report, then the root manifest that names it.
+
+A run stages its topics under ``runs/``; the root ``manifest.json`` written last is the commit. What
+no committed manifest names (killed runs, other attempts) is removed, and only that.
+"""
+
+from __future__ import annotations
+
+import json
+
+from cursorkit.errors import CursorkitError, InvalidArgument
+from cursorkit.pipeline.manifest import MANIFEST_FILE, TOPICS_FORMAT, is_topics_doc, parse_topics_manifest
+from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output
+from cursorkit.pipeline.rebuild import RebuildConfig
+from cursorkit.pipeline.results import TopicsSummary
+from cursorkit.pipeline.topic_risk import risk_order
+
+__all__ = ["TOPICS_MANIFEST_FORMAT", "check_out", "commit_run", "remove_unreferenced"]
+
+TOPICS_MANIFEST_FORMAT = TOPICS_FORMAT
+"""The ``format`` of a many-topic output's root manifest."""
+TOPICS_MANIFEST_VERSION = 1
+
+
+def check_out(out: Output) -> None:
+    """Refuses an ``out`` that is a file, or a non-empty directory that is not a rebuild's output."""
+    kind = out.kind()
+    if kind == "file":
+        raise InvalidArgument(f"--out {out.uri} exists and is not a directory")
+    if kind == "dir":
+        others = [n for n in out.names() if n not in (RUNS_DIR, LEASE_FILE)]
+        if others and MANIFEST_FILE not in others:
+            raise InvalidArgument(f"--out {out.uri} is a non-empty directory that is not a rebuild's output")
+
+
+def commit_run(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig) -> None:
+    """Writes the run's summary and report, then the root manifest: the commit point."""
+    doc = summary.to_json()
+    out.write(f"{RUNS_DIR}/{run}/summary.json", json.dumps(doc, indent=1).encode(), sync=cfg.fsync)
+    report = None
+    if cfg.report:
+        from cursorkit.pipeline.cluster_report import detail_reader, render_cluster_html
+
+        dirs = {t: str(f["dir"]) for t, f in summary.topics.items()}
+        html = render_cluster_html(doc, risk_order(summary.topics), detail_reader(out.read, dirs))
+        report = f"{RUNS_DIR}/{run}/report.html"
+        out.write(report, html.encode(), sync=cfg.fsync)
+    manifest = {
+        "format": TOPICS_MANIFEST_FORMAT,
+        "version": TOPICS_MANIFEST_VERSION,
+        "run": run,
+        "summary": f"{RUNS_DIR}/{run}/summary.json",
+        "report": report,
+        "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
+    }
+    out.write(MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
+
+
+def remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
+    """Removes staged directories no manifest names: other runs, and other attempts of this one.
+
+    Only entries listed under ``runs/`` are removed, and only those the committed manifest (checked
+    whole first) does not name; a manifest that does not check out removes nothing and stops the
+    run, since what it names cannot be told apart from what is safe to delete.
+    """
+    if RUNS_DIR not in out.names():
+        return
+    run, live = "", set()
+    if keep is not None:
+        run, live = keep.run, {str(t["dir"]) for t in keep.topics.values()}
+    else:
+        raw = out.read(MANIFEST_FILE)
+        if raw is not None and _claims_topics(raw):
+            try:
+                doc = parse_topics_manifest(raw, f"{out.uri}/{MANIFEST_FILE}")
+            except CursorkitError as e:
+                raise InvalidArgument(
+                    f"--out {out.uri}: its {MANIFEST_FILE} does not check out ({e}); nothing was removed. "
+                    f"Rebuild into another --out, or move the damaged output aside"
+                ) from None
+            run, live = doc.run, {e.dir for e in doc.topics.values()}
+    runs = out.names(RUNS_DIR)
+    for other in runs:
+        if other != run:
+            out.remove(f"{RUNS_DIR}/{other}")
+    if run not in runs:
+        return
+    topics = f"{RUNS_DIR}/{run}/topics"
+    for topic_dir in out.names(topics):
+        for attempt in out.names(f"{topics}/{topic_dir}"):
+            if f"{topics}/{topic_dir}/{attempt}" not in live:
+                out.remove(f"{topics}/{topic_dir}/{attempt}")
+
+
+def _claims_topics(raw: bytes) -> bool:
+    """Whether a manifest's bytes claim the many-topic format (anything else names no run)."""
+    try:
+        return is_topics_doc(json.loads(raw))
+    except (ValueError, RecursionError):
+        return True  # unreadable: parse_topics_manifest says why, and nothing is removed
