@@ -2,7 +2,7 @@
 #
 #   make test    everything CI runs: Rust fmt/clippy/tests, ruff, mypy, stubtest, pytest (benches once)
 #   make demo    release build, then `cursorkit demo`: generate a topic, rebuild it on local Spark, verify
-#   make demo-cluster  the README's cluster recipe (wheel, packed env, spark-submit, S3 in and out)
+#   make demo-cluster  the Spark guide's cluster recipe (wheel, packed env, spark-submit, S3 in and out)
 #                against a standalone cluster and an S3 server started on 127.0.0.1
 #   make tour    release build, then the guided tour of the library (python -m cursorkit.tour)
 #   make bench   release build, then `cursorkit bench` (JSON in .benchmarks/) and the issue benchmarks

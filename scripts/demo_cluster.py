@@ -1,6 +1,6 @@
-"""``make demo-cluster``: the README's cluster recipe, step by step, against a cluster on this machine.
+"""``make demo-cluster``: the Spark guide's cluster recipe, step by step, against a cluster on this machine.
 
-Runs every step the README gives for a real cluster, with a Spark standalone cluster (a master and a
+Runs every step docs/guides/spark-rebuild.md gives for a real cluster, with a Spark standalone cluster (a master and a
 worker from pyspark's ``spark-class``) and an S3-compatible server (moto's) on 127.0.0.1 standing in
 for the real ones:
 

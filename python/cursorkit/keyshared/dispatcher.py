@@ -2,7 +2,7 @@
 
 Entries read from the cursor come in (``add_entries``); deliveries come out of ``dispatch()`` as
 ``(consumer, positions)``. Every decision for a subscription happens in one place, under one lock,
-so the join-during-send races of Pulsar's dispatchers (research §4) cannot happen: the PIP-379
+so the join-during-send races of Pulsar's dispatchers cannot happen: the PIP-379
 "send-time recheck" is the gate itself, taken in the same step as the send.
 
 Modes:
