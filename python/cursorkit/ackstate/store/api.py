@@ -112,10 +112,13 @@ class CursorStore(abc.ABC):
     def location(self) -> str:
         """Where the store is, as a location :meth:`open` takes."""
 
+    _name: str
+    _closed: bool
+
     @property
-    @abc.abstractmethod
     def name(self) -> str:
         """The cursor's name, as recorded in the store."""
+        return self._name
 
     @property
     @abc.abstractmethod
@@ -128,9 +131,9 @@ class CursorStore(abc.ABC):
         """Flush number of the state now current."""
 
     @property
-    @abc.abstractmethod
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
+        return self._closed
 
     @abc.abstractmethod
     def recover(

@@ -221,16 +221,6 @@ class FileCursorStore(CursorStore):
         return str(self._path)
 
     @property
-    def name(self) -> str:
-        """The cursor's name, as recorded in the store."""
-        return self._name
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return self._closed
-
-    @property
     def report(self) -> RecoveryReport:
         """What :meth:`open` found (for a new store: its first, empty marker)."""
         return self._report

@@ -208,11 +208,6 @@ class ZkCursorStore(CursorStore):
         return self._node.name
 
     @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has run."""
-        return self._closed
-
-    @property
     def path(self) -> str:
         """The znode's path."""
         return self._node.path
