@@ -17,11 +17,12 @@ from cursorkit.delayed.bucket_tracker import BucketCounters, BucketDelayedDelive
 from cursorkit.delayed.in_memory import InMemoryDelayedDeliveryTracker
 from cursorkit.delayed.merge import select_merged_buckets
 from cursorkit.delayed.metrics import DelayedDeliveryCollector
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
 from cursorkit.delayed.properties import FileCursorProperties, MemoryCursorProperties
 from cursorkit.delayed.recovery import RecoveryReport
 from cursorkit.delayed.shared import SharedDelayedIndex, SubscriptionView
-from cursorkit.delayed.storage import BucketSnapshotStorage, FileBucketSnapshotStorage
+from cursorkit.delayed.storage.api import BucketSnapshotStorage
+from cursorkit.delayed.storage.file import FileBucketSnapshotStorage
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 
 __all__ = [
     "BucketCounters",

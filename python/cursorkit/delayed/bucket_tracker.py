@@ -47,7 +47,7 @@ from cursorkit.delayed.bucket import (
 from cursorkit.delayed.merge import MAX_MERGE_NUM, merge_buckets, select_merged_buckets
 from cursorkit.delayed.metrics import OpStats, TrackerFigures
 from cursorkit.delayed.recovery import RecoveryReport, recover_into
-from cursorkit.delayed.storage import BucketSnapshotStorage
+from cursorkit.delayed.storage.api import BucketSnapshotStorage
 from cursorkit.delayed.worker import JobRunner
 from cursorkit.errors import (
     BucketNotFound,

@@ -33,7 +33,7 @@ from cursorkit._core import RangeSet
 from cursorkit.ackstate import Cursor
 from cursorkit.delayed.bucket import bucket_key
 from cursorkit.delayed.properties import FileCursorProperties
-from cursorkit.delayed.storage import FileBucketSnapshotStorage
+from cursorkit.delayed.storage.file import FileBucketSnapshotStorage
 from cursorkit.errors import InvalidArgument, InvalidInput
 from cursorkit.fsio import atomic_write, fsync_dir
 from cursorkit.pipeline import partitions, schema
