@@ -1,4 +1,4 @@
-"""Measure every RangeSet workload without pytest and print the markdown table (the figures in docs/benchmarks.md).
+"""Measure every RangeSet workload without pytest and print the markdown table (docs/benchmarks.md's figures).
 
     python benches/report_rangeset.py            # full sizes, best of 3-5 runs (perf_counter)
     python benches/report_rangeset.py --smoke    # the shrunken sizes of the pytest smoke run

@@ -27,8 +27,8 @@ import delayed_workloads as dw
 import rangeset_workloads as rw
 from cursorkit import Position
 from cursorkit.ackstate import CursorStore, ZkCursorStore, flush_many
-from cursorkit.delayed.bucket_format import bucket_name
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.delayed.storage.format import bucket_name
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
 
 CURSORKIT = "cursorkit"

@@ -15,7 +15,7 @@ import time
 from cursorkit import Position
 from cursorkit.ackstate import CursorStore, ZkCursorStore
 from cursorkit.delayed import BucketDelayedDeliveryTracker
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
 
 NOW = 1_000_000

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from cursorkit.delayed import DelayedDeliveryCollector, FileBucketSnapshotStorage
 from cursorkit.delayed.bucket import DAMAGED_PROPERTY_PREFIX, PROPERTY_PREFIX
-from cursorkit.delayed.bucket_format import encode_bucket
+from cursorkit.delayed.storage.format import encode_bucket
 from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import atomic_write
 from cursorkit.proto import delayed_bucket_pb2 as pb

@@ -16,11 +16,8 @@ import pytest
 from hypothesis import given, settings
 from pyroaring import BitMap
 
-from cursorkit.delayed.storage import (
-    NEXT_ID_FILE,
-    BucketInfo,
-    FileBucketSnapshotStorage,
-)
+from cursorkit.delayed.storage.api import BucketInfo
+from cursorkit.delayed.storage.file import NEXT_ID_FILE, FileBucketSnapshotStorage
 from cursorkit.errors import (
     BucketNotFound,
     CorruptSnapshot,
@@ -589,7 +586,7 @@ def test_id_counter_saves_each_block_before_handing_out_its_ids(
     start: int, room: int, takes: int, fail_at: int | None
 ) -> None:
     """No id twice; every id handed out is below a mark saved before it; a failed save hands out nothing."""
-    from cursorkit.delayed.bucket_format import IdCounter
+    from cursorkit.delayed.storage.format import IdCounter
 
     saved: list[int] = []
 
@@ -615,7 +612,7 @@ def test_id_counter_saves_each_block_before_handing_out_its_ids(
 
 
 def test_id_marks_round_trip_and_every_flip_is_caught() -> None:
-    from cursorkit.delayed.bucket_format import decode_id_mark, encode_id_mark
+    from cursorkit.delayed.storage.format import decode_id_mark, encode_id_mark
 
     data = encode_id_mark(65)
     assert decode_id_mark(data, "m", 1 << 40) == 65

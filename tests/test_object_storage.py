@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from cursorkit.delayed import BucketDelayedDeliveryTracker, MemoryCursorProperties
-from cursorkit.delayed.bucket_format import bucket_name
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.delayed.storage.format import bucket_name
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, StoreUnavailable
 from cursorkit.stores import ObjectStore
 from object_store import s3_prefix

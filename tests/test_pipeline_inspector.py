@@ -21,7 +21,7 @@ from cursorkit.ackstate.store.file.log import META_FILE
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, SegmentArrays, bucket_key
 from cursorkit.delayed.snapshot import cut, encode
-from cursorkit.delayed.storage import NEXT_ID_FILE, FileBucketSnapshotStorage
+from cursorkit.delayed.storage.file import NEXT_ID_FILE, FileBucketSnapshotStorage
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, UnsupportedVersion
 from cursorkit.pipeline.inspector import (
     BucketStoreSummary,

@@ -23,7 +23,7 @@ import pytest
 
 from cursorkit import Position, RangeSet, errors
 from cursorkit.ackstate import CursorStore, ZkCursorStore
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
 from object_store import s3_prefix, s3_server_process
 from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket

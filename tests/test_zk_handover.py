@@ -19,7 +19,7 @@ from child_lines import Lines
 from cursorkit import Position, errors
 from cursorkit.ackstate import CursorStore, ZkCursorStore
 from cursorkit.delayed import BucketDelayedDeliveryTracker
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
 
 pytestmark = pytest.mark.spark

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from cursorkit.ackstate.store.properties import FileCursorProperties, MemoryCursorProperties
 from cursorkit.delayed.bucket import ImmutableBucket
-from cursorkit.delayed.bucket_tracker import BucketCounters, BucketDelayedDeliveryTracker, BucketTrackerConfig
+from cursorkit.delayed.bucket_tracker import BucketDelayedDeliveryTracker
+from cursorkit.delayed.config import BucketTrackerConfig
+from cursorkit.delayed.counters import BucketCounters
 from cursorkit.delayed.in_memory import InMemoryDelayedDeliveryTracker
 from cursorkit.delayed.merge import select_merged_buckets
 from cursorkit.delayed.metrics import DelayedDeliveryCollector
-from cursorkit.delayed.object_storage import ObjectStoreBucketSnapshotStorage
-from cursorkit.delayed.recovery import RecoveryReport
+from cursorkit.delayed.recovery_report import RecoveryReport
 from cursorkit.delayed.shared import SharedDelayedIndex, SubscriptionView
-from cursorkit.delayed.storage import BucketSnapshotStorage, FileBucketSnapshotStorage
+from cursorkit.delayed.storage.api import BucketSnapshotStorage
+from cursorkit.delayed.storage.file import FileBucketSnapshotStorage
+from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 
 __all__ = [
     "BucketCounters",

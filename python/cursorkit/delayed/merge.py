@@ -1,24 +1,30 @@
 """Bucket merges (PIP-195): which adjacent buckets a merge takes, and the merge itself.
 
 The window minimises (messages, earliest next segment, position); the merge reads every segment of
-its sources, filters them by the index and writes one bucket.
+its sources, filters them by the index and writes one bucket. ``Merges`` runs them as jobs while
+the tracker holds more than ``max_num_buckets`` buckets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import partial
-from typing import TYPE_CHECKING
+import threading
+import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from cursorkit import _core
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import ImmutableBucket, SegmentArrays
+from cursorkit.delayed.bucket_props import BucketProperties
+from cursorkit.delayed.counters import Tally
+from cursorkit.delayed.delivery import Delivery
+from cursorkit.delayed.positions import TrackedPositions
+from cursorkit.delayed.sealed import SealedBuckets
+from cursorkit.delayed.segment_queue import SegmentQueue
+from cursorkit.delayed.snapshot_io import SnapshotIO
+from cursorkit.delayed.worker import JobRunner
 from cursorkit.errors import InvalidArgument
-
-if TYPE_CHECKING:
-    from cursorkit.delayed.bucket_tracker import BucketDelayedDeliveryTracker
 
 MAX_MERGE_NUM = 4
 """Pulsar merges at most four buckets at a time."""
@@ -62,55 +68,116 @@ def select_merged_buckets(
     return None
 
 
-def merge_buckets(t: BucketDelayedDeliveryTracker, sources: list[ImmutableBucket]) -> ImmutableBucket | None:
-    """Merges adjacent sources of ``t`` into one bucket: all their segments, filtered by the index.
+class Merges:
+    """Merge jobs of one tracker: queued after a seal, and again while still above the limit."""
 
-    The merged snapshot is written and recorded (merged in, sources out, one atomic properties
-    change) before the sources are dropped and their snapshots deleted; a failure deletes nothing.
-    """
-    parts: list[SegmentArrays] = []
-    for s in sources:
-        assert s.bucket_id is not None
-        sid, last = s.bucket_id, s.last_segment_entry_id
-        blobs = t._timed("load", partial(t.storage.get_bucket_snapshot_segment, sid, 1, last))
-        parts.append(snapshot.decode(blobs))
-    ts = np.concatenate([p.timestamps for p in parts])
-    ls = np.concatenate([p.ledger_ids for p in parts])
-    es = np.concatenate([p.entry_ids for p in parts])
-    live = t._index.contains_many(ls, es)
-    ts, ls, es = _core.sort_indexes(ts[live], ls[live], es[live])
-    start, end = sources[0].start_ledger_id, sources[-1].end_ledger_id
-    merged: ImmutableBucket | None = None
-    new_id: int | None = None
-    if len(ts):
-        segs = t._cut(ts, ls, es)
-        merged = ImmutableBucket(
-            start,
-            end,
-            last_segment_entry_id=len(segs),
-            number_bucket_delayed_messages=len(ts),
-            first_schedule_timestamps=snapshot.first_timestamps(segs),
-        )
-        new_id, length = t._write_snapshot(segs, merged.key)
-        merged.bucket_id, merged.snapshot_length = new_id, length
+    def __init__(
+        self,
+        *,
+        max_num_buckets: int,
+        closed: Callable[[], bool],
+        lock: threading.RLock,
+        jobs: JobRunner,
+        io: SnapshotIO,
+        props: BucketProperties,
+        positions: TrackedPositions,
+        queue: SegmentQueue,
+        sealed: SealedBuckets,
+        delivery: Delivery,
+        tally: Tally,
+    ) -> None:
+        self._max = max_num_buckets
+        self._closed = closed
+        self._lock = lock
+        self._jobs = jobs
+        self._io = io
+        self._props = props
+        self._positions = positions
+        self._queue = queue
+        self._sealed = sealed
+        self._delivery = delivery
+        self._tally = tally
+        self._queued = False
+
+    def request(self) -> None:
+        """Queues a merge job if there are too many buckets and none is queued (under the lock)."""
+        if self._max > 0 and len(self._sealed) > self._max and not self._queued:
+            self._queued = True
+            self._jobs.submit(self._job)
+
+    def _job(self) -> None:
+        with self._lock:
+            self._queued = False
+            if self._closed() or len(self._sealed) <= self._max:
+                return
+            buckets = self._sealed.as_list()
+            window = select_merged_buckets(buckets, min(MAX_MERGE_NUM, len(buckets)))
+            if window is None:
+                return
+            sources = buckets[window[0] : window[1]]
+            for s in sources:
+                s.merging = True
+        t0 = time.perf_counter()
         try:
-            t._props.apply({merged.key: str(new_id)}, [s.key for s in sources])
+            merged = self._merge(sources)
         except Exception:
-            t._delete_quietly(new_id)
+            self._io.op_stats.record("merge", False, (time.perf_counter() - t0) * 1000)
+            with self._lock:
+                for s in sources:
+                    s.merging = False
             raise
-    else:
-        t._props.apply({}, [s.key for s in sources])
-    with t._lock:
+        self._io.op_stats.record("merge", True, (time.perf_counter() - t0) * 1000)
+        with self._lock:
+            self._tally.add("merges")
+            if merged is not None:
+                self.request()  # still above the limit: merge again
+
+    def _merge(self, sources: list[ImmutableBucket]) -> ImmutableBucket | None:
+        """Merges adjacent sources into one bucket: all their segments, filtered by the index.
+
+        The merged snapshot is written and recorded (merged in, sources out, one atomic properties
+        change) before the sources are dropped and their snapshots deleted; a failure deletes nothing.
+        """
+        parts: list[SegmentArrays] = []
         for s in sources:
-            if not s.removed:
-                t._remove(s)
-                t._snapshot_bytes -= s.snapshot_length
-        if merged is not None:
-            t._snapshot_bytes += merged.snapshot_length
-            t._insert(merged)
-            t._push_segment(merged, 1, *segs.segment(0))
-        t._settle()
-    for s in sources:  # committed: a failed delete only leaves an orphan recovery removes
-        if s.bucket_id is not None:
-            t._delete_quietly(s.bucket_id)
-    return merged
+            assert s.bucket_id is not None
+            parts.append(snapshot.decode(self._io.load(s.bucket_id, 1, s.last_segment_entry_id)))
+        ts = np.concatenate([p.timestamps for p in parts])
+        ls = np.concatenate([p.ledger_ids for p in parts])
+        es = np.concatenate([p.entry_ids for p in parts])
+        live = self._positions.contains_many(ls, es)
+        ts, ls, es = _core.sort_indexes(ts[live], ls[live], es[live])
+        start, end = sources[0].start_ledger_id, sources[-1].end_ledger_id
+        merged: ImmutableBucket | None = None
+        if len(ts):
+            segs = self._io.cut(ts, ls, es)
+            merged = ImmutableBucket(
+                start,
+                end,
+                last_segment_entry_id=len(segs),
+                number_bucket_delayed_messages=len(ts),
+                first_schedule_timestamps=snapshot.first_timestamps(segs),
+            )
+            new_id, length = self._io.write(segs, merged.key)
+            merged.bucket_id, merged.snapshot_length = new_id, length
+            try:
+                self._props.apply({merged.key: str(new_id)}, [s.key for s in sources])
+            except Exception:
+                self._io.delete_quietly(new_id)
+                raise
+        else:
+            self._props.apply({}, [s.key for s in sources])
+        with self._lock:
+            for s in sources:
+                if not s.removed:
+                    self._sealed.remove(s)
+                    self._sealed.snapshot_bytes -= s.snapshot_length
+            if merged is not None:
+                self._sealed.snapshot_bytes += merged.snapshot_length
+                self._sealed.insert(merged)
+                self._queue.push(merged, 1, *segs.segment(0), self._positions)
+            self._delivery.settle()
+        for s in sources:  # committed: a failed delete only leaves an orphan recovery removes
+            if s.bucket_id is not None:
+                self._io.delete_quietly(s.bucket_id)
+        return merged

@@ -42,7 +42,7 @@ from cursorkit.pipeline.manifest import (
 )
 from cursorkit.pipeline.output import RUNS_DIR, Output, open_output
 from cursorkit.pipeline.partitions.problems import Problems
-from cursorkit.pipeline.rebuild import RebuildConfig
+from cursorkit.pipeline.rebuild_config import RebuildConfig
 from cursorkit.pipeline.results import TopicsSummary
 from cursorkit.pipeline.scan import Log, open_log, plan_scan, scannable
 from cursorkit.pipeline.stages import StageTimer, spark_schema

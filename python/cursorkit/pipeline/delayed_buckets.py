@@ -17,7 +17,7 @@ import pyarrow as pa
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed.bucket import bucket_key
-from cursorkit.delayed.storage import FileBucketSnapshotStorage
+from cursorkit.delayed.storage.file import FileBucketSnapshotStorage
 from cursorkit.pipeline.partitions.buckets import BUCKET_ID_SCHEMA, BUCKETS_SCHEMA, build_buckets, tag_buckets
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
 from cursorkit.pipeline.results import BucketRow
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from cursorkit.pipeline.message_index import MessageIndex
-    from cursorkit.pipeline.rebuild import RebuildConfig
+    from cursorkit.pipeline.rebuild_config import RebuildConfig
 
 __all__ = ["SHARED_CURSOR", "build_delayed_index", "write_buckets"]
 

@@ -23,7 +23,7 @@ from cursorkit.pipeline.stages import spark_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from cursorkit.pipeline.rebuild import RebuildConfig
+    from cursorkit.pipeline.rebuild_config import RebuildConfig
 
 __all__ = ["MessageIndex", "dense_sizes", "fold_message_log", "merge_index_rows"]
 

@@ -17,7 +17,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from cursorkit.pipeline.inputs import read_log
 from cursorkit.pipeline.message_index import fold_message_log
 from cursorkit.pipeline.output import locked_dir
 from cursorkit.pipeline.partitions.index import HOUR_MS
+from cursorkit.pipeline.rebuild_config import RebuildConfig
 from cursorkit.pipeline.rebuild_output import check_out, replace_output, topic_manifest, write_summary
 from cursorkit.pipeline.results import RebuildSummary
 from cursorkit.pipeline.stages import StageTimer
@@ -38,26 +39,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["RebuildConfig", "rebuild"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RebuildConfig:
-    """Settings of a rebuild (PIP-195's sizes are Pulsar's defaults)."""
-
-    topic: str = "persistent://public/default/topic"
-    now_ms: int | None = None
-    """The moment the state is rebuilt for; None = the last publish_time of the message log."""
-    min_index_count_per_bucket: int = 50_000
-    max_time_step_per_segment_ms: int = 300_000
-    max_indexes_per_segment: int = 5000
-    max_delay_ms: int = 365 * 24 * 3_600_000
-    """Deliver-at further than this after now is set aside (rule ``delayed_beyond_max_delay``)."""
-    consumers: int = 8
-    """Consumers of the Key_Shared hash-load figures."""
-    fsync: bool = True
-    report: bool = True
-    command: str = ""
-    """The command line that asked for the rebuild, shown in the report ("" when called as a library)."""
 
 
 def rebuild(

@@ -26,7 +26,7 @@ from cursorkit.pipeline.output import list_files
 from cursorkit.pipeline.results import RebuildSummary
 
 if TYPE_CHECKING:
-    from cursorkit.pipeline.rebuild import RebuildConfig
+    from cursorkit.pipeline.rebuild_config import RebuildConfig
 
 __all__ = ["check_out", "replace_output", "topic_manifest", "write_summary"]
 

@@ -11,7 +11,7 @@ import json
 from cursorkit.errors import CursorkitError, InvalidArgument
 from cursorkit.pipeline.manifest import MANIFEST_FILE, TOPICS_FORMAT, is_topics_doc, parse_topics_manifest
 from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output
-from cursorkit.pipeline.rebuild import RebuildConfig
+from cursorkit.pipeline.rebuild_config import RebuildConfig
 from cursorkit.pipeline.results import TopicsSummary
 from cursorkit.pipeline.topic_risk import risk_order
 

@@ -2,7 +2,7 @@
 
 The kind of ``PATH`` is told from its content: ``manifest.json`` (a ``cursorkit rebuild`` output),
 ``store.meta`` / ``cursor-*.log`` (a :class:`~cursorkit.ackstate.store.CursorStore`) or
-``next-bucket-id`` / ``bucket-*.snap`` (a :class:`~cursorkit.delayed.storage.FileBucketSnapshotStorage`).
+``next-bucket-id`` / ``bucket-*.snap`` (a :class:`~cursorkit.delayed.storage.file.FileBucketSnapshotStorage`).
 :func:`inspect_path` reads it through the library's own stores, so every figure is what recovery would
 see, and damage is reported per part (a corrupt bucket, an unrecoverable cursor store) instead of
 raised, so the rest is still summarised. :func:`render` turns a summary into rich tables.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from cursorkit.ackstate.store.file.log import META_FILE
-from cursorkit.delayed.storage import NEXT_ID_FILE
+from cursorkit.delayed.storage.file import NEXT_ID_FILE
 from cursorkit.errors import InvalidArgument, InvalidInputType
 from cursorkit.pipeline.inspector.buckets import _orphans_and_missing, inspect_bucket_store  # noqa: F401 - where tests find it
 from cursorkit.pipeline.inspector.cursors import inspect_cursor_store

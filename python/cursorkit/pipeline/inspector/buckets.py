@@ -13,7 +13,8 @@ from cursorkit import _core
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, parse_bucket_key
-from cursorkit.delayed.storage import BucketInfo, FileBucketSnapshotStorage
+from cursorkit.delayed.storage.api import BucketInfo
+from cursorkit.delayed.storage.file import FileBucketSnapshotStorage
 from cursorkit.errors import (
     BucketNotFound,
     CorruptSnapshot,

@@ -47,7 +47,7 @@ def write_topic(
     output, and a function that finishes it (makes it durable or uploads it) and lists the files.
     """
     from cursorkit.pipeline.delayed_buckets import write_buckets
-    from cursorkit.pipeline.rebuild import RebuildConfig
+    from cursorkit.pipeline.rebuild_config import RebuildConfig
     from cursorkit.pipeline.rebuild_output import topic_manifest, write_summary
 
     row = state.to_pylist()[0]

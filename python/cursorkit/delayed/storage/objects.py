@@ -1,9 +1,9 @@
 """PIP-195 bucket snapshots on an object store: one immutable object per bucket, read by byte range.
 
 ``ObjectStoreBucketSnapshotStorage("s3://bucket/prefix", endpoint=..., access_key=..., ...)`` is a
-:class:`~cursorkit.delayed.storage.BucketSnapshotStorage` on any S3-compatible store (or any
+:class:`~cursorkit.delayed.storage.api.BucketSnapshotStorage` on any S3-compatible store (or any
 ``pyarrow.fs`` location), the stand-in for Pulsar's one BookKeeper ledger per bucket. Each bucket is
-``bucket-<id:020d>.snap`` in the checksummed format of :mod:`cursorkit.delayed.bucket_format`,
+``bucket-<id:020d>.snap`` in the checksummed format of :mod:`cursorkit.delayed.storage.format`,
 stored with one PUT (a reader sees all of it or none). A segment read is one ranged GET (after the
 object's footer and offset table, read once and kept: objects never change).
 
@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cursorkit.delayed.bucket_format import (
+from cursorkit.delayed.storage.format import (
     BucketIndex,
     BucketReader,
     IdCounter,
@@ -39,13 +39,13 @@ from cursorkit.delayed.bucket_format import (
     encode_bucket,
     encode_id_mark,
 )
-from cursorkit.delayed.storage import BucketReads
+from cursorkit.delayed.storage.reads import BucketReads
 from cursorkit.errors import BucketNotFound, InvalidArgument, InvalidInputType
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 from cursorkit.stores.objects import ObjectStore
 
 if TYPE_CHECKING:
-    from cursorkit.delayed.storage import InspectableBucketSnapshotStorage
+    from cursorkit.delayed.storage.api import InspectableBucketSnapshotStorage
 
 __all__ = ["ObjectStoreBucketSnapshotStorage"]
 

@@ -1,17 +1,16 @@
-"""Durable storage of PIP-195 bucket snapshots: the protocol the bucket tracker uses and a file store.
+"""``FileBucketSnapshotStorage``: PIP-195 bucket snapshots as files in a local directory.
 
-:class:`FileBucketSnapshotStorage` keeps each bucket as one immutable file in the format of
-:mod:`cursorkit.delayed.bucket_format`, written atomically (temp, fsync, rename, fsync directory), so
-a reader never sees half a bucket. Ids come from a high-water mark (``next-bucket-id``) that is
-persisted, in blocks, before any id under it is handed out, so an id is never reused in a directory,
-even after deletes and restarts: a stale cursor property can at worst name a missing bucket, never a
-different one. :class:`~cursorkit.delayed.object_storage.ObjectStoreBucketSnapshotStorage` is the
-same on an object store.
+Each bucket is one immutable file in the format of :mod:`cursorkit.delayed.storage.format`, written
+atomically (temp, fsync, rename, fsync directory), so a reader never sees half a bucket. Ids come
+from a high-water mark (``next-bucket-id``) that is persisted, in blocks, before any id under it is
+handed out, so an id is never reused in a directory, even after deletes and restarts: a stale cursor
+property can at worst name a missing bucket, never a different one.
+:class:`~cursorkit.delayed.storage.objects.ObjectStoreBucketSnapshotStorage` is the same on an
+object store.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import errno
 import fcntl
@@ -19,12 +18,10 @@ import os
 import stat
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from cursorkit.delayed.bucket_format import (
-    FORMAT_VERSION,
+from cursorkit.delayed.storage.format import (
     MAX_ID,
     BucketIndex,
     BucketReader,
@@ -37,9 +34,8 @@ from cursorkit.delayed.bucket_format import (
     decode_id_mark,
     encode_bucket,
     encode_id_mark,
-    read_metadata,
-    segment_range,
 )
+from cursorkit.delayed.storage.reads import BucketReads
 from cursorkit.errors import (
     BucketNotFound,
     CorruptSnapshot,
@@ -50,136 +46,14 @@ from cursorkit.errors import (
 from cursorkit.fsio import Opener, atomic_write, fsync_dir, temp_target
 from cursorkit.proto.delayed_bucket_pb2 import SnapshotMetadata
 
-__all__ = [
-    "FORMAT_VERSION",
-    "NEXT_ID_FILE",
-    "BucketInfo",
-    "BucketSnapshotStorage",
-    "FileBucketSnapshotStorage",
-    "InspectableBucketSnapshotStorage",
-    "BucketReads",
-]
+if TYPE_CHECKING:
+    from cursorkit.delayed.storage.api import InspectableBucketSnapshotStorage
+
+__all__ = ["NEXT_ID_FILE", "FileBucketSnapshotStorage"]
 
 
 NEXT_ID_FILE = "next-bucket-id"
 """The id high-water mark file: every id below the value it holds may have been used."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BucketInfo:
-    """What a stored bucket snapshot is, without its indexes: found by scanning for leaked snapshots.
-
-    Pulsar finds a leaked bucket ledger by its custom metadata; these are the same fields.
-    """
-
-    bucket_id: int
-    bucket_key: str
-    """The bucket's cursor-property key (``#pulsar.internal.delayed.bucket_<start>_<end>``)."""
-    topic: str
-    cursor: str
-    segments: int
-    """Number of segments (entries 1..segments)."""
-    length_bytes: int
-    """Stored bytes of the snapshot (what ``get_bucket_snapshot_length`` returns)."""
-
-
-class BucketSnapshotStorage(Protocol):
-    """What the bucket tracker needs of a snapshot store (Pulsar's ``BucketSnapshotStorage``, synchronous)."""
-
-    def start(self) -> None:
-        """Makes the storage usable (Pulsar's ``start``)."""
-        ...
-
-    def create_bucket_snapshot(
-        self,
-        metadata: SnapshotMetadata,
-        segments: Sequence[bytes],
-        bucket_key: str,
-        topic: str,
-        cursor: str,
-    ) -> int:
-        """Stores a bucket durably: metadata plus encoded ``SnapshotSegment`` s; returns its new unique id."""
-        ...
-
-    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
-        """Entry 0 of a bucket; ``BucketNotFound`` when it is not stored."""
-        ...
-
-    def get_bucket_snapshot_segment(
-        self, bucket_id: int, first_segment_entry_id: int, last_segment_entry_id: int
-    ) -> list[bytes]:
-        """Encoded segments ``first..last`` (inclusive, 1-based, cut at the last); ``[]`` past the end."""
-        ...
-
-    def get_bucket_snapshot_length(self, bucket_id: int) -> int:
-        """Stored bytes of a bucket snapshot."""
-        ...
-
-    def delete_bucket_snapshot(self, bucket_id: int) -> None:
-        """Deletes a bucket durably; deleting a missing one succeeds (every step stays idempotent)."""
-        ...
-
-    def close(self) -> None:
-        """Releases the storage; later calls fail."""
-        ...
-
-
-class InspectableBucketSnapshotStorage(BucketSnapshotStorage, Protocol):
-    """A snapshot store that can also list what it holds: to find leaked snapshots, and for inspection."""
-
-    def list_bucket_snapshots(self) -> list[int]:
-        """Ids of every stored bucket snapshot, ascending."""
-        ...
-
-    def bucket_info(self, bucket_id: int) -> BucketInfo:
-        """Who a stored bucket belongs to and how big it is."""
-        ...
-
-
-class BucketReads(abc.ABC):
-    """The reading half of a snapshot storage, written once over ``_reader`` (files, objects).
-
-    ``_reader(bucket_id, direct=...)`` yields a verified reader of one stored bucket and its offset
-    table; ``direct`` marks a read of segment records only.
-    """
-
-    @abc.abstractmethod
-    def _reader(
-        self, bucket_id: object, *, direct: bool = False
-    ) -> contextlib.AbstractContextManager[tuple[BucketReader, BucketIndex]]:
-        """A verified reader of one stored bucket and its offset table."""
-
-    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
-        """Entry 0, after verifying the header, the offset table and the metadata record."""
-        with self._reader(bucket_id) as (reader, index):
-            return read_metadata(reader, index)
-
-    def get_bucket_snapshot_segment(
-        self, bucket_id: int, first_segment_entry_id: int, last_segment_entry_id: int
-    ) -> list[bytes]:
-        """Encoded segments ``first..last`` (inclusive, 1-based), reading only their bytes.
-
-        ``last`` past the end is cut to the last segment; ``first`` past the end gives ``[]`` (how
-        the tracker notices a bucket is used up). ``first < 1`` or ``first > last``: ``InvalidArgument``.
-        """
-        first, last = segment_range(first_segment_entry_id, last_segment_entry_id)
-        with self._reader(bucket_id, direct=True) as (reader, index):
-            if first > index.segments:
-                return []
-            return reader.records(index, first, min(last, index.segments))
-
-    def bucket_info(self, bucket_id: int) -> BucketInfo:
-        """Owner fields and size of a bucket, after verifying its header, offset table and footer."""
-        with self._reader(bucket_id) as (reader, index):
-            key, topic, cursor = reader.header(index)
-            return BucketInfo(
-                bucket_id=reader.bucket_id,
-                bucket_key=key,
-                topic=topic,
-                cursor=cursor,
-                segments=index.segments,
-                length_bytes=reader.size,
-            )
 
 
 class FileBucketSnapshotStorage(BucketReads):
