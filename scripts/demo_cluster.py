@@ -27,7 +27,7 @@ import venv
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from object_store import s3_server  # noqa: E402
 from standalone import spark_home, standalone_cluster  # noqa: E402

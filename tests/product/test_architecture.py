@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "python" / "cursorkit"
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "cursorkit"
 ALLOWED = {
     "ackstate": {"ackstate"},
     "delayed": {"delayed", "ackstate"},
@@ -66,7 +66,7 @@ def test_no_import_cycles_between_modules() -> None:
             visit(name, [])
 
 
-RUST = Path(__file__).resolve().parent.parent / "rust"
+RUST = Path(__file__).resolve().parents[2] / "rust"
 # The core's domains and what each may import (the crate's shared modules always).
 RUST_ALLOWED = {
     "ackstate": {"ackstate"},
