@@ -29,7 +29,8 @@ export PYO3_PYTHON := $(abspath $(PY))
 
 # maturin builds in a target directory of its own: it sets PYO3_BUILD_EXTENSION_MODULE and
 # PYO3_CONFIG_FILE for pyo3's build scripts, plain cargo does not, so one shared target/ would rebuild
-# pyo3, numpy and the binding at every switch between cargo and maturin. tests/test_wheel.py uses it too.
+# pyo3, numpy and the binding at every switch between cargo and maturin.
+# tests/product/test_wheels_and_sdist.py uses it too.
 MATURIN := CARGO_TARGET_DIR=$(abspath target/ext) $(BIN)/maturin
 
 .NOTPARALLEL:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the shared workload module, whatever the import mode
-sys.path.insert(1, str(Path(__file__).parent.parent / "tests"))  # the test servers and bucket builder
 # numpy's OpenBLAS worker threads spin on the second core of a 2-core machine; no benchmark uses BLAS.
 # (Effective only when numpy is not imported yet, e.g. ``pytest benches``.)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -142,7 +142,7 @@ def test_zookeeper_flushes(benchmark: Any, smoke: bool, zk: Any) -> None:
 
 
 def _bucket(smoke: bool) -> tuple[Any, list[bytes]]:
-    from test_bucket_storage import make_bucket
+    from bucket_builder import make_bucket
 
     return make_bucket(2, per_segment=200) if smoke else make_bucket(10, per_segment=5_000)
 
@@ -151,7 +151,7 @@ def _bucket(smoke: bool) -> tuple[Any, list[bytes]]:
 def test_bucket_snapshot_write(
     benchmark: Any, smoke: bool, s3: ObjectStore, storage: ObjectStoreBucketSnapshotStorage, impl: str
 ) -> None:
-    from test_bucket_storage import CURSOR, KEY, TOPIC
+    from bucket_builder import CURSOR, KEY, TOPIC
 
     meta, segments = _bucket(smoke)
     size = storage.get_bucket_snapshot_length(
@@ -180,7 +180,7 @@ def test_bucket_snapshot_write(
 def test_segment_read(
     benchmark: Any, smoke: bool, s3: ObjectStore, storage: ObjectStoreBucketSnapshotStorage, impl: str
 ) -> None:
-    from test_bucket_storage import CURSOR, KEY, TOPIC
+    from bucket_builder import CURSOR, KEY, TOPIC
 
     meta, segments = _bucket(smoke)
     bid = storage.create_bucket_snapshot(meta, segments, KEY, TOPIC, CURSOR)

@@ -1,8 +1,8 @@
 """``make demo-cluster``: the Spark guide's cluster recipe, step by step, against a cluster on this machine.
 
-Runs every step docs/guides/spark-rebuild.md gives for a real cluster, with a Spark standalone cluster (a master and a
-worker from pyspark's ``spark-class``) and an S3-compatible server (moto's) on 127.0.0.1 standing in
-for the real ones:
+Runs every step docs/guides/spark-rebuild.md gives for a real cluster, with a Spark standalone
+cluster (a master and a worker from pyspark's ``spark-class``) and an S3-compatible server
+(moto's) on 127.0.0.1 standing in for the real ones:
 
 1. a fresh venv with the release wheel and the pipeline's packages (not pyspark: Spark ships its own
    to the driver and the executors), packed with ``venv-pack``;
@@ -27,7 +27,7 @@ import venv
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from object_store import s3_server  # noqa: E402
 from standalone import spark_home, standalone_cluster  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from doc_blocks import blocks
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 USER_FACING = [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
 INTERNAL = re.compile(r"\bissue[ -]?\d+|\bfinding[ -]?\d+|\bresearch\b|§", re.I)

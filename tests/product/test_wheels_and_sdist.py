@@ -21,7 +21,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # cross-compiles three wheels, installs two fresh venvs
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TARGET_DIR = REPO / "target" / "wheel-test"
 sys.path.insert(0, str(REPO / "scripts"))
 

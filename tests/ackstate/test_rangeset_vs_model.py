@@ -50,7 +50,7 @@ def ranges_rows(ranges: list[Any]) -> list[tuple[int, int, int, int]]:
 
     The contract says (lower, upper) Position pairs; the current build returns int 4-tuples.
     Both are accepted here so the model comparison is not masked by that difference, which
-    test_rangeset_pulsar.py::test_ranges_returns_position_pairs pins down on its own.
+    test_rangeset_pulsar_examples.py::test_ranges_returns_position_pairs pins down on its own.
     """
     rows: list[tuple[int, int, int, int]] = []
     for item in ranges:

@@ -1,6 +1,6 @@
 """Crash safety with real processes: SIGKILL a flushing child at random moments, then recover.
 
-Each round starts tests/crash_child.py on the store, which recovers it and acks + flushes in a loop
+Each round starts support/store_crash_child.py on the store, which recovers it and acks + flushes in a loop
 (seeded by the round), printing ``F n`` after flush ``n`` returns. The parent kills it (at a random
 flush, inside a compaction, or during startup), recovers in-process and checks the state against a
 replay of the same seeded acks: everything acked by the last reported flush is acked, nothing beyond
@@ -23,13 +23,13 @@ import numpy.typing as npt
 import pytest
 
 from child_lines import Lines
-from crash_child import ENTRIES, LEDGERS, OPTIONS, SIZES, step
 from cursorkit import Position, RangeSet
 from cursorkit.ackstate import Cursor, CursorStore
+from store_crash_child import ENTRIES, LEDGERS, OPTIONS, SIZES, step
 
 KILLS = int(os.environ.get("CURSORKIT_CRASH_KILLS", "50"))
 SEED = int(os.environ.get("CURSORKIT_CRASH_SEED", "26266"))
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).parents[1] / "support" / "store_crash_child.py"
 
 UNIVERSE_LEDGERS = np.repeat(np.array(LEDGERS, dtype=np.int64), ENTRIES)
 UNIVERSE_ENTRIES = np.tile(np.arange(ENTRIES, dtype=np.int64), len(LEDGERS))

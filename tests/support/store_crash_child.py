@@ -1,6 +1,6 @@
-"""The process that tests/test_store_crash.py kills: recover a store, then ack and flush until killed.
+"""The process tests/ackstate/test_store_crash.py kills: recover a store, then ack and flush until killed.
 
-Run as ``python crash_child.py STORE_DIR SEED``. Before a flush that will roll the log it prints
+Run as ``python store_crash_child.py STORE_DIR SEED``. Before a flush that will roll the log it prints
 ``C <n>``; after flush ``n`` returns it prints ``F <n>``; stdout is flushed after every line. The acks
 between flushes come from :func:`step`, which the parent replays with the same seed.
 """

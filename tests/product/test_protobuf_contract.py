@@ -12,7 +12,7 @@ import pytest
 from cursorkit import RangeSet
 from cursorkit.proto import pulsar_ml_pb2 as ml
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROTO_DIR = REPO / "python" / "cursorkit" / "proto"
 
 

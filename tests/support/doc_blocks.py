@@ -6,7 +6,7 @@ reads. ``rust`` blocks are compiled and run as doc tests elsewhere (``test_docs_
 ``text`` blocks are output or layouts and are not run. Two kinds of shell block are not run here,
 each covered by its own test: the two set-up commands (every line ``make …``: CI runs ``make test``
 itself) and cluster recipes (``spark-submit``: ``make demo-cluster`` and
-``tests/test_pipeline_standalone.py`` run them against a standalone cluster).
+``tests/pipeline/test_standalone_cluster.py`` run them against a standalone cluster).
 """
 
 from __future__ import annotations

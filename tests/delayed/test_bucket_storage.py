@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from pyroaring import BitMap
 
+from bucket_builder import CURSOR, KEY, TOPIC, make_bucket
 from cursorkit.delayed.storage.api import BucketInfo
 from cursorkit.delayed.storage.file import NEXT_ID_FILE, FileBucketSnapshotStorage
 from cursorkit.errors import (
@@ -29,33 +30,6 @@ from cursorkit.errors import (
 from cursorkit.fsio import atomic_write, fsync_dir, temp_path, temp_target
 from cursorkit.proto import delayed_bucket_pb2 as pb
 from faulty_files import Faults, faulty_opener
-
-KEY = "#pulsar.internal.delayed.bucket_3_7"
-TOPIC = "persistent://public/default/orders"
-CURSOR = "orders-sub"
-
-
-def make_bucket(
-    segments: int, per_segment: int = 4, seed: int = 0
-) -> tuple[pb.SnapshotMetadata, list[bytes]]:
-    """A bucket as the tracker cuts it: segments in time order, per-ledger roaring bitmaps per segment."""
-    meta = pb.SnapshotMetadata()
-    out: list[bytes] = []
-    ts = 1_000_000 + seed
-    for s in range(segments):
-        seg = pb.SnapshotSegment()
-        entries: dict[int, list[int]] = {}
-        first = ts
-        for i in range(per_segment):
-            ledger, entry = 3 + (i + s) % 3, s * per_segment + i + seed
-            seg.indexes.add(timestamp=ts, ledger_id=ledger, entry_id=entry)
-            entries.setdefault(ledger, []).append(entry)
-            ts += 7
-        sm = meta.metadata_list.add(min_schedule_timestamp=first, max_schedule_timestamp=ts - 7)
-        for ledger, es in entries.items():
-            sm.delayed_index_bit_map[ledger] = BitMap(es).serialize()
-        out.append(seg.SerializeToString())
-    return meta, out
 
 
 @pytest.fixture

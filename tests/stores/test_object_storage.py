@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from bucket_builder import CURSOR, KEY, TOPIC, make_bucket
 from cursorkit.delayed import BucketDelayedDeliveryTracker, MemoryCursorProperties
 from cursorkit.delayed.storage.format import bucket_name
 from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.errors import BucketNotFound, CorruptSnapshot, InvalidArgument, StoreUnavailable
 from cursorkit.stores import ObjectStore
 from object_store import s3_prefix
-from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket
 
 
 @pytest.fixture

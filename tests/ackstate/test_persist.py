@@ -81,7 +81,7 @@ def cursors(
             i = draw(st.integers(0, size - 1))
             c.ack_cumulative(Position(*p), batch_index=i, batch_size=size)
             m.ack_cumulative_batch(p, i, size)
-    # The model is only a reference if the cursor agrees with it (test_cursor_props checks every step).
+    # The model is only a reference if the cursor agrees with it (test_cursor_vs_model checks every step).
     assert c.mark_delete_position == Position(*m.md)
     assert c.individually_deleted.ranges() == model_ranges(m)
     assert [(b[0], b[1]) for b in c.batches()] == sorted(m.batches)

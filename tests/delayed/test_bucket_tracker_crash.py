@@ -1,6 +1,6 @@
 """Crash safety of the bucket tracker with real processes: SIGKILL while sealing and merging, then recover.
 
-Each round starts tests/delayed_crash_child.py on the same directories. It recovers the tracker and
+Each round starts support/delayed_crash_child.py on the same directories. It recovers the tracker and
 adds ledger after ledger (content fixed per ledger id), sealing a bucket every ~300 indexes and
 merging after every other seal on its worker thread, and reports ``D L`` once every non-empty
 ledger up to ``L`` is in a created bucket. The parent kills it at a random moment (during startup,
@@ -68,7 +68,7 @@ from delayed_crash_child import (
 
 KILLS = int(os.environ.get("CURSORKIT_DELAYED_CRASH_KILLS", "30"))
 SEED = int(os.environ.get("CURSORKIT_DELAYED_CRASH_SEED", "26239"))
-CHILD = Path(__file__).with_name("delayed_crash_child.py")
+CHILD = Path(__file__).parents[1] / "support" / "delayed_crash_child.py"
 LEDGER_CAP = 600
 """Past this many ledgers the next round starts a fresh history."""
 TICK = 1

@@ -1,4 +1,4 @@
-"""The process tests/test_delayed_crash.py kills: recover a bucket tracker, then add ledger after ledger.
+"""The process tests/delayed/test_bucket_tracker_crash.py kills: recover a bucket tracker, then add ledgers.
 
 Run as ``python delayed_crash_child.py DIR SEED``. The tracker keeps its snapshots in ``DIR/snapshots``
 and its bucket pointers in ``DIR/cursor.props``; its clock stands still at :data:`NOW` and every

@@ -27,7 +27,7 @@ from cursorkit.pipeline.rebuild import RebuildConfig
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-CHILD = Path(__file__).with_name("topics_crash_child.py")
+CHILD = Path(__file__).parents[1] / "support" / "topics_crash_child.py"
 CFG = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60)
 
 

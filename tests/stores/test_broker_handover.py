@@ -24,7 +24,7 @@ from cursorkit.stores import ObjectStore
 
 pytestmark = pytest.mark.spark
 
-CHILD = Path(__file__).with_name("handover_child.py")
+CHILD = Path(__file__).parents[1] / "support" / "handover_child.py"
 NOW = 1_000_000
 
 

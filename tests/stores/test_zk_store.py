@@ -1,7 +1,7 @@
 """ZkCursorStore against a real ZooKeeper server: round trips, Pulsar's record, fencing, conflicts.
 
 Every test uses its own cursor znode on the session's server (``zk_server``); state objects go to a
-local ``ObjectStore`` (the S3 server is exercised in ``test_zk_faults.py``).
+local ``ObjectStore`` (the S3 server is exercised in ``test_server_faults.py``).
 """
 
 from __future__ import annotations

@@ -6,58 +6,22 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from bucket_tracker_setup import Clock, fill, open_storage, tracker
 from cursorkit import Position
 from cursorkit.delayed import (
     BucketDelayedDeliveryTracker,
     DelayedDeliveryCollector,
     FileBucketSnapshotStorage,
-    FileCursorProperties,
     MemoryCursorProperties,
 )
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, PROPERTY_PREFIX
 from cursorkit.errors import InvalidArgument, InvalidInputType, InvalidPosition, TrackerClosed
 from cursorkit.proto import delayed_bucket_pb2 as pb
-
-
-class Clock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def tracker(tmp_path: Path, clock: Clock, **kw: Any) -> BucketDelayedDeliveryTracker:
-    settings: dict[str, Any] = {
-        "tick_time_ms": 1,
-        "min_index_count_per_bucket": 10,
-        "max_time_step_per_segment_ms": 100,
-        "max_indexes_per_segment": 4,
-        "background": False,
-    }
-    settings.update(kw)
-    props = settings.pop("props", None) or FileCursorProperties(tmp_path / "props")
-    return BucketDelayedDeliveryTracker(
-        FileBucketSnapshotStorage(tmp_path / "snaps"), props, clock=clock, **settings
-    )
-
-
-def open_storage(tmp_path: Path) -> FileBucketSnapshotStorage:
-    """The tracker's snapshot directory, opened on its own (while no tracker holds it)."""
-    s = FileBucketSnapshotStorage(tmp_path / "snaps")
-    s.start()
-    return s
-
-
-def fill(t: BucketDelayedDeliveryTracker, ledger: int, n: int, at0: int, step: int = 10) -> None:
-    for e in range(n):
-        assert t.add_message(ledger, e, at0 + e * step)
 
 
 def bucket_props(t: BucketDelayedDeliveryTracker) -> dict[str, str]:

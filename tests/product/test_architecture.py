@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "python" / "cursorkit"
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "cursorkit"
 ALLOWED = {
     "ackstate": {"ackstate"},
     "delayed": {"delayed", "ackstate"},
@@ -75,7 +75,7 @@ def test_the_python_reader_sees_a_type_checking_cycle(tmp_path: Path) -> None:
     assert find_cycle(graph) == ["cursorkit.merge", "cursorkit.tracker", "cursorkit.merge"]
 
 
-RUST = Path(__file__).resolve().parent.parent / "rust"
+RUST = Path(__file__).resolve().parents[2] / "rust"
 # The core's domains and what each may import (the crate's shared modules always).
 RUST_ALLOWED = {
     "ackstate": {"ackstate"},

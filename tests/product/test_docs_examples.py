@@ -22,7 +22,7 @@ from object_store import s3_prefix
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 RUNNABLE = [d for d in DOCUMENTS if any(b.runs_here for b in blocks(d))]
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from bucket_builder import CURSOR, KEY, TOPIC, make_bucket
 from cursorkit import Position, RangeSet, errors
 from cursorkit.ackstate import CursorStore, ZkCursorStore
 from cursorkit.delayed.storage.objects import ObjectStoreBucketSnapshotStorage
 from cursorkit.stores import ObjectStore
 from object_store import s3_prefix, s3_server_process
-from test_bucket_storage import CURSOR, KEY, TOPIC, make_bucket
 from zookeeper_server import ZkServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -1,0 +1,1 @@
+"""The tests of cursorkit: one package per domain of the code, and support/ for what they share."""

@@ -1,0 +1,1 @@
+"""Tests of delayed delivery: the delay queue, in-memory rules, bucket snapshots and the bucket tracker."""

@@ -1,0 +1,1 @@
+"""Tests of Key_Shared: sticky-key hashing, selectors, draining hashes, pending acks and the dispatcher."""

@@ -1,0 +1,1 @@
+"""Tests of the Spark pipeline: generate, rebuild (one topic and many), inspect, report, its CLI."""

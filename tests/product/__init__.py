@@ -1,0 +1,1 @@
+"""Tests of cursorkit as a product: CLI, release artefacts, docs examples, architecture, hostile input."""

@@ -1,0 +1,1 @@
+"""Tests of the shared stores against real servers: ZooKeeper, object storage, faults and hand-overs."""
