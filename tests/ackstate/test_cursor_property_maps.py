@@ -6,6 +6,7 @@ import errno
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from cursorkit import Cursor, CursorStore, Position
 from cursorkit.ackstate.store.properties import CursorProperties, FileCursorProperties, MemoryCursorProperties
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, PersistFailed
 from faulty_files import Faults, faulty_opener
@@ -25,11 +27,15 @@ def temp_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if ".tmp-" in p.name)
 
 
-@pytest.fixture(params=["file", "memory"])
-def props(request: pytest.FixtureRequest, tmp_path: Path) -> CursorProperties:
+@pytest.fixture(params=["file", "memory", "file store"])
+def props(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CursorProperties]:
     if request.param == "file":
-        return FileCursorProperties(tmp_path / "props")
-    return MemoryCursorProperties()
+        yield FileCursorProperties(tmp_path / "props")
+    elif request.param == "memory":
+        yield MemoryCursorProperties()
+    else:
+        with CursorStore.create(tmp_path / "store", name="sub") as store:
+            yield store.cursor_properties
 
 
 # -- semantics shared by both implementations --------------------------------------------------------
@@ -308,3 +314,55 @@ class PropertiesMachine(RuleBasedStateMachine):
 
 PropertiesMachine.TestCase.settings = settings(stateful_step_count=20, deadline=None)
 test_properties_machine = PropertiesMachine.TestCase
+
+
+# -- a cursor store's own properties -----------------------------------------------------------------
+
+
+def test_a_file_store_keeps_its_properties_beside_its_log(tmp_path: Path) -> None:
+    """They survive a reopen, leave what a flush writes and recovers alone, and refuse changes once closed."""
+    cursor = Cursor(Position(3, -1), name="sub")
+    cursor.ack_many([3, 3], [0, 2])
+    with CursorStore.create(tmp_path / "store", name="sub") as store:
+        store.cursor_properties.apply({f"{BUCKET}_1_3": "7", f"{BUCKET}_4_9": "8"})
+        store.flush(cursor)
+        props = store.cursor_properties
+        assert props is store.cursor_properties  # one object per store, as one writer per file needs
+    with pytest.raises(InvalidArgument, match="closed"):
+        props[f"{BUCKET}_10_12"] = "9"
+    with pytest.raises(InvalidArgument, match="closed"):
+        _ = store.cursor_properties
+    with CursorStore.open(tmp_path / "store") as again:
+        assert not again.report.damaged
+        assert dict(again.cursor_properties) == {f"{BUCKET}_1_3": "7", f"{BUCKET}_4_9": "8"}
+        recovered = again.recover()
+        assert recovered.mark_delete_position == Position(3, 0)
+        assert recovered.individually_deleted == cursor.individually_deleted
+
+
+def test_the_bucket_tracker_keeps_its_keys_in_a_file_stores_properties(tmp_path: Path) -> None:
+    from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
+
+    now = [1_700_000_000_000]
+
+    def tracker(store: CursorStore) -> BucketDelayedDeliveryTracker:
+        return BucketDelayedDeliveryTracker(
+            FileBucketSnapshotStorage(tmp_path / "delayed"),
+            store.cursor_properties,
+            clock=lambda: now[0],
+            background=False,
+            min_index_count_per_bucket=10,
+        )
+
+    with CursorStore.create(tmp_path / "store", name="sub") as store:
+        t = tracker(store)
+        for ledger in (1, 2, 3):
+            t.add_many([ledger] * 20, list(range(20)), [now[0] + 60_000] * 20)
+        t.maintenance()
+        sealed = len(t.immutable_buckets)
+        t.close()
+        assert sealed >= 2 and sum(k.startswith(BUCKET) for k in store.cursor_properties) == sealed
+    with CursorStore.open(tmp_path / "store") as store:
+        t = tracker(store)
+        assert len(t.immutable_buckets) == sealed and not t.recovery_report.damaged
+        t.close()

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Protocol, Self, cast
 
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
+from cursorkit.ackstate.store.properties import CursorProperties
 from cursorkit.errors import InvalidArgument, InvalidInputType
 
 __all__ = ["CursorStore", "StoreFlush", "StoreReport"]
@@ -134,6 +135,15 @@ class CursorStore(abc.ABC):
     def closed(self) -> bool:
         """Whether :meth:`close` has run."""
         return self._closed
+
+    @property
+    @abc.abstractmethod
+    def cursor_properties(self) -> CursorProperties:
+        """Pulsar's string ``cursorProperties`` of this cursor, durable on every change.
+
+        The bucket delayed-delivery tracker keeps its bucket keys here, as Pulsar does. A change
+        after :meth:`close` is refused (``InvalidArgument``).
+        """
 
     @abc.abstractmethod
     def recover(

@@ -8,7 +8,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,26 @@ from cursorkit.ackstate.store.file.log import (
     recover_log,
 )
 from cursorkit.ackstate.store.file.reports import FlushResult, RecoveryReport, StoreOptions
+from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed
 from cursorkit.fsio import Opener, default_opener, read_regular
 
-__all__ = ["FileCursorStore"]
+__all__ = ["PROPERTIES_FILE", "FileCursorStore"]
+
+PROPERTIES_FILE = "cursor.properties"
+"""The file of a file store's cursor properties, in the store directory."""
+
+
+class _StoreProperties(FileCursorProperties):
+    """A file store's cursor properties: refused once the store is closed (its directory is unlocked)."""
+
+    def __init__(self, path: Path, opener: Opener, check_open: Callable[[], None]) -> None:
+        super().__init__(path, opener=opener)
+        self._check_open = check_open
+
+    def _commit(self, new: dict[str, str]) -> None:
+        self._check_open()
+        super()._commit(new)
 
 
 def _file_options(options: dict[str, Any]) -> tuple[StoreOptions | None, Opener | None]:
@@ -80,6 +96,7 @@ class FileCursorStore(CursorStore):
         self._closed = False
         self._name = ""
         self._log = LogFiles(path, self._dir_fd, self._opener, sync=self._options.sync)
+        self._properties: FileCursorProperties | None = None
         self._bound: Cursor | None = None
         self._bound_mutations = -1
         self._bitmaps: list[tuple[int, bytes]] | None = None
@@ -224,6 +241,20 @@ class FileCursorStore(CursorStore):
     def report(self) -> RecoveryReport:
         """What :meth:`open` found (for a new store: its first, empty marker)."""
         return self._report
+
+    @property
+    def cursor_properties(self) -> FileCursorProperties:
+        """Pulsar's string ``cursorProperties``, in ``cursor.properties`` beside the log (made on first use).
+
+        Each change is one atomic rewrite of that file, independent of the ack state's flushes.
+        """
+        with self._lock:
+            self._check_open()
+            if self._properties is None:
+                self._properties = _StoreProperties(
+                    self._path / PROPERTIES_FILE, self._opener, self._check_open
+                )
+            return self._properties
 
     @property
     def generation(self) -> int:
