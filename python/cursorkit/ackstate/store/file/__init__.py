@@ -8,6 +8,7 @@ One directory per cursor::
 
     store.meta           current log generation (replaced atomically: temp, fsync, rename, fsync dir)
     cursor-<gen>.log     append-only log of that generation
+    cursor.properties    the cursor's string properties, if any were set (``cursor_properties``)
 
 A log starts with ``LOG_MAGIC`` (8 bytes) and a HEADER record; then LEDGER and MARKER records. A
 record is ``sync "CK" | kind u8 | flags u8 (0) | payload length u32 | payload | CRC-32 u32``, little
