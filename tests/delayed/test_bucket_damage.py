@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bucket_tracker_setup import Clock, fill, open_storage, tracker
+from bucket_tracker_setup import fill, open_storage, tracker
 from cursorkit.delayed import DelayedDeliveryCollector, FileBucketSnapshotStorage
 from cursorkit.delayed.bucket import DAMAGED_PROPERTY_PREFIX, PROPERTY_PREFIX
 from cursorkit.delayed.storage.format import encode_bucket
@@ -19,6 +19,7 @@ from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import atomic_write
 from cursorkit.proto import delayed_bucket_pb2 as pb
 from cursorkit.proto.strict import parse
+from manual_clock import Clock
 
 
 def damage_segment(tmp_path: Path, bucket_id: int, segment: int) -> None:

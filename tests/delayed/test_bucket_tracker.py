@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bucket_tracker_setup import Clock, fill, open_storage, tracker
+from bucket_tracker_setup import fill, open_storage, tracker
 from cursorkit import Position
 from cursorkit.delayed import (
     BucketDelayedDeliveryTracker,
@@ -22,6 +22,7 @@ from cursorkit.delayed import (
 from cursorkit.delayed.bucket import MUTABLE_TAIL_PROPERTY, PROPERTY_PREFIX
 from cursorkit.errors import InvalidArgument, InvalidInputType, InvalidPosition, TrackerClosed
 from cursorkit.proto import delayed_bucket_pb2 as pb
+from manual_clock import Clock
 
 
 def bucket_props(t: BucketDelayedDeliveryTracker) -> dict[str, str]:

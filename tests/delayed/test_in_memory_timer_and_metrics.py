@@ -5,14 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from cursorkit.delayed import DelayedDeliveryCollector, InMemoryDelayedDeliveryTracker
-
-
-class Clock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from manual_clock import Clock
 
 
 def test_timer_delay_follows_pulsars_rule() -> None:

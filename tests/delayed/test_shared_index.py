@@ -17,14 +17,7 @@ from cursorkit.delayed import (
     SharedDelayedIndex,
 )
 from cursorkit.errors import InvalidArgument
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0
-
-    def __call__(self) -> int:
-        return self.now
+from manual_clock import Clock
 
 
 def rows(a: np.ndarray) -> list[tuple[int, int]]:

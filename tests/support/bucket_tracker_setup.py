@@ -6,14 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage, FileCursorProperties
-
-
-class Clock:
-    def __init__(self, now: int = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from manual_clock import Clock
 
 
 def tracker(tmp_path: Path, clock: Clock, **kw: Any) -> BucketDelayedDeliveryTracker:
