@@ -109,7 +109,7 @@ def test_zookeeper_flushes(benchmark: Any, smoke: bool, zk: Any) -> None:
     n = 50 if smoke else 1_000
     stores, cursors = _cursors(zk, "ck", n)
     raw_stores, _ = _cursors(zk, "raw", n)
-    client = stores[0]._client
+    client = stores[0]._session.client
     writes = [(s.path, s._last_data) for s in raw_stores]  # the same bytes a flush writes
     step = [200]
 
