@@ -7,8 +7,10 @@ reference shows the stub's docstrings for the native classes.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
+from typing import Any
 
 from doc_blocks import blocks
 
@@ -58,3 +60,34 @@ def test_every_public_method_of_the_stub_has_a_docstring() -> None:
         names = {n.name for n in cls.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
         bare += [f"{cls.name}.{name}" for name in sorted(names - documented)]
     assert not bare, bare
+
+
+def _docs_links() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_links", REPO / "scripts" / "docs_links.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_guide_identifiers_link_to_the_reference() -> None:
+    """The docs hook links a rendered class (or member) once per section, never inside code."""
+    links = _docs_links()
+    links.on_config({"docs_dir": str(DOCS)})
+    assert links._targets["CursorStore"] == "cursorkit.ackstate.store.api.CursorStore"
+    assert links._targets["Position"] == "cursorkit.Position"
+    page = (
+        "Open it with `CursorStore.open(path)`; `CursorStore` again.\n"
+        "```python\nstore = `CursorStore`\n```\n"
+        "## Next\nA `Cursor` and a [`Cursor`][x] and `Cursor.no_such_member` and `NotAClass`.\n"
+    )
+    assert links.link_identifiers(page).splitlines() == [
+        "Open it with [`CursorStore.open(path)`][cursorkit.ackstate.store.api.CursorStore.open]; "
+        "[`CursorStore`][cursorkit.ackstate.store.api.CursorStore] again.",
+        "```python",
+        "store = `CursorStore`",
+        "```",
+        "## Next",
+        "A [`Cursor`][cursorkit.ackstate.cursor.Cursor] and a [`Cursor`][x] and `Cursor.no_such_member` "
+        "and `NotAClass`.",
+    ]
