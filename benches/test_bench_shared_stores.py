@@ -110,7 +110,7 @@ def test_zookeeper_flushes(benchmark: Any, smoke: bool, zk: Any) -> None:
     stores, cursors = _cursors(zk, "ck", n)
     raw_stores, _ = _cursors(zk, "raw", n)
     client = stores[0]._session.client
-    writes = [(s.path, s._last_data) for s in raw_stores]  # the same bytes a flush writes
+    writes = [(s.path, s._node.last_data) for s in raw_stores]  # the same bytes a flush writes
     step = [200]
 
     def ours() -> None:
