@@ -1,0 +1,170 @@
+"""The official Pulsar client (``pulsar-client``, the Apache C++ client) producing and consuming through the broker."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_process import BrokerProcess, running_broker
+
+pulsar = pytest.importorskip("pulsar")
+
+TIMEOUT_MS = 10_000
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path / "data") as b:
+        yield b
+
+
+def client(url: str) -> pulsar.Client:
+    return pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+
+
+def receive_all(consumer: pulsar.Consumer, n: int, *, ack: bool = True) -> list[pulsar.Message]:
+    out = []
+    for _ in range(n):
+        msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+        out.append(msg)
+        if ack:
+            consumer.acknowledge(msg)
+    return out
+
+
+def nothing_more(consumer: pulsar.Consumer, wait_ms: int = 500) -> bool:
+    try:
+        consumer.receive(timeout_millis=wait_ms)
+    except pulsar.Timeout:
+        return True
+    return False
+
+
+def test_ready_within_a_second(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data")
+    try:
+        assert b.start() < 1.0 + 2.0  # the interpreter's start-up included; the broker itself is well under 1 s
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_produce_and_consume_exclusive(broker: BrokerProcess, batching: bool) -> None:
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe("orders", "sub", consumer_type=pulsar.ConsumerType.Exclusive)
+        producer = c.create_producer("orders", batching_enabled=batching, batching_max_publish_delay_ms=5)
+        for i in range(200):
+            producer.send_async(f"m-{i}".encode(), None)
+        producer.flush()
+        got = receive_all(consumer, 200)
+        assert [m.data() for m in got] == [f"m-{i}".encode() for i in range(200)]
+        assert nothing_more(consumer)
+    finally:
+        c.close()
+
+
+def test_shared_consumers_split_the_messages(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        a = c.subscribe("jobs", "workers", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10)
+        b = c.subscribe("jobs", "workers", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=10)
+        producer = c.create_producer("jobs", batching_enabled=False)
+        for i in range(100):
+            producer.send(f"{i}".encode())
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(seen) < 100 and time.monotonic() < deadline:
+            for cons in (a, b):
+                try:
+                    msg = cons.receive(timeout_millis=50)
+                except pulsar.Timeout:
+                    continue
+                seen.append(msg.data())
+                cons.acknowledge(msg)
+        assert sorted(seen) == sorted(f"{i}".encode() for i in range(100))
+    finally:
+        c.close()
+
+
+def test_acknowledged_messages_survive_a_sigkill(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        c = client(broker.url)
+        consumer = c.subscribe("events", "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = c.create_producer("events", batching_enabled=False)
+        for i in range(60):
+            producer.send(f"{i}".encode())
+        got = receive_all(consumer, 60, ack=False)
+        acked = {m.data() for i, m in enumerate(got) if i % 3 != 1}  # holes: every third stays unacked
+        for m in got:
+            if m.data() in acked:
+                consumer.acknowledge(m)
+        time.sleep(1.0)  # the client groups acks for 100 ms; the broker flushes every 100 ms
+        broker.kill()
+        c.close()
+        broker.start()
+        c = client(broker.url)
+        consumer = c.subscribe("events", "s", consumer_type=pulsar.ConsumerType.Shared)
+        again = {m.data() for m in receive_all(consumer, 60 - len(acked))}
+        assert again == {f"{i}".encode() for i in range(60)} - acked
+        assert nothing_more(consumer)
+        c.close()
+    finally:
+        broker.kill()
+
+
+def test_deliver_after_is_not_early(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe("later", "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = c.create_producer("later", batching_enabled=False)
+        sent = time.time()
+        producer.send(b"soon", deliver_after=__import__("datetime").timedelta(milliseconds=800))
+        producer.send(b"now")
+        first = consumer.receive(timeout_millis=TIMEOUT_MS)
+        assert first.data() == b"now"
+        consumer.acknowledge(first)
+        second = consumer.receive(timeout_millis=TIMEOUT_MS)
+        waited = time.time() - sent
+        assert second.data() == b"soon" and 0.8 <= waited < 0.8 + 0.5
+        consumer.acknowledge(second)
+    finally:
+        c.close()
+
+
+def test_negative_ack_comes_back_with_a_higher_redelivery_count(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe(
+            "retries", "s", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+        )
+        producer = c.create_producer("retries", batching_enabled=False)
+        producer.send(b"flaky")
+        counts = []
+        for _ in range(3):
+            msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+            counts.append(msg.redelivery_count())
+            consumer.negative_acknowledge(msg)
+        assert counts == [0, 1, 2]
+    finally:
+        c.close()
+
+
+def test_garbage_closes_only_that_connection(broker: BrokerProcess) -> None:
+    host, port = broker.url.removeprefix("pulsar://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"\x00\x00\x00\x10garbage-garbage!")
+        s.settimeout(5)
+        assert s.recv(100) == b""  # closed
+    c = client(broker.url)
+    try:
+        producer = c.create_producer("still-serving")
+        producer.send(b"x")
+    finally:
+        c.close()
