@@ -174,8 +174,8 @@ class MessageLog:
 
         The whole group is one write, fdatasynced before this returns (with ``sync``): the group
         commit. A failed write or sync raises ``PersistFailed``; the group is cut off again and
-        never read back (if even that fails, the ledger is sealed and the next append opens a new
-        one whose header records where the old one ends).
+        never read back. After a failed sync, or when cutting off fails, the ledger is sealed: a
+        new one is opened whose header records where the old one ends.
         """
         given: object = entries
         if not isinstance(given, list | tuple):
@@ -193,6 +193,7 @@ class MessageLog:
             try:
                 start = current.write(blob, self._opener, sync=self._sync)
             except OSError as e:
+                self._seal_now(current)
                 raise self._failed(e, f"append to ledger {current.ledger_id}") from e
             with self._lock:
                 first = current.publish(start, len(blob), offsets, times)
@@ -220,6 +221,17 @@ class MessageLog:
         if prev is not None:
             prev.close_writer()
         return segment
+
+    def _seal_now(self, current: Segment) -> None:
+        """Opens the next ledger at once when ``current`` must be sealed (else the next append does).
+
+        Its header records where ``current`` ends, so a failed group left in ``current``'s tail
+        is not served even after a crash. Only when this fails too, and the process dies before an
+        append or :meth:`close` succeeds at it, can recovery find such a group whole and serve it.
+        """
+        if current.must_seal:
+            with contextlib.suppress(PersistFailed):
+                self._roll()
 
     def _install(self, segment: Segment) -> None:
         self._segments[segment.ledger_id] = segment
@@ -339,10 +351,16 @@ class MessageLog:
             raise InvalidArgument(f"message log {self._path} is closed")
 
     def close(self) -> None:
-        """Closes every file and unlocks the directory (everything appended is already durable)."""
-        with self._append_lock, self._lock:
+        """Closes every file and unlocks the directory (everything appended is already durable).
+
+        A ledger left sealed by a failed append gets its successor first, if it has none yet.
+        """
+        with self._append_lock:
             if not self._closed:
-                self._release()
+                self._seal_now(self._segments[self._ids[-1]])
+            with self._lock:
+                if not self._closed:
+                    self._release()
 
     def _release(self) -> None:
         self._closed = True
