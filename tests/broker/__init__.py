@@ -1,1 +1,1 @@
-"""Tests of the reference broker: Pulsar's wire protocol (frames, commands, checksums, batches)."""
+"""Tests of the reference broker: its wire protocol, message log and server, with the real Pulsar client."""
