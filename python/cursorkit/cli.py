@@ -1,7 +1,8 @@
 """``cursorkit``: the command line (generate, rebuild, demo, inspect, bench, broker, completion).
 
 The pipeline's commands come from :mod:`cursorkit.pipeline.cli` (which spark-submit also runs as a
-script); this entry point adds ``bench``, ``broker`` and ``completion``. Exit status: 0 done, 1 damage found or a
+script); this entry point adds ``bench``, ``broker`` and ``completion``. Exit status: 0 done, 1 damage
+found or a
 publish failed, 2 unusable input or arguments, 3 an internal error (with its traceback).
 """
 

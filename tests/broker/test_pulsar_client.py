@@ -1,4 +1,4 @@
-"""The official Pulsar client (``pulsar-client``, the Apache C++ client) producing and consuming through the broker."""
+"""The official Pulsar client (``pulsar-client``, Apache's C++ client) producing and consuming here."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def client(url: str) -> pulsar.Client:
-    return pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    return pulsar.Client(
+        url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
 
 
 def receive_all(consumer: pulsar.Consumer, n: int, *, ack: bool = True) -> list[pulsar.Message]:
@@ -47,7 +49,9 @@ def nothing_more(consumer: pulsar.Consumer, wait_ms: int = 500) -> bool:
 def test_ready_within_a_second(tmp_path: Path) -> None:
     b = BrokerProcess(tmp_path / "data")
     try:
-        assert b.start() < 1.0 + 2.0  # the interpreter's start-up included; the broker itself is well under 1 s
+        assert (
+            b.start() < 1.0 + 2.0
+        )  # the interpreter's start-up included; the broker itself is well under 1 s
     finally:
         b.stop()
 

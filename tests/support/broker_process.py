@@ -28,9 +28,23 @@ class BrokerProcess:
     def start(self, timeout: float = 10.0) -> float:
         """Starts the broker (same port as before, if it ran); returns the seconds until it was ready."""
         started = time.monotonic()
-        cmd = [sys.executable, "-m", "cursorkit.cli", "broker", "--data", str(self.data), "--port", str(self.port), *self.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "cursorkit.cli",
+            "broker",
+            "--data",
+            str(self.data),
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -58,7 +58,8 @@ class Broker:
 
     def set_partitions(self, name: TopicName, partitions: int) -> None:
         """Declares ``name`` a partitioned topic of ``partitions`` partitions (durable)."""
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= 10_000:
+        given: object = partitions
+        if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= 10_000:
             raise InvalidArgument(f"partitions must be an int in 1..10000, got {partitions!r}")
         if name.partition is not None:
             raise InvalidArgument(f"{name.full} is a partition, not a topic")
@@ -99,7 +100,9 @@ class Broker:
 
     async def start(self) -> None:
         """Listens; returns once connections are accepted."""
-        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
+        self._server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port, limit=1 << 20
+        )
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("cursorkit broker on %s, data in %s", self.service_url, self.root)
 
@@ -136,7 +139,9 @@ class Broker:
         self.topics.clear()
 
 
-async def run(config: BrokerConfig, partitioned: Mapping[str, int] | None = None, *, ready: asyncio.Event | None = None) -> None:
+async def run(
+    config: BrokerConfig, partitioned: Mapping[str, int] | None = None, *, ready: asyncio.Event | None = None
+) -> None:
     """Runs a broker until cancelled."""
     broker = Broker(config, partitioned)
     await broker.start()

@@ -16,7 +16,9 @@ from cursorkit.errors import InvalidArgument
 __all__ = ["add_parser", "run_broker"]
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]) -> None:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
     """The ``broker`` command's arguments."""
     b = sub.add_parser(
         "broker",
@@ -29,8 +31,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], formatt
         epilog="example:\n  cursorkit broker --data ./broker-data --port 6650\n",
         formatter_class=formatter,
     )
-    b.add_argument("--data", required=True, type=Path, metavar="DIR", help="where topics and cursors are kept")
-    b.add_argument("--port", type=int, default=6650, help="port to listen on (0: any free port; default 6650)")
+    b.add_argument(
+        "--data", required=True, type=Path, metavar="DIR", help="where topics and cursors are kept"
+    )
+    b.add_argument(
+        "--port", type=int, default=6650, help="port to listen on (0: any free port; default 6650)"
+    )
     b.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     b.add_argument(
         "--partitioned-topic",

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from cursorkit import Position
 from cursorkit.broker.protocol.frames import FrameDecoder, encode_command
@@ -36,7 +36,7 @@ _T = api.BaseCommand
 
 
 def _cmd(kind: int) -> api.BaseCommand:
-    return api.BaseCommand(type=kind)
+    return api.BaseCommand(type=cast(Any, kind))
 
 
 class Connection:
@@ -67,7 +67,7 @@ class Connection:
     def _error(self, request_id: int, error: int, message: str) -> None:
         cmd = _cmd(_T.ERROR)
         cmd.error.request_id = request_id
-        cmd.error.error = error
+        cmd.error.error = cast(Any, error)
         cmd.error.message = message
         self._reply(cmd)
 
@@ -154,14 +154,14 @@ class Connection:
             r = _cmd(_T.LOOKUP_RESPONSE)
             r.lookupTopicResponse.request_id = cmd.lookupTopic.request_id
             r.lookupTopicResponse.response = api.CommandLookupTopicResponse.Failed
-            r.lookupTopicResponse.error = error
+            r.lookupTopicResponse.error = cast(Any, error)
             r.lookupTopicResponse.message = message
             self._reply(r)
         elif kind == _T.PARTITIONED_METADATA:
             r = _cmd(_T.PARTITIONED_METADATA_RESPONSE)
             r.partitionMetadataResponse.request_id = cmd.partitionMetadata.request_id
             r.partitionMetadataResponse.response = api.CommandPartitionedTopicMetadataResponse.Failed
-            r.partitionMetadataResponse.error = error
+            r.partitionMetadataResponse.error = cast(Any, error)
             r.partitionMetadataResponse.message = message
             self._reply(r)
         else:
@@ -174,7 +174,9 @@ class Connection:
         self.connected = True
         r = _cmd(_T.CONNECTED)
         r.connected.server_version = SERVER_VERSION
-        r.connected.protocol_version = min(PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
+        r.connected.protocol_version = (
+            min(PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
+        )
         r.connected.max_message_size = self.broker.config.max_message_size
         self._reply(r)
 
@@ -206,11 +208,19 @@ class Connection:
     def _producer(self, cmd: api.BaseCommand, _: object) -> None:
         q = cmd.producer
         if q.producer_id in self.producers:
-            raise ProtocolError(f"producer id {q.producer_id} is in use on this connection", server_error=api.ProducerBusy)
+            raise ProtocolError(
+                f"producer id {q.producer_id} is in use on this connection", server_error=api.ProducerBusy
+            )
         topic = self.broker.topic(topic_name(q.topic))
-        name = q.producer_name if q.HasField("producer_name") and q.producer_name else self.broker.producer_name()
+        name = (
+            q.producer_name
+            if q.HasField("producer_name") and q.producer_name
+            else self.broker.producer_name()
+        )
         if q.user_provided_producer_name and name in topic.producer_names:
-            raise ProtocolError(f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy)
+            raise ProtocolError(
+                f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
+            )
         topic.producer_names.add(name)
         self.producers[q.producer_id] = (topic, name)
         self._receipts[q.producer_id] = deque()
@@ -244,7 +254,9 @@ class Connection:
         if len(queue) == 1:
             asyncio.get_running_loop().create_task(self._send_receipts(q.producer_id, queue))
 
-    async def _send_receipts(self, producer_id: int, queue: deque[tuple[int, asyncio.Future[Position]]]) -> None:
+    async def _send_receipts(
+        self, producer_id: int, queue: deque[tuple[int, asyncio.Future[Position]]]
+    ) -> None:
         while queue:
             sequence_id, fut = queue[0]
             try:
@@ -276,11 +288,18 @@ class Connection:
     def _subscribe(self, cmd: api.BaseCommand, _: object) -> None:
         q = cmd.subscribe
         if q.consumer_id in self.consumers:
-            raise ProtocolError(f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy)
+            raise ProtocolError(
+                f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy
+            )
         topic = self.broker.topic(topic_name(q.topic))
         earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
         sub = topic.subscription(q.subscription, q.subType, earliest=earliest)
-        consumer = Consumer(q.consumer_id, q.consumer_name or f"consumer-{q.consumer_id}", self.send, priority=q.priority_level)
+        consumer = Consumer(
+            q.consumer_id,
+            q.consumer_name or f"consumer-{q.consumer_id}",
+            self.send,
+            priority=q.priority_level,
+        )
         sub.add_consumer(consumer, q.subType, q.keySharedMeta if q.HasField("keySharedMeta") else None)
         self.consumers[q.consumer_id] = (sub, consumer, topic)
         self._success(q.request_id)
@@ -294,7 +313,9 @@ class Connection:
     def _consumer(self, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
         found = self.consumers.get(consumer_id)
         if found is None:
-            raise ProtocolError(f"consumer {consumer_id} was never subscribed here", server_error=api.ConsumerNotFound)
+            raise ProtocolError(
+                f"consumer {consumer_id} was never subscribed here", server_error=api.ConsumerNotFound
+            )
         return found
 
     def _flow(self, cmd: api.BaseCommand, _: object) -> None:
@@ -338,7 +359,9 @@ class Connection:
         q = cmd.unsubscribe
         sub, consumer, topic = self._consumer(q.consumer_id)
         if [c for c in sub.consumers if c is not consumer]:
-            raise ProtocolError(f"subscription {sub.name!r} has other consumers", server_error=api.ConsumerBusy)
+            raise ProtocolError(
+                f"subscription {sub.name!r} has other consumers", server_error=api.ConsumerBusy
+            )
         del self.consumers[q.consumer_id]
         sub.remove_consumer(consumer)
         topic.unsubscribe(sub.name)
@@ -362,7 +385,7 @@ class Connection:
             close.close_consumer.request_id = 0
             c.send(encode_command(close))
         for conn in self.broker.connections:
-            for cid, (s, c, t) in list(conn.consumers.items()):
+            for cid, (s, c, _topic) in list(conn.consumers.items()):
                 if s is sub:
                     del conn.consumers[cid]
                     s.remove_consumer(c)

@@ -28,4 +28,5 @@ class Consumer:
     connected: bool = True
 
     def __repr__(self) -> str:
-        return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits}, pending={len(self.pending)})"
+        held = len(self.pending)
+        return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits}, pending={held})"

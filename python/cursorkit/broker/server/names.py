@@ -56,7 +56,7 @@ def topic_name(text: str) -> TopicName:
     def bad(why: str) -> ProtocolError:
         return ProtocolError(f"invalid topic name {text[:200]!r}: {why}", server_error=api.InvalidTopicName)
 
-    if not isinstance(text, str) or not text or len(text) > _MAX_LENGTH:
+    if not text or len(text) > _MAX_LENGTH:
         raise bad("empty or too long")
     rest = text
     if "://" in text:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import cast
 
 from cursorkit import Cursor, CursorStore, Position
 from cursorkit.broker.log import Entry, MessageLog
@@ -21,11 +22,12 @@ from cursorkit.broker.server.consumer import Consumer
 from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.errors import ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
+from cursorkit.keyshared.dispatcher import Selector
 from cursorkit.proto import pulsar_api_pb2 as api
 
 __all__ = ["Subscription"]
 
-_SUB_TYPES = {
+_SUB_TYPES: dict[int, str] = {
     api.CommandSubscribe.Exclusive: "Exclusive",
     api.CommandSubscribe.Shared: "Shared",
     api.CommandSubscribe.Failover: "Failover",
@@ -63,9 +65,9 @@ class Subscription:
             self.store = CursorStore.open(store_dir)
             self.cursor = self.store.recover(ledger_sizes=log.ledger_sizes())
         else:
-            start = log.first_position if initial_earliest else log.last_position
+            start = Position(log.first_position.ledger_id, -1) if initial_earliest else log.last_position
             self.store = CursorStore.create(store_dir, name=name)
-            self.cursor = Cursor(Position(start.ledger_id, start.entry_id - 1) if initial_earliest else start, name=name)
+            self.cursor = Cursor(start, name=name)
             self.cursor.set_ledger_sizes(log.ledger_sizes())
             self.store.flush(self.cursor, full=True)
         self.delayed = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=clock)
@@ -85,22 +87,27 @@ class Subscription:
         return _SUB_TYPES.get(self.sub_type, "Exclusive")
 
     def add_consumer(self, consumer: Consumer, sub_type: int, key_shared: api.KeySharedMeta | None) -> None:
-        """Registers a consumer; a type other than the subscription's, or a second Exclusive one, is refused."""
+        """Registers a consumer; another type than the subscription's, or a second Exclusive one, is refused."""
         if self.consumers and sub_type != self.sub_type:
             raise ProtocolError(
                 f"subscription {self.name!r} is {self.type_name}, not {_SUB_TYPES.get(sub_type)}",
                 server_error=api.ConsumerBusy,
             )
         if self.sub_type == api.CommandSubscribe.Exclusive and self.consumers:
-            raise ProtocolError(f"exclusive subscription {self.name!r} already has a consumer", server_error=api.ConsumerBusy)
+            raise ProtocolError(
+                f"exclusive subscription {self.name!r} already has a consumer", server_error=api.ConsumerBusy
+            )
         self.sub_type = sub_type
         if sub_type == api.CommandSubscribe.Key_Shared:
             if self._key_shared is None:
                 sticky = key_shared is not None and key_shared.keySharedMode == api.STICKY
+                selector = cast(Selector, ExclusiveRangeSelector() if sticky else ConsistentHashingSelector())
                 self._key_shared = KeySharedDispatcher(
-                    selector=ExclusiveRangeSelector() if sticky else ConsistentHashingSelector(),
+                    selector=selector,
                     cursor=self.cursor,
-                    mode="out_of_order" if key_shared is not None and key_shared.allowOutOfOrderDelivery else "draining",
+                    mode="out-of-order"
+                    if key_shared is not None and key_shared.allowOutOfOrderDelivery
+                    else "draining",
                     delayed=self.delayed,
                 )
             self._key_shared.add_consumer(consumer, permits=0)
@@ -168,13 +175,19 @@ class Subscription:
 
     def _ack_cumulative(self, consumer: Consumer, position: Position) -> None:
         self.cursor.ack_cumulative(position)
-        for p in [p for p in consumer.pending if (p.ledger_id, p.entry_id) <= (position.ledger_id, position.entry_id)]:
+        for p in [
+            p
+            for p in consumer.pending
+            if (p.ledger_id, p.entry_id) <= (position.ledger_id, position.entry_id)
+        ]:
             del consumer.pending[p]
             self.redeliveries.pop(p, None)
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
         """Sends unacked messages again (all the consumer's when ``positions`` is None), counting each."""
-        chosen = list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
+        chosen = (
+            list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
+        )
         if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
             if chosen:
                 self._key_shared.nack(consumer, chosen)
@@ -185,7 +198,7 @@ class Subscription:
         self._replay.update(chosen)
 
     def seek(self, position: Position) -> None:
-        """Delivers ``position`` next, forgetting acks after it (the consumers are reconnected by the caller)."""
+        """Delivers ``position`` next, forgetting acks after it (the caller reconnects the consumers)."""
         self.cursor.reset(position)
         self._replay.clear()
         self.redeliveries.clear()
@@ -222,7 +235,9 @@ class Subscription:
         batch = self.cursor.batch(entry.position)
         if batch is not None:
             words = batch[1]
-            ack_set = [int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)]
+            ack_set = [
+                int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)
+            ]
         consumer.pending[entry.position] = entry.num_messages
         consumer.permits -= entry.num_messages
         consumer.send(_message(consumer.consumer_id, entry, count, ack_set))
@@ -247,7 +262,7 @@ class Subscription:
         now = self._clock()
         due = self.delayed.get_scheduled_messages(10_000) if self.delayed.has_message_available() else None
         if due is not None:
-            self._replay.update(Position(int(l), int(e)) for l, e in due)
+            self._replay.update(Position(int(ledger), int(entry)) for ledger, entry in due)
         for position in sorted(self._replay, key=lambda p: (p.ledger_id, p.entry_id)):
             if self.cursor.is_acked(position):
                 self._replay.discard(position)
@@ -266,7 +281,9 @@ class Subscription:
                 if self.cursor.is_acked(entry.position):
                     continue
                 at = self._delayed_until(entry)
-                if at > now and self.delayed.add_message(entry.position.ledger_id, entry.position.entry_id, at):
+                if at > now and self.delayed.add_message(
+                    entry.position.ledger_id, entry.position.entry_id, at
+                ):
                     continue
                 consumer = self._choose()
                 if consumer is None:  # permits ran out inside the batch: read it again next time
@@ -282,7 +299,9 @@ class Subscription:
         assert ks is not None
         while ks.should_read():
             n = ks.max_entries_to_read()
-            entries = self.log.read_from(self._read_at, min(n, self._read_batch), 4 * 1024 * 1024) if n else []
+            entries = (
+                self.log.read_from(self._read_at, min(n, self._read_batch), 4 * 1024 * 1024) if n else []
+            )
             if not entries:
                 break
             self._read_at = self._after(entries[-1].position)
@@ -345,4 +364,3 @@ def _active_change(consumer_id: int, active: bool) -> bytes:
     cmd.active_consumer_change.consumer_id = consumer_id
     cmd.active_consumer_change.is_active = active
     return encode_command(cmd)
-

@@ -33,7 +33,9 @@ class Topic:
         self.name = name
         self.directory = root / "topics" / name.directory
         self.config = config
-        self.log = MessageLog.open(self.directory / "log", segment_bytes=config.segment_bytes, sync=config.sync)
+        self.log = MessageLog.open(
+            self.directory / "log", segment_bytes=config.segment_bytes, sync=config.sync
+        )
         self.subscriptions: dict[str, Subscription] = {}
         self._pending: list[tuple[bytes, int, int, asyncio.Future[Position]]] = []
         self._committing = False
