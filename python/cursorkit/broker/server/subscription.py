@@ -87,7 +87,7 @@ class Subscription:
         return _SUB_TYPES.get(self.sub_type, "Exclusive")
 
     def add_consumer(self, consumer: Consumer, sub_type: int, key_shared: api.KeySharedMeta | None) -> None:
-        """Registers a consumer; another type than the subscription's, or a second Exclusive one, is refused."""
+        """Adds a consumer; another type than the subscription's, or a second Exclusive one, is refused."""
         if self.consumers and sub_type != self.sub_type:
             raise ProtocolError(
                 f"subscription {self.name!r} is {self.type_name}, not {_SUB_TYPES.get(sub_type)}",
