@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -215,3 +216,34 @@ def test_a_failed_new_ledger_leaves_nothing_and_the_next_append_retries(tmp_path
         (pos,) = log.append([item(2)])
         assert pos.ledger_id > 2  # the failed attempt's id is spent
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]
+
+
+def test_readers_see_whole_groups_while_a_writer_appends_and_trims(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    with MessageLog.open(tmp_path, segment_bytes=300, sync=False) as log:
+        stop = threading.Event()
+
+        def reader() -> None:
+            try:
+                while not stop.is_set():  # a read from a trimmed ledger moves on to the next
+                    got = log.read_from(log.first_position, 50, 1 << 20)
+                    for e in got:
+                        assert e.data == item(e.publish_time_ms - 1000)[0]
+                    ns = [e.publish_time_ms for e in got]
+                    assert ns == sorted(ns) and len(set(ns)) == len(ns)
+            except BaseException as e:  # noqa: BLE001 - handed to the test thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=reader) for _ in range(3)]
+        for t in threads:
+            t.start()
+        n = 0
+        for g in range(300):
+            log.append([item(n + i) for i in range(1 + g % 4)])
+            n += 1 + g % 4
+            if g % 40 == 39:
+                log.trim(Position(log.current_ledger - 1, 0))
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]

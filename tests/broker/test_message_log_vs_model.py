@@ -12,7 +12,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from cursorkit import Position
 from cursorkit.broker.log import MessageLog
-from cursorkit.errors import InvalidPosition, UnknownLedger
+from cursorkit.broker.log.format import RECORD
+from cursorkit.errors import InvalidPosition, PersistFailed, UnknownLedger
+from faulty_files import Faults, faulty_opener
 from message_log_model import LogModel
 
 SEGMENT_BYTES = 160  # a few entries per ledger: rollovers are frequent
@@ -26,8 +28,14 @@ class LogVsModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="msglog-"))
-        self.log = MessageLog.open(self.dir, segment_bytes=SEGMENT_BYTES, sync=False)
+        self.faults = Faults()
+        self.log = self.open()
         self.model = LogModel(SEGMENT_BYTES)
+
+    def open(self) -> MessageLog:
+        return MessageLog.open(
+            self.dir, segment_bytes=SEGMENT_BYTES, sync=False, opener=faulty_opener(self.faults)
+        )
 
     def teardown(self) -> None:
         self.log.close()
@@ -36,6 +44,20 @@ class LogVsModel(RuleBasedStateMachine):
     @rule(batch=st.lists(items, max_size=5))
     def append(self, batch: list[tuple[bytes, int, int]]) -> None:
         assert self.log.append(batch) == self.model.append(batch)
+
+    @rule(batch=st.lists(items, min_size=1, max_size=5), cut=st.integers(0, 100))
+    def failed_append(self, batch: list[tuple[bytes, int, int]], cut: int) -> None:
+        """A write cut short (no space left): the group is cut off again, the model does not change."""
+        if self.model.ledgers[self.model.current] and self.model.size(self.model.current) >= SEGMENT_BYTES:
+            return  # the append would open a ledger first, and a cut there would fail that instead
+        self.faults.budget = cut % sum(RECORD.size + len(d) for d, _, _ in batch)  # short of the group
+        try:
+            self.log.append(batch)
+            raise AssertionError("the append went through")
+        except PersistFailed:
+            pass
+        finally:
+            self.faults.budget = None
 
     @rule(ledger=ledger_ids, entry=entry_ids)
     def read(self, ledger: int, entry: int) -> None:
@@ -77,7 +99,7 @@ class LogVsModel(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.log.close()
-        self.log = MessageLog.open(self.dir, segment_bytes=SEGMENT_BYTES, sync=False)
+        self.log = self.open()
         assert self.log.report.healthy and self.log.report.entries == len(self.model.all())
 
     @precondition(lambda self: len(self.model.all()) > 0)

@@ -48,7 +48,8 @@ class MessageLog:
 
     Positions are Pulsar's ``(ledger id, entry id)``. A ledger is one segment file, its entries
     numbered from 0; once a ledger holds ``segment_bytes`` or more, the next append opens a new
-    ledger with the next id (ids ascend and are never reused). A group is never split: it lands
+    ledger with the next id (ids start at 1, ascend and are never reused, even across trims and
+    restarts). A group is never split: it lands
     in one ledger, which may therefore pass ``segment_bytes`` by one group.
 
     Thread-safe: appends are serialised, and reads and trims wait only for an append's index update,
@@ -178,8 +179,8 @@ class MessageLog:
         new one is opened whose header records where the old one ends.
         """
         given: object = entries
-        if not isinstance(given, list | tuple):
-            raise InvalidInputType(f"entries must be a list or tuple of tuples, got {type(given).__name__}")
+        if not isinstance(given, Sequence) or isinstance(given, str | bytes | bytearray | memoryview):
+            raise InvalidInputType(f"entries must be a sequence of tuples, got {type(given).__name__}")
         check_entries(entries)
         if not entries:
             return []
