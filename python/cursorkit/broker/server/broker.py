@@ -19,6 +19,7 @@ from pathlib import Path
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.connection import Connection
 from cursorkit.broker.server.names import TopicName, topic_name
+from cursorkit.broker.server.subscription import Subscription
 from cursorkit.broker.server.topic import Topic
 from cursorkit.errors import InvalidArgument
 from cursorkit.fsio import atomic_write
@@ -80,6 +81,11 @@ class Broker:
     def producer_name(self) -> str:
         """A broker-assigned producer name, unique in this broker's life."""
         return f"cursorkit-{os.getpid()}-{next(self._names)}"
+
+    def reconnect_consumers(self, subscription: Subscription) -> None:
+        """Detaches every consumer of ``subscription`` from its connection (after a seek)."""
+        for conn in self.connections:
+            conn.detach(subscription)
 
     @property
     def service_url(self) -> str:

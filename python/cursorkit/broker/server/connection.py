@@ -22,7 +22,7 @@ from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
-    from cursorkit.broker.server.broker import Broker
+    from cursorkit.broker.server.services import BrokerServices
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
@@ -42,7 +42,9 @@ def _cmd(kind: int) -> api.BaseCommand:
 class Connection:
     """The broker's side of one TCP connection."""
 
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, broker: BrokerServices, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.broker = broker
         self.reader = reader
         self.writer = writer
@@ -384,11 +386,14 @@ class Connection:
             close.close_consumer.consumer_id = c.consumer_id
             close.close_consumer.request_id = 0
             c.send(encode_command(close))
-        for conn in self.broker.connections:
-            for cid, (s, c, _topic) in list(conn.consumers.items()):
-                if s is sub:
-                    del conn.consumers[cid]
-                    s.remove_consumer(c)
+        self.broker.reconnect_consumers(sub)
+
+    def detach(self, subscription: Subscription) -> None:
+        """Forgets this connection's consumers of ``subscription`` (the client subscribes again)."""
+        for cid, (s, c, _topic) in list(self.consumers.items()):
+            if s is subscription:
+                del self.consumers[cid]
+                s.remove_consumer(c)
 
     def _get_last_message_id(self, cmd: api.BaseCommand, _: object) -> None:
         q = cmd.getLastMessageId
