@@ -12,10 +12,11 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from cursorkit import Position
-from cursorkit.broker.protocol.frames import FrameDecoder, encode_command
+from cursorkit.broker.protocol import commands
+from cursorkit.broker.protocol.frames import FrameDecoder, Payload, encode_command
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.names import topic_name
 from cursorkit.errors import CursorkitError, ProtocolError
@@ -30,13 +31,8 @@ __all__ = ["Connection"]
 
 log = logging.getLogger("cursorkit.broker")
 
-PROTOCOL_VERSION = 20
 SERVER_VERSION = "cursorkit-broker"
 _T = api.BaseCommand
-
-
-def _cmd(kind: int) -> api.BaseCommand:
-    return api.BaseCommand(type=cast(Any, kind))
 
 
 class Connection:
@@ -66,19 +62,8 @@ class Connection:
     def _reply(self, cmd: api.BaseCommand) -> None:
         self.send(encode_command(cmd))
 
-    def _error(self, request_id: int, error: int, message: str) -> None:
-        cmd = _cmd(_T.ERROR)
-        cmd.error.request_id = request_id
-        cmd.error.error = cast(Any, error)
-        cmd.error.message = message
-        self._reply(cmd)
-
     def _success(self, request_id: int) -> None:
-        cmd = _cmd(_T.SUCCESS)
-        cmd.success.request_id = request_id
-        self._reply(cmd)
-
-    # -- the loop ------------------------------------------------------------------------------------
+        self._reply(commands.success(request_id))
 
     async def serve(self) -> None:
         """Reads and handles frames until the client leaves or breaks the protocol."""
@@ -111,7 +96,7 @@ class Connection:
                 self.writer.close()
                 return
             if silent >= interval:
-                self._reply(_cmd(_T.PING))
+                self._reply(commands.ping())
 
     def close(self) -> None:
         """Detaches the producers and consumers and closes the socket."""
@@ -130,7 +115,7 @@ class Connection:
 
     # -- commands ------------------------------------------------------------------------------------
 
-    def _handle(self, cmd: api.BaseCommand, payload: object) -> None:
+    def _handle(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
         kind = cmd.type
         if not self.connected:
             if kind != _T.CONNECT:
@@ -153,61 +138,41 @@ class Connection:
         """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form."""
         kind = cmd.type
         if kind == _T.LOOKUP:
-            r = _cmd(_T.LOOKUP_RESPONSE)
-            r.lookupTopicResponse.request_id = cmd.lookupTopic.request_id
-            r.lookupTopicResponse.response = api.CommandLookupTopicResponse.Failed
-            r.lookupTopicResponse.error = cast(Any, error)
-            r.lookupTopicResponse.message = message
-            self._reply(r)
+            self._reply(commands.lookup_failed(cmd.lookupTopic.request_id, error, message))
         elif kind == _T.PARTITIONED_METADATA:
-            r = _cmd(_T.PARTITIONED_METADATA_RESPONSE)
-            r.partitionMetadataResponse.request_id = cmd.partitionMetadata.request_id
-            r.partitionMetadataResponse.response = api.CommandPartitionedTopicMetadataResponse.Failed
-            r.partitionMetadataResponse.error = cast(Any, error)
-            r.partitionMetadataResponse.message = message
-            self._reply(r)
+            self._reply(
+                commands.partitioned_metadata_failed(cmd.partitionMetadata.request_id, error, message)
+            )
         else:
             request_id = _request_id(cmd)
             if request_id is None:  # no request to fail (ACK, FLOW, SEND...): the client broke the protocol
                 raise ProtocolError(message)
-            self._error(request_id, error, message)
+            self._reply(commands.error(request_id, error, message))
 
     def _connect(self, c: api.CommandConnect) -> None:
         self.connected = True
-        r = _cmd(_T.CONNECTED)
-        r.connected.server_version = SERVER_VERSION
-        r.connected.protocol_version = (
-            min(PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
-        )
-        r.connected.max_message_size = self.broker.config.max_message_size
-        self._reply(r)
+        version = min(commands.PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
+        size = self.broker.config.max_message_size
+        self._reply(commands.connected(SERVER_VERSION, protocol_version=version, max_message_size=size))
 
-    def _ping(self, cmd: api.BaseCommand, _: object) -> None:
-        self._reply(_cmd(_T.PONG))
+    def _ping(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        self._reply(commands.pong())
 
-    def _pong(self, cmd: api.BaseCommand, _: object) -> None:
+    def _pong(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         pass
 
-    def _partitioned_metadata(self, cmd: api.BaseCommand, _: object) -> None:
+    def _partitioned_metadata(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.partitionMetadata
-        name = topic_name(q.topic)
-        r = _cmd(_T.PARTITIONED_METADATA_RESPONSE)
-        r.partitionMetadataResponse.request_id = q.request_id
-        r.partitionMetadataResponse.response = api.CommandPartitionedTopicMetadataResponse.Success
-        r.partitionMetadataResponse.partitions = self.broker.partitions_of(name)
-        self._reply(r)
+        self._reply(
+            commands.partitioned_metadata(q.request_id, self.broker.partitions_of(topic_name(q.topic)))
+        )
 
-    def _lookup(self, cmd: api.BaseCommand, _: object) -> None:
+    def _lookup(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.lookupTopic
         topic_name(q.topic)
-        r = _cmd(_T.LOOKUP_RESPONSE)
-        r.lookupTopicResponse.request_id = q.request_id
-        r.lookupTopicResponse.response = api.CommandLookupTopicResponse.Connect
-        r.lookupTopicResponse.brokerServiceUrl = self.broker.service_url
-        r.lookupTopicResponse.authoritative = True
-        self._reply(r)
+        self._reply(commands.lookup_connect(q.request_id, self.broker.service_url))
 
-    def _producer(self, cmd: api.BaseCommand, _: object) -> None:
+    def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.producer
         if q.producer_id in self.producers:
             raise ProtocolError(
@@ -226,31 +191,23 @@ class Connection:
         topic.producer_names.add(name)
         self.producers[q.producer_id] = (topic, name)
         self._receipts[q.producer_id] = deque()
-        r = _cmd(_T.PRODUCER_SUCCESS)
-        r.producer_success.request_id = q.request_id
-        r.producer_success.producer_name = name
-        r.producer_success.last_sequence_id = -1
-        self._reply(r)
+        self._reply(commands.producer_success(q.request_id, name))
 
-    def _send(self, cmd: api.BaseCommand, payload: object) -> None:
+    def _send(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
         q = cmd.send
         found = self.producers.get(q.producer_id)
         if found is None:
             raise ProtocolError(f"SEND from producer {q.producer_id}, which was never created here")
         if payload is None:
             raise ProtocolError("SEND without a message")
-        if getattr(payload, "checksum_ok", None) is False:
-            r = _cmd(_T.SEND_ERROR)
-            r.send_error.producer_id = q.producer_id
-            r.send_error.sequence_id = q.sequence_id
-            r.send_error.error = api.ChecksumError
-            r.send_error.message = "checksum mismatch: the message was not stored"
-            self._reply(r)
+        if payload.checksum_ok is False:
+            message = "checksum mismatch: the message was not stored"
+            self._reply(commands.send_error(q.producer_id, q.sequence_id, api.ChecksumError, message))
             return
         topic, _name = found
-        meta = payload.metadata  # type: ignore[attr-defined]
+        meta = payload.metadata
         count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-        fut = topic.publish(payload.stored, meta.publish_time, max(1, count))  # type: ignore[attr-defined]
+        fut = topic.publish(payload.stored, meta.publish_time, max(1, count))
         queue = self._receipts[q.producer_id]
         queue.append((q.sequence_id, fut))
         if len(queue) == 1:
@@ -264,30 +221,22 @@ class Connection:
             try:
                 position = await fut
             except Exception as e:  # noqa: BLE001 - the client learns it, then reconnects and re-sends
-                r = _cmd(_T.SEND_ERROR)
-                r.send_error.producer_id = producer_id
-                r.send_error.sequence_id = sequence_id
-                r.send_error.error = api.PersistenceError
-                r.send_error.message = str(e)
-                self._reply(r)
+                self._reply(commands.send_error(producer_id, sequence_id, api.PersistenceError, str(e)))
                 queue.clear()
                 return
             queue.popleft()
-            r = _cmd(_T.SEND_RECEIPT)
-            r.send_receipt.producer_id = producer_id
-            r.send_receipt.sequence_id = sequence_id
-            r.send_receipt.message_id.ledgerId = position.ledger_id
-            r.send_receipt.message_id.entryId = position.entry_id
-            self._reply(r)
+            self._reply(
+                commands.send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id)
+            )
 
-    def _close_producer(self, cmd: api.BaseCommand, _: object) -> None:
+    def _close_producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.close_producer
         found = self.producers.pop(q.producer_id, None)
         if found is not None:
             found[0].producer_names.discard(found[1])
         self._success(q.request_id)
 
-    def _subscribe(self, cmd: api.BaseCommand, _: object) -> None:
+    def _subscribe(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.subscribe
         if q.consumer_id in self.consumers:
             raise ProtocolError(
@@ -307,10 +256,7 @@ class Connection:
         self._success(q.request_id)
         if q.subType == api.CommandSubscribe.Failover:
             for c in sub.consumers:
-                active = _cmd(_T.ACTIVE_CONSUMER_CHANGE)
-                active.active_consumer_change.consumer_id = c.consumer_id
-                active.active_consumer_change.is_active = c is sub.consumers[0]
-                c.send(encode_command(active))
+                c.send(encode_command(commands.active_consumer_change(c.consumer_id, c is sub.consumers[0])))
 
     def _consumer(self, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
         found = self.consumers.get(consumer_id)
@@ -320,7 +266,7 @@ class Connection:
             )
         return found
 
-    def _flow(self, cmd: api.BaseCommand, _: object) -> None:
+    def _flow(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.flow
         found = self.consumers.get(q.consumer_id)
         if found is None:
@@ -329,7 +275,7 @@ class Connection:
         sub.flow(consumer, q.messagePermits)
         topic.dispatch()
 
-    def _ack(self, cmd: api.BaseCommand, _: object) -> None:
+    def _ack(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.ack
         found = self.consumers.get(q.consumer_id)
         if found is None:
@@ -338,7 +284,7 @@ class Connection:
         sub.ack(consumer, q)
         topic.dispatch()
 
-    def _redeliver(self, cmd: api.BaseCommand, _: object) -> None:
+    def _redeliver(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.redeliverUnacknowledgedMessages
         found = self.consumers.get(q.consumer_id)
         if found is None:
@@ -348,7 +294,7 @@ class Connection:
         sub.redeliver(consumer, ids)
         topic.dispatch()
 
-    def _close_consumer(self, cmd: api.BaseCommand, _: object) -> None:
+    def _close_consumer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.close_consumer
         found = self.consumers.pop(q.consumer_id, None)
         if found is not None:
@@ -357,7 +303,7 @@ class Connection:
             topic.dispatch()
         self._success(q.request_id)
 
-    def _unsubscribe(self, cmd: api.BaseCommand, _: object) -> None:
+    def _unsubscribe(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.unsubscribe
         sub, consumer, topic = self._consumer(q.consumer_id)
         if [c for c in sub.consumers if c is not consumer]:
@@ -369,7 +315,7 @@ class Connection:
         topic.unsubscribe(sub.name)
         self._success(q.request_id)
 
-    def _seek(self, cmd: api.BaseCommand, _: object) -> None:
+    def _seek(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.seek
         sub, _consumer, topic = self._consumer(q.consumer_id)
         if q.HasField("message_publish_time"):
@@ -382,10 +328,7 @@ class Connection:
         self._success(q.request_id)
         # As Pulsar does: the subscription's consumers are closed and come back from the new position.
         for c in list(sub.consumers):
-            close = _cmd(_T.CLOSE_CONSUMER)
-            close.close_consumer.consumer_id = c.consumer_id
-            close.close_consumer.request_id = 0
-            c.send(encode_command(close))
+            c.send(encode_command(commands.close_consumer(c.consumer_id, 0)))
         self.broker.reconnect_consumers(sub)
 
     def detach(self, subscription: Subscription) -> None:
@@ -395,26 +338,18 @@ class Connection:
                 del self.consumers[cid]
                 s.remove_consumer(c)
 
-    def _get_last_message_id(self, cmd: api.BaseCommand, _: object) -> None:
+    def _get_last_message_id(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.getLastMessageId
         sub, _consumer, topic = self._consumer(q.consumer_id)
         last = topic.log.last_position
-        r = _cmd(_T.GET_LAST_MESSAGE_ID_RESPONSE)
-        r.getLastMessageIdResponse.request_id = q.request_id
-        r.getLastMessageIdResponse.last_message_id.ledgerId = last.ledger_id
-        r.getLastMessageIdResponse.last_message_id.entryId = last.entry_id
         md = sub.cursor.mark_delete_position
-        r.getLastMessageIdResponse.consumer_mark_delete_position.ledgerId = md.ledger_id
-        r.getLastMessageIdResponse.consumer_mark_delete_position.entryId = md.entry_id
-        self._reply(r)
+        last_id = commands.message_id(last.ledger_id, last.entry_id)
+        md_id = commands.message_id(md.ledger_id, md.entry_id)
+        self._reply(commands.get_last_message_id_response(q.request_id, last_id, mark_delete=md_id))
 
-    def _get_schema(self, cmd: api.BaseCommand, _: object) -> None:
-        q = cmd.getSchema
-        r = _cmd(_T.GET_SCHEMA_RESPONSE)
-        r.getSchemaResponse.request_id = q.request_id
-        r.getSchemaResponse.error_code = api.TopicNotFound
-        r.getSchemaResponse.error_message = "this broker keeps no schemas"
-        self._reply(r)
+    def _get_schema(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        message = "this broker keeps no schemas"
+        self._reply(commands.get_schema_error(cmd.getSchema.request_id, api.TopicNotFound, message))
 
 
 def _request_id(cmd: api.BaseCommand) -> int | None:

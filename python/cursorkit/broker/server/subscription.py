@@ -17,7 +17,8 @@ from typing import cast
 
 from cursorkit import Cursor, CursorStore, Position
 from cursorkit.broker.log import Entry, MessageLog
-from cursorkit.broker.protocol.frames import encode_payload_command
+from cursorkit.broker.protocol import commands
+from cursorkit.broker.protocol.frames import encode_command, encode_payload_command, read_stored
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.errors import ProtocolError
@@ -36,8 +37,7 @@ _SUB_TYPES: dict[int, str] = {
 
 
 def _metadata(entry: Entry) -> api.MessageMetadata:
-    size = int.from_bytes(entry.data[:4], "big")
-    return api.MessageMetadata.FromString(entry.data[4 : 4 + size])
+    return read_stored(entry.data)[0]
 
 
 class Subscription:
@@ -346,21 +346,12 @@ class Subscription:
 
 
 def _message(consumer_id: int, entry: Entry, redelivery_count: int, ack_set: list[int] | None) -> bytes:
-    cmd = api.BaseCommand(type=api.BaseCommand.MESSAGE)
-    m = cmd.message
-    m.consumer_id = consumer_id
-    m.message_id.ledgerId = entry.position.ledger_id
-    m.message_id.entryId = entry.position.entry_id
-    m.redelivery_count = redelivery_count
-    if ack_set is not None:
-        m.ack_set.extend(ack_set)
+    p = entry.position
+    cmd = commands.message(
+        consumer_id, p.ledger_id, p.entry_id, redelivery_count=redelivery_count, ack_set=ack_set
+    )
     return encode_payload_command(cmd, entry.data)
 
 
 def _active_change(consumer_id: int, active: bool) -> bytes:
-    from cursorkit.broker.protocol.frames import encode_command
-
-    cmd = api.BaseCommand(type=api.BaseCommand.ACTIVE_CONSUMER_CHANGE)
-    cmd.active_consumer_change.consumer_id = consumer_id
-    cmd.active_consumer_change.is_active = active
-    return encode_command(cmd)
+    return encode_command(commands.active_consumer_change(consumer_id, active))
