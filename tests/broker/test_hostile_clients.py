@@ -202,3 +202,53 @@ def test_nothing_outside_the_data_directory(broker: BrokerProcess, tmp_path: Pat
     data = broker.data.resolve()
     for path in data.rglob("*"):
         assert data in path.resolve().parents or path.resolve() == data
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_a_reader_that_never_reads_costs_a_bounded_buffer(broker: BrokerProcess) -> None:
+    """It asks for a million messages and reads none: the others keep their pace, the broker its memory."""
+    slow = Raw(broker)
+    slow.connect()
+    slow.send(
+        api.BaseCommand(
+            type=api.BaseCommand.SUBSCRIBE,
+            subscribe=api.CommandSubscribe(
+                topic="busy",
+                subscription="slow",
+                subType=api.CommandSubscribe.Shared,
+                consumer_id=1,
+                request_id=1,
+            ),
+        )
+    )
+    assert slow.receive().type == api.BaseCommand.SUCCESS
+    slow.send(
+        api.BaseCommand(
+            type=api.BaseCommand.FLOW, flow=api.CommandFlow(consumer_id=1, messagePermits=1_000_000)
+        )
+    )
+    assert broker.proc is not None
+    before = rss_mb(broker.proc.pid)
+    c = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        fast = c.subscribe("busy", "fast", consumer_type=pulsar.ConsumerType.Shared)
+        producer = c.create_producer(
+            "busy", batching_enabled=False, max_pending_messages=500, block_if_queue_full=True
+        )
+        body = b"x" * 10_000
+        for _ in range(3000):
+            producer.send_async(body, None)
+        producer.flush()
+        for _ in range(3000):
+            fast.acknowledge(fast.receive(timeout_millis=10_000))
+        grown = rss_mb(broker.proc.pid) - before
+        assert grown < 100, f"the broker grew {grown:.0f} MB for a reader that reads nothing"
+    finally:
+        c.close()
+        slow.close()

@@ -24,6 +24,7 @@ class BrokerProcess:
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
+        self.log_path = data.parent / f"{data.name}.broker.log"
 
     def start(self, timeout: float = 10.0) -> float:
         """Starts the broker (same port as before, if it ran); returns the seconds until it was ready."""
@@ -39,20 +40,21 @@ class BrokerProcess:
             str(self.port),
             *self.args,
         ]
-        self.proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        self.data.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as log:  # a file, never a pipe nobody drains (a full one stalls it)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         m = _READY.search(line)
         if m is None:
             self.proc.kill()
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise RuntimeError(f"broker did not start: {line!r} {err[-2000:]}")
+            raise RuntimeError(f"broker did not start: {line!r} {self.log_path.read_text()[-2000:]}")
         self.url = m.group(1)
         self.port = int(self.url.rsplit(":", 1)[1])
         return time.monotonic() - started

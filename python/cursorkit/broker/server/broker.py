@@ -125,6 +125,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             for topic in list(self.topics.values()):
+                topic.dispatch()  # consumers whose connections drained since get their turn
                 try:
                     topic.flush()
                 except Exception:  # noqa: BLE001 - a failed flush is retried next time; acks stay in memory

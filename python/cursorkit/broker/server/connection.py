@@ -32,6 +32,9 @@ __all__ = ["Connection"]
 log = logging.getLogger("cursorkit.broker")
 
 SERVER_VERSION = "cursorkit-broker"
+WRITE_BUFFER = 4 * 1024 * 1024
+"""Bytes sent to a client and not yet taken by it past which its consumers get no more messages:
+a consumer that asks for many and reads none costs the broker this much, not its whole backlog."""
 _T = api.BaseCommand
 
 
@@ -58,6 +61,10 @@ class Connection:
         """Queues one frame for the client (dropped once the connection is closed)."""
         if not self._closed:
             self.writer.write(frame)
+
+    def writable(self) -> bool:
+        """Whether the client has read enough of what was sent to be sent more (see ``WRITE_BUFFER``)."""
+        return self.writer.transport.get_write_buffer_size() < WRITE_BUFFER
 
     def _reply(self, cmd: api.BaseCommand) -> None:
         self.send(encode_command(cmd))
@@ -249,6 +256,7 @@ class Connection:
             q.consumer_id,
             q.consumer_name or f"consumer-{q.consumer_id}",
             self.send,
+            self.writable,
             priority=q.priority_level,
         )
         sub.add_consumer(consumer, q.subType, q.keySharedMeta if q.HasField("keySharedMeta") else None)

@@ -26,7 +26,10 @@ from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelecto
 from cursorkit.keyshared.dispatcher import Selector
 from cursorkit.proto import pulsar_api_pb2 as api
 
-__all__ = ["Subscription"]
+__all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
+
+MAX_UNACKED_PER_CONSUMER = 50_000
+"""Pulsar's ``maxUnackedMessagesPerConsumer``: a consumer holding this many gets no more until it acks."""
 
 _SUB_TYPES: dict[int, str] = {
     api.CommandSubscribe.Exclusive: "Exclusive",
@@ -125,8 +128,8 @@ class Subscription:
         if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
             self._key_shared.remove_consumer(consumer)
         else:
-            self._replay.update(consumer.pending)
-        consumer.pending.clear()
+            self._replay.update(consumer.release_all())
+        consumer.release_all()
         if active_before is consumer and self.consumers:
             self._active_changed()
 
@@ -136,8 +139,7 @@ class Subscription:
     def _active_changed(self) -> None:
         """A new active consumer (Failover): everything unacked is sent again from mark-delete, in order."""
         for c in self.consumers:
-            self._replay.update(c.pending)
-            c.pending.clear()
+            self._replay.update(c.release_all())
             c.send(_active_change(c.consumer_id, c is self.consumers[0]))
 
     # -- flow, acks, redelivery ----------------------------------------------------------------------
@@ -166,7 +168,7 @@ class Subscription:
             self._ack_entry(consumer, position)
 
     def _ack_entry(self, consumer: Consumer, position: Position) -> None:
-        consumer.pending.pop(position, None)
+        consumer.release(position)
         self.redeliveries.pop(position, None)
         if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
             self._key_shared.ack(consumer, position)
@@ -180,7 +182,7 @@ class Subscription:
             for p in consumer.pending
             if (p.ledger_id, p.entry_id) <= (position.ledger_id, position.entry_id)
         ]:
-            del consumer.pending[p]
+            consumer.release(p)
             self.redeliveries.pop(p, None)
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
@@ -193,7 +195,7 @@ class Subscription:
                 self._key_shared.nack(consumer, chosen)
             return
         for p in chosen:
-            consumer.permits += consumer.pending.pop(p)
+            consumer.permits += consumer.release(p)
             self.redeliveries[p] = self.redeliveries.get(p, 0) + 1
         self._replay.update(chosen)
 
@@ -203,7 +205,7 @@ class Subscription:
         self._replay.clear()
         self.redeliveries.clear()
         for c in self.consumers:
-            c.pending.clear()
+            c.release_all()
         self._read_at = position
         self.delayed.clear()
 
@@ -238,15 +240,20 @@ class Subscription:
             ack_set = [
                 int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)
             ]
-        consumer.pending[entry.position] = entry.num_messages
+        consumer.hold(entry.position, entry.num_messages)
         consumer.permits -= entry.num_messages
         consumer.send(_message(consumer.consumer_id, entry, count, ack_set))
+
+    @staticmethod
+    def _can_take(consumer: Consumer) -> bool:
+        """Permits left, fewer than ``MAX_UNACKED_PER_CONSUMER`` unacked, and a connection that keeps up."""
+        return consumer.permits > 0 and consumer.unacked < MAX_UNACKED_PER_CONSUMER and consumer.writable()
 
     def _choose(self) -> Consumer | None:
         if self.sub_type in (api.CommandSubscribe.Exclusive, api.CommandSubscribe.Failover):
             active = self._active()
-            return active if active is not None and active.permits > 0 else None
-        ready = [c for c in self.consumers if c.permits > 0]
+            return active if active is not None and self._can_take(active) else None
+        ready = [c for c in self.consumers if self._can_take(c)]
         if not ready:
             return None
         self._next = (self._next + 1) % len(ready)
