@@ -257,3 +257,56 @@ def test_failover_moves_to_the_next_consumer(broker: BrokerProcess) -> None:
         assert [int(m.data()) for m in receive_all(second, 3)] == [5, 6, 7]
     finally:
         c.close()
+
+
+def test_a_consumer_that_leaves_hands_its_unacked_messages_on(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        leaving = c.subscribe(
+            "handover", "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=5
+        )
+        producer = c.create_producer("handover", batching_enabled=False)
+        for i in range(5):
+            producer.send(f"{i}".encode())
+        held = receive_all(leaving, 5, ack=False)
+        staying = c.subscribe("handover", "s", consumer_type=pulsar.ConsumerType.Shared)
+        leaving.close()
+        again = receive_all(staying, 5)
+        assert sorted(m.data() for m in again) == sorted(m.data() for m in held)
+        assert all(m.redelivery_count() == 0 for m in again)  # a leave is not a redelivery, as in Pulsar
+    finally:
+        c.close()
+
+
+def test_batch_index_acks_survive_a_restart(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        c = client(broker.url)
+        consumer = c.subscribe(
+            "batched", "s", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True
+        )
+        producer = c.create_producer(
+            "batched", batching_enabled=True, batching_max_messages=10, batching_max_publish_delay_ms=1000
+        )
+        for i in range(10):
+            producer.send_async(f"{i}".encode(), None)
+        producer.flush()
+        got = receive_all(consumer, 10, ack=False)
+        assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got}) == 1  # one entry
+        for m in got[:4]:
+            consumer.acknowledge(m)
+        time.sleep(1.0)  # the client's ack grouping, then the broker's flush
+        broker.kill()
+        c.close()
+        broker.start()
+        c = client(broker.url)
+        consumer = c.subscribe(
+            "batched", "s", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True
+        )
+        again = sorted(int(m.data()) for m in receive_all(consumer, 6))
+        assert again == list(range(4, 10))
+        assert nothing_more(consumer)
+        c.close()
+    finally:
+        broker.kill()
