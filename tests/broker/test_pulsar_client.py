@@ -310,3 +310,122 @@ def test_batch_index_acks_survive_a_restart(tmp_path: Path) -> None:
         c.close()
     finally:
         broker.kill()
+
+
+def test_dead_letter_policy_moves_a_poison_message(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe(
+            "poison",
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            negative_ack_redelivery_delay_ms=100,
+            dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=2),
+        )
+        dlq = c.subscribe("poison-s-DLQ", "inspect", consumer_type=pulsar.ConsumerType.Shared)
+        c.create_producer("poison", batching_enabled=False).send(b"bad")
+        counts = []
+        for _ in range(3):
+            msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+            counts.append(msg.redelivery_count())
+            consumer.negative_acknowledge(msg)
+        assert counts == [0, 1, 2]
+        dead = dlq.receive(timeout_millis=TIMEOUT_MS)
+        assert dead.data() == b"bad"
+        assert nothing_more(consumer, 800)  # acknowledged once it reached the dead-letter topic
+    finally:
+        c.close()
+
+
+def test_delayed_messages_survive_a_restart(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        c = client(broker.url)
+        c.subscribe("timers", "s", consumer_type=pulsar.ConsumerType.Shared).close()
+        producer = c.create_producer("timers", batching_enabled=False)
+        due = time.time() + 2.0
+        producer.send(b"later", deliver_at=int(due * 1000))
+        c.close()
+        broker.kill()
+        broker.start()
+        c = client(broker.url)
+        consumer = c.subscribe("timers", "s", consumer_type=pulsar.ConsumerType.Shared)
+        msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+        arrived = time.time()
+        assert msg.data() == b"later" and due <= arrived < due + 0.1 + 0.2
+        consumer.acknowledge(msg)
+        c.close()
+    finally:
+        broker.kill()
+
+
+def test_key_shared_consumers_joining_and_leaving(broker: BrokerProcess) -> None:
+    """Never two consumers holding one key's unacked messages; each key acknowledged in order throughout."""
+    c = client(broker.url)
+    try:
+        producer = c.create_producer("churn", batching_enabled=False)
+
+        def join() -> pulsar.Consumer:
+            return c.subscribe(
+                "churn", "ks", consumer_type=pulsar.ConsumerType.KeyShared, receiver_queue_size=20
+            )
+
+        consumers: list[pulsar.Consumer | None] = [join()]
+        held: list[list[pulsar.Message]] = [[]]
+        holders: dict[str, set[int]] = {}
+        last_acked: dict[str, int] = {}
+        acked: set[int] = set()
+
+        def ack_all(n: int) -> None:
+            cons = consumers[n]
+            assert cons is not None
+            for msg in held[n]:
+                key, value = msg.partition_key(), int(msg.data())
+                assert value > last_acked.get(key, -1), f"key {key} acknowledged out of order"
+                last_acked[key] = value
+                cons.acknowledge(msg)
+                acked.add(value)
+                holders[key].discard(n)
+            held[n].clear()
+
+        sent = 0
+        deadline = time.monotonic() + 40
+        for step in range(6):
+            for _ in range(50):
+                producer.send(f"{sent}".encode(), partition_key=f"k{sent % 15}")
+                sent += 1
+            if step in (1, 3):
+                consumers.append(join())
+                held.append([])
+            if step == 4:  # the first consumer leaves with what it holds unacked: it goes to the others
+                gone = consumers[0]
+                assert gone is not None
+                gone.close()
+                consumers[0] = None
+                for msg in held[0]:
+                    holders[msg.partition_key()].discard(0)
+                held[0].clear()
+            while len(acked) < sent and time.monotonic() < deadline:
+                progressed = False
+                for n, cons in enumerate(consumers):
+                    if cons is None:
+                        continue
+                    try:
+                        msg = cons.receive(timeout_millis=20)
+                    except pulsar.Timeout:
+                        if held[n]:
+                            ack_all(n)
+                        continue
+                    key = msg.partition_key()
+                    assert holders.setdefault(key, set()) <= {n}, f"key {key} held by two consumers"
+                    holders[key].add(n)
+                    held[n].append(msg)
+                    progressed = True
+                    if len(held[n]) >= 5:
+                        ack_all(n)
+                if not progressed and not any(held):
+                    break
+        assert acked == set(range(sent))
+    finally:
+        c.close()
