@@ -47,13 +47,15 @@ def nothing_more(consumer: pulsar.Consumer, wait_ms: int = 500) -> bool:
 
 
 def test_ready_within_a_second(tmp_path: Path) -> None:
-    b = BrokerProcess(tmp_path / "data")
-    try:
-        assert (
-            b.start() < 1.0 + 2.0
-        )  # the interpreter's start-up included; the broker itself is well under 1 s
-    finally:
-        b.stop()
+    """From the command to accepting connections, the interpreter's start-up included (best of three)."""
+    times = []
+    for _ in range(3):
+        b = BrokerProcess(tmp_path / "data")
+        try:
+            times.append(b.start())
+        finally:
+            b.stop()
+    assert min(times) < 1.0, times
 
 
 @pytest.mark.parametrize("batching", [False, True])
