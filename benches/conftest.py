@@ -26,6 +26,7 @@ TABLE_MODULES = (
     "test_bench_pipeline",
     "test_bench_topics",
     "test_bench_shared_stores",
+    "test_bench_message_log",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

@@ -1,7 +1,8 @@
-"""``cursorkit``: the command line (generate, rebuild, demo, inspect, bench, completion).
+"""``cursorkit``: the command line (generate, rebuild, demo, inspect, bench, broker, completion).
 
 The pipeline's commands come from :mod:`cursorkit.pipeline.cli` (which spark-submit also runs as a
-script); this entry point adds ``bench`` and ``completion``. Exit status: 0 done, 1 damage found or a
+script); this entry point adds ``bench``, ``broker`` and ``completion``. Exit status: 0 done, 1 damage
+found or a
 publish failed, 2 unusable input or arguments, 3 an internal error (with its traceback).
 """
 
@@ -58,6 +59,9 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     c.add_argument("shell", choices=["bash", "zsh"], help="the shell")
+    from cursorkit.broker.server.command import add_parser
+
+    add_parser(sub, HelpFormatter)
     return p
 
 
@@ -74,9 +78,15 @@ def _completion(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _broker(args: argparse.Namespace, console: Console) -> int:
+    from cursorkit.broker.server.command import run_broker
+
+    return run_broker(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one ``cursorkit`` command; returns the exit status."""
-    commands = {**COMMANDS, "bench": _bench, "completion": _completion}
+    commands = {**COMMANDS, "bench": _bench, "completion": _completion, "broker": _broker}
     return run_command(parse_command_line(parser(), argv), commands)
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "InvalidPosition",
     "LengthMismatch",
     "PersistFailed",
+    "ProtocolError",
     "StoreUnavailable",
     "TrackerClosed",
     "UnknownConsumer",
@@ -79,6 +80,19 @@ class DamagedStore(CorruptSnapshot):
     def __init__(self, message: str, *, damage: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.damage: dict[str, str] = dict(damage or {})
+
+
+class ProtocolError(CursorkitError, ValueError):
+    """Bytes that break Pulsar's wire protocol: a bad frame, a command that does not parse, a bad batch.
+
+    ``server_error`` names the Pulsar ``ServerError`` (a ``pulsar_api_pb2.ServerError`` value) a broker
+    answers the request with, when the problem is one the client is told of and the connection
+    survives; ``None`` means there is nothing to answer and the connection is closed.
+    """
+
+    def __init__(self, message: str, *, server_error: int | None = None) -> None:
+        super().__init__(message)
+        self.server_error = server_error
 
 
 class UnknownLedger(CursorkitError, KeyError):

@@ -24,8 +24,11 @@ __all__ = [
     "Opener",
     "StoreFile",
     "atomic_write",
+    "datasync",
     "default_opener",
     "fsync_dir",
+    "read_regular",
+    "regular_fd",
     "temp_path",
     "temp_target",
     "write_all",
@@ -68,8 +71,12 @@ _OPEN_FLAGS = {
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _regular_fd(path: str | os.PathLike[str], flags: int) -> int:
-    """A descriptor of ``path`` opened without following a final symlink; only regular files."""
+def regular_fd(path: str | os.PathLike[str], flags: int) -> int:
+    """A descriptor of ``path`` opened with ``flags`` without following a final symlink; only regular files.
+
+    Anything else (a symlink, a directory, a FIFO: pass ``os.O_NONBLOCK`` so opening one cannot block)
+    is closed again and refused with ``OSError``.
+    """
     fd = os.open(path, flags | _NOFOLLOW, 0o644)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
@@ -85,7 +92,7 @@ def default_opener(path: str, mode: str) -> StoreFile:
     """
     if mode not in _OPEN_FLAGS:
         raise ValueError(f"unsupported mode {mode!r}")
-    f: StoreFile = os.fdopen(_regular_fd(path, _OPEN_FLAGS[mode]), mode, buffering=0)
+    f: StoreFile = os.fdopen(regular_fd(path, _OPEN_FLAGS[mode]), mode, buffering=0)
     return f
 
 
@@ -95,7 +102,7 @@ def read_regular(path: str | os.PathLike[str], limit: int | None = None) -> byte
     Symlinks, special files and files over ``limit`` bytes are refused with ``OSError``; the size
     is checked before anything is read.
     """
-    with os.fdopen(_regular_fd(path, os.O_RDONLY), "rb") as f:
+    with os.fdopen(regular_fd(path, os.O_RDONLY), "rb") as f:
         if limit is not None and os.fstat(f.fileno()).st_size > limit:
             raise OSError(errno.EFBIG, f"{os.fspath(path)} is larger than {limit} bytes")
         return f.read() if limit is None else f.read(limit + 1)
@@ -114,6 +121,11 @@ def temp_target(name: str) -> str | None:
     """The file name a temp file called ``name`` was replacing, or ``None`` if it is not such a temp."""
     m = _TEMP.fullmatch(name)
     return m.group(1) if m else None
+
+
+def datasync(fd: int) -> None:
+    """``fdatasync(fd)`` where the platform has it (file data and size, not times), else ``fsync``."""
+    getattr(os, "fdatasync", os.fsync)(fd)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

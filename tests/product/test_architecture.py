@@ -14,6 +14,7 @@ ALLOWED = {
     "pipeline": {"pipeline", "delayed", "keyshared", "ackstate"},
     "stores": {"stores"},
     "bench": {"bench", "pipeline", "delayed", "keyshared", "ackstate"},
+    "broker": {"broker", "delayed", "keyshared", "ackstate"},
 }
 BASE = {"_core", "errors", "fsio", "proto", "stores"}
 

@@ -11,13 +11,17 @@ class Faults:
     """Switches shared by every FaultyFile of one test.
 
     ``budget``: bytes that may still be written before writes stop short, then raise ENOSPC (None:
-    no limit); ``fail_fsync``: fsync fails (EINVAL, on a pipe); ``fail_open``: opening fails
-    (EACCES); ``opens`` counts the opens; only files opened in ``fail_modes`` spend the budget.
+    no limit); ``fail_fsync``: fsync fails (EINVAL, on a pipe); ``fsyncs_left``: fsyncs that
+    still succeed before every later one fails (None: no limit); ``fail_truncate``: truncating
+    fails (EIO); ``fail_open``: opening fails (EACCES); ``opens`` counts the opens; only files
+    opened in ``fail_modes`` spend the budget.
     """
 
     def __init__(self) -> None:
         self.budget: int | None = None
         self.fail_fsync = False
+        self.fsyncs_left: int | None = None
+        self.fail_truncate = False
         self.fail_open = False
         self.opens = 0
         self.fail_modes: set[str] = {"ab", "xb", "wb"}
@@ -50,10 +54,16 @@ class FaultyFile:
         return self._f.seek(offset, whence)
 
     def truncate(self, size: int | None = None, /) -> int:
+        if self._faults.fail_truncate:
+            raise OSError(errno.EIO, "truncate failed (injected)")
         return self._f.truncate(size)
 
     def fileno(self) -> int:
-        if self._faults.fail_fsync:  # fsync on a pipe fails with EINVAL: a real failing fsync
+        """The descriptor to fsync: a pipe's (fsync fails with EINVAL) once fsyncs are to fail."""
+        left = self._faults.fsyncs_left
+        if left is not None:
+            self._faults.fsyncs_left = max(left - 1, 0)
+        if self._faults.fail_fsync or left == 0:  # fsync on a pipe fails with EINVAL: a real failing fsync
             self._pipe = self._pipe or os.pipe()
             return self._pipe[0]
         return self._f.fileno()

@@ -27,7 +27,7 @@ from cursorkit.ackstate.store.file.log import (
     encode_record,
     lay_out,
 )
-from cursorkit.fsio import Opener, StoreFile, write_all
+from cursorkit.fsio import Opener, StoreFile, datasync, write_all
 from cursorkit.proto import cursor_store_pb2 as pb
 
 __all__ = ["LogFiles", "Switched"]
@@ -41,11 +41,6 @@ class Switched(Exception):
     def __init__(self, cause: OSError) -> None:
         super().__init__(str(cause))
         self.cause = cause
-
-
-def _datasync(fd: int) -> None:
-    sync = getattr(os, "fdatasync", os.fsync)
-    sync(fd)
 
 
 class LogFiles:
@@ -104,7 +99,7 @@ class LogFiles:
     def sync(self, fd: int, *, data_only: bool = False) -> None:
         """Syncs ``fd`` (``fdatasync`` with ``data_only``) unless the store's options turn syncing off."""
         if self._sync_on:
-            (_datasync if data_only else os.fsync)(fd)
+            (datasync if data_only else os.fsync)(fd)
 
     def _writer(self) -> StoreFile:
         """The append handle of the current log, after cutting off any unused tail found at recovery."""

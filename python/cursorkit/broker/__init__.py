@@ -1,0 +1,1 @@
+"""The reference broker: a single-node broker on Pulsar's wire protocol, built on cursorkit."""

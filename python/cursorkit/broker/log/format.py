@@ -1,0 +1,182 @@
+"""The bytes of one ledger file: its header, its entry records, and the :class:`Entry` a record holds.
+
+Little endian throughout. A segment starts with a 48-byte header::
+
+    magic (89 "CKSEG" 0d 0a) | version u16 | flags u16 (0) | ledger id u64
+    | previous ledger u64 | its entries u64 | its end offset u64 | CRC-32 u32
+
+(``previous ledger`` is ``NO_LEDGER`` in a log's first ledger; the CRC covers the 44 bytes before
+it), then entry records, each ``CRC-32 u32 | length u32 | publish time i64 (ms) | messages u32 |
+data``, the CRC covering the 16 bytes after it and the data.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cursorkit._core import Position
+from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, UnsupportedVersion
+
+__all__ = [
+    "FORMAT_VERSION",
+    "HEADER",
+    "MAX_ENTRY_BYTES",
+    "NO_LEDGER",
+    "RECORD",
+    "Entry",
+    "SegmentHeader",
+    "check_entries",
+    "decode_records",
+    "encode_header",
+    "encode_records",
+    "parse_header",
+    "record_problem",
+]
+
+FORMAT_VERSION = 1
+"""The segment format this build writes and reads."""
+
+MAGIC = b"\x89CKSEG\r\n"
+HEADER = struct.Struct("<8sHHQQQQI")
+RECORD = struct.Struct("<IIqI")  # CRC, data length, publish time, messages
+NO_LEDGER = (1 << 64) - 1
+"""``previous ledger`` of a log's first ledger."""
+MAX_ENTRY_BYTES = 1 << 30
+"""The largest entry a segment holds (a longer length field is damage, never an allocation)."""
+_MAX_U32 = (1 << 32) - 1
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stored entry: where it is, its bytes (a message's metadata and payload), its publish time."""
+
+    position: Position
+    data: bytes
+    publish_time_ms: int
+    num_messages: int
+    """Messages in the entry (a batch holds several)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentHeader:
+    """What a segment's header says: its ledger and, for a rolled-to ledger, how its predecessor ended."""
+
+    ledger_id: int
+    previous_ledger: int
+    """The ledger that was current when this one was made (``NO_LEDGER`` for the first)."""
+    previous_entries: int
+    """Entries the previous ledger held when it was sealed; later bytes there are never served."""
+    previous_end: int
+    """Byte size of the previous ledger's served part when it was sealed."""
+
+
+def encode_header(header: SegmentHeader) -> bytes:
+    """The 48 header bytes of a segment."""
+    body = HEADER.pack(
+        MAGIC,
+        FORMAT_VERSION,
+        0,
+        header.ledger_id,
+        header.previous_ledger,
+        header.previous_entries,
+        header.previous_end,
+        0,
+    )[: HEADER.size - 4]
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def parse_header(data: bytes) -> tuple[SegmentHeader | None, str]:
+    """The header at the start of ``data``, or ``None`` and why it is unusable.
+
+    A header of a later format version raises ``UnsupportedVersion`` (it is intact, just not ours).
+    """
+    if len(data) < HEADER.size:
+        return None, f"incomplete header ({len(data)} of {HEADER.size} bytes)"
+    magic, version, flags, ledger, prev, prev_entries, prev_end, crc = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        return None, "bad magic"
+    if zlib.crc32(data[: HEADER.size - 4]) != crc:
+        return None, "header fails its checksum"
+    if version > FORMAT_VERSION:
+        raise UnsupportedVersion(f"segment format {version} (this build reads {FORMAT_VERSION})")
+    if version < 1 or flags != 0 or ledger > _I64[1]:
+        return None, f"bad header (version {version}, flags {flags}, ledger {ledger})"
+    return SegmentHeader(ledger, prev, prev_entries, prev_end), ""
+
+
+def check_entries(entries: Sequence[tuple[bytes, int, int]]) -> None:
+    """Refuses what ``append`` cannot store: typed errors naming the entry."""
+    for i, raw in enumerate(entries):
+        item: object = raw
+        if not isinstance(item, tuple) or len(item) != 3:
+            raise InvalidInputType(f"entry {i}: expected (data, publish_time_ms, num_messages)")
+        data, when, count = item
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidInputType(f"entry {i}: data must be bytes, got {type(data).__name__}")
+        for name, value in (("publish_time_ms", when), ("num_messages", count)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidInputType(f"entry {i}: {name} must be an int, got {type(value).__name__}")
+        size = memoryview(data).nbytes
+        if size > MAX_ENTRY_BYTES:
+            raise InvalidArgument(f"entry {i}: {size} bytes (at most {MAX_ENTRY_BYTES})")
+        if not _I64[0] <= when <= _I64[1]:
+            raise InvalidArgument(f"entry {i}: publish_time_ms {when} does not fit in 64 bits")
+        if not 1 <= count <= _MAX_U32:
+            raise InvalidArgument(f"entry {i}: num_messages {count} is not in 1..2^32-1")
+
+
+def encode_records(entries: Sequence[tuple[bytes, int, int]]) -> tuple[bytes, list[int]]:
+    """The records of ``entries`` as one blob, and each record's offset within it."""
+    parts: list[bytes] = []
+    offsets: list[int] = []
+    pos = 0
+    for raw, when, count in entries:
+        data = bytes(raw)
+        fields = RECORD.pack(0, len(data), when, count)[4:]
+        crc = zlib.crc32(data, zlib.crc32(fields))
+        offsets.append(pos)
+        parts += (struct.pack("<I", crc), fields, data)
+        pos += RECORD.size + len(data)
+    return b"".join(parts), offsets
+
+
+def record_problem(head: bytes, remaining: int) -> tuple[int, str, bool]:
+    """The data length a record header announces, or a reason it is unusable and whether it is torn.
+
+    ``head`` holds the record header's bytes (fewer at the end of a file); ``remaining`` counts the
+    file's bytes from the record's start. A record running past the end is torn (``True``).
+    """
+    if len(head) < RECORD.size:
+        return 0, f"incomplete record header ({len(head)} bytes)", True
+    _, length, _, count = RECORD.unpack_from(head)
+    if length > MAX_ENTRY_BYTES or count == 0:
+        return 0, f"bad record header (length {length}, messages {count})", False
+    if RECORD.size + length > remaining:
+        return 0, f"record of {length} bytes runs past the end of the file", True
+    return length, "", False
+
+
+def decode_records(ledger_id: int, first: int, data: bytes) -> list[Entry]:
+    """The entries of consecutive records ``data`` holds, the first being entry ``first``.
+
+    ``CorruptSnapshot`` when one no longer matches its checksum (the file changed under the log).
+    """
+    out: list[Entry] = []
+    view = memoryview(data)
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < RECORD.size:
+            raise CorruptSnapshot(f"ledger {ledger_id}: entry {first + len(out)} is cut short")
+        crc, length, when, count = RECORD.unpack_from(data, pos)
+        end = pos + RECORD.size + length
+        if end > len(data) or zlib.crc32(view[pos + 4 : end]) != crc:
+            raise CorruptSnapshot(f"ledger {ledger_id}: entry {first + len(out)} fails its checksum")
+        out.append(
+            Entry(Position(ledger_id, first + len(out)), bytes(view[pos + RECORD.size : end]), when, count)
+        )
+        pos = end
+    return out

@@ -1,0 +1,184 @@
+"""One ledger of a message log: its segment file, the in-memory index of its entries, its appends.
+
+The index keeps, per entry, the offset of its record and the running maximum of the publish
+times up to it (what :meth:`MessageLog.find_by_time` searches). Reads verify each record's
+checksum again; an append is one write and one ``fdatasync``, cut off again when it fails, and
+served only once it is durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from array import array
+from pathlib import Path
+
+from cursorkit.broker.log.format import RECORD, Entry, SegmentHeader, decode_records, encode_header
+from cursorkit.errors import CorruptSnapshot
+from cursorkit.fsio import Opener, StoreFile, atomic_write, datasync, regular_fd, write_all
+
+__all__ = ["SEGMENT_NAME", "Segment", "open_for_reads", "segment_path"]
+
+SEGMENT_NAME = re.compile(r"ledger-(\d{20})\.seg")
+"""A segment's file name: its ledger id in 20 digits."""
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+
+
+def segment_path(directory: Path, ledger_id: int) -> Path:
+    """The segment file of ``ledger_id`` in ``directory``."""
+    return directory / f"ledger-{ledger_id:020d}.seg"
+
+
+def open_for_reads(path: Path) -> int:
+    """A read descriptor of a segment: a regular file, never through a symlink (else ``OSError``)."""
+    return regular_fd(path, _READ_FLAGS)
+
+
+class Segment:
+    """One ledger's file and index; the log that owns it serialises every call.
+
+    ``must_seal`` says the next append must go to a new ledger: the tail of this file may hold
+    bytes of a failed append (an fsync failed, or cutting it off did), or damage was found in it.
+    ``truncate_to`` is a torn tail recovery found, cut off before the first append.
+    """
+
+    def __init__(
+        self, ledger_id: int, path: Path, read_fd: int, offsets: array[int], max_times: array[int], end: int
+    ) -> None:
+        self.ledger_id = ledger_id
+        self.path = path
+        self.offsets = offsets
+        """Byte offset of each entry's record."""
+        self.max_times = max_times
+        """The largest publish time among entries 0..i, for each entry i (non-decreasing)."""
+        self.end = end
+        """Bytes of the file this ledger serves (header and whole, intact records)."""
+        self.must_seal = False
+        self.truncate_to: int | None = None
+        self._read_fd: int | None = read_fd
+        self._writer: StoreFile | None = None
+
+    @classmethod
+    def create(cls, directory: Path, header: SegmentHeader, opener: Opener, *, sync: bool) -> Segment:
+        """A new, empty ledger file: its header written atomically (temp file, fsync, rename, fsync dir).
+
+        Raises ``PersistFailed`` (from :func:`cursorkit.fsio.atomic_write`) or ``OSError``.
+        """
+        path = segment_path(directory, header.ledger_id)
+        data = encode_header(header)
+        atomic_write(path, data, opener=opener, sync=sync)
+        try:
+            fd = open_for_reads(path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        return cls(header.ledger_id, path, fd, array("q"), array("q"), len(data))
+
+    @property
+    def entries(self) -> int:
+        """Entries this ledger serves."""
+        return len(self.offsets)
+
+    def data_bytes(self, entry: int) -> int:
+        """Length of entry ``entry``'s data (from the index: nothing is read)."""
+        nxt = self.offsets[entry + 1] if entry + 1 < len(self.offsets) else self.end
+        return nxt - self.offsets[entry] - RECORD.size
+
+    def read(self, first: int, count: int) -> list[Entry]:
+        """Entries ``first .. first+count-1`` (in range), read in one ``pread`` and checked again."""
+        if count <= 0:
+            return []
+        start = self.offsets[first]
+        stop = self.offsets[first + count] if first + count < len(self.offsets) else self.end
+        if self._read_fd is None:
+            raise CorruptSnapshot(f"ledger {self.ledger_id} is closed")
+        try:
+            data = os.pread(self._read_fd, stop - start, start)
+        except OSError as e:
+            raise CorruptSnapshot(f"ledger {self.ledger_id}: unreadable at byte {start} ({e})") from e
+        if len(data) != stop - start:
+            raise CorruptSnapshot(f"ledger {self.ledger_id}: the file ends before byte {stop}")
+        return decode_records(self.ledger_id, first, data)
+
+    def write(self, blob: bytes, opener: Opener, *, sync: bool) -> int:
+        """Writes ``blob`` at the end of the served part in one write, then ``fdatasync``; its offset.
+
+        Nothing is served until :meth:`publish`. On ``OSError`` the write is cut off again; if the
+        sync failed, or cutting off did, ``must_seal`` is set.
+        """
+        f = self._writer_for(opener, sync=sync)
+        start = self.end
+        stage = "write"
+        try:
+            write_all(f, blob)
+            if sync:
+                stage = "sync"
+                datasync(f.fileno())
+        except OSError:
+            self._undo(f, start, sync=sync)
+            if stage == "sync":
+                self.must_seal = True  # after a failed fsync the page cache cannot be trusted
+            raise
+        return start
+
+    def publish(self, start: int, length: int, offsets: list[int], times: list[int]) -> int:
+        """Serves the records written at ``start`` (``offsets`` within them); the first new entry id."""
+        first = len(self.offsets)
+        top = self.max_times[-1] if self.max_times else times[0]
+        for off, when in zip(offsets, times, strict=True):
+            top = max(top, when)
+            self.offsets.append(start + off)
+            self.max_times.append(top)
+        self.end = start + length
+        return first
+
+    def _writer_for(self, opener: Opener, *, sync: bool) -> StoreFile:
+        """The append handle, after cutting off a torn tail recovery found."""
+        if self._writer is None:
+            try:
+                f = opener(str(self.path), "ab")
+            except OSError:
+                self.must_seal = True
+                raise
+            try:
+                if self.truncate_to is not None:
+                    f.truncate(self.truncate_to)
+                    if sync:
+                        os.fsync(f.fileno())
+                    self.truncate_to = None
+                f.seek(self.end)
+            except OSError:
+                self.must_seal = True
+                with contextlib.suppress(OSError):
+                    f.close()
+                raise
+            self._writer = f
+        return self._writer
+
+    def _undo(self, f: StoreFile, start: int, *, sync: bool) -> None:
+        """Cuts a failed append off the file; when that fails too, the ledger must be sealed."""
+        try:
+            f.truncate(start)
+            f.seek(start)
+            if sync:
+                os.fsync(f.fileno())
+        except OSError:
+            self.must_seal = True
+
+    def close_writer(self) -> None:
+        """Closes the append handle (a sealed ledger is only read)."""
+        if self._writer is not None:
+            with contextlib.suppress(OSError):
+                self._writer.close()
+            self._writer = None
+
+    def close(self) -> None:
+        """Closes both handles."""
+        self.close_writer()
+        if self._read_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._read_fd)
+            self._read_fd = None

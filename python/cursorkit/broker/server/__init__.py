@@ -1,0 +1,1 @@
+"""The broker's server: connections, topics, subscriptions and the ``cursorkit broker`` command."""

@@ -1,0 +1,80 @@
+"""``cursorkit broker``: runs a single-node broker until SIGINT or SIGTERM (both stop it cleanly)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from cursorkit.broker.server.broker import Broker
+from cursorkit.broker.server.config import BrokerConfig
+from cursorkit.errors import InvalidArgument
+
+__all__ = ["add_parser", "run_broker"]
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+) -> None:
+    """The ``broker`` command's arguments."""
+    b = sub.add_parser(
+        "broker",
+        help="run a single-node broker on Pulsar's binary protocol (no authentication)",
+        description=(
+            "Serve Pulsar's binary protocol on cursorkit: topics in DIR (message logs, cursor stores),\n"
+            "created on first use. The official Pulsar clients connect to pulsar://HOST:PORT.\n"
+            "Nothing is authenticated: keep the default 127.0.0.1 unless the network is trusted."
+        ),
+        epilog="example:\n  cursorkit broker --data ./broker-data --port 6650\n",
+        formatter_class=formatter,
+    )
+    b.add_argument(
+        "--data", required=True, type=Path, metavar="DIR", help="where topics and cursors are kept"
+    )
+    b.add_argument(
+        "--port", type=int, default=6650, help="port to listen on (0: any free port; default 6650)"
+    )
+    b.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    b.add_argument(
+        "--partitioned-topic",
+        action="append",
+        default=[],
+        metavar="TOPIC=N",
+        help="declare a partitioned topic with N partitions (repeatable; kept in DIR)",
+    )
+    b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
+
+
+def _partitioned(specs: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for spec in specs:
+        name, sep, n = spec.rpartition("=")
+        if not sep or not name or not n.isdigit():
+            raise InvalidArgument(f"--partitioned-topic takes TOPIC=N, got {spec!r}")
+        out[name] = int(n)
+    return out
+
+
+async def _serve(config: BrokerConfig, partitioned: dict[str, int]) -> None:
+    broker = Broker(config, partitioned)
+    await broker.start()
+    print(f"cursorkit broker ready on {broker.service_url} (data in {config.data})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    """Runs the broker the arguments describe; returns the exit status."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    config = BrokerConfig(data=args.data, host=args.host, port=args.port, sync=not args.no_sync)
+    asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
+    return 0

@@ -1,0 +1,59 @@
+"""What a broker is told: where its data lives, where it listens, and its limits and flush policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cursorkit.errors import InvalidArgument
+
+__all__ = ["MAX_MESSAGE_SIZE", "BrokerConfig"]
+
+MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+"""Pulsar's default ``maxMessageSize`` (5 MiB), announced in CONNECTED."""
+_FRAME_ROOM = 10 * 1024
+"""What a frame may hold beyond the message: the command and the metadata (Pulsar adds 10 KiB)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """A single-node broker's settings; every one has an embedded default.
+
+    Acknowledgements are durable within ``flush_interval_ms`` (the cursor store is flushed that
+    often while acks arrive, and on every close): a broker killed in between redelivers at most the
+    acks of that last interval. A receipted message is always durable (its append is fsynced before
+    the SEND_RECEIPT, many sends sharing one fsync).
+    """
+
+    data: Path
+    host: str = "127.0.0.1"
+    port: int = 6650
+    max_message_size: int = MAX_MESSAGE_SIZE
+    segment_bytes: int = 64 * 1024 * 1024
+    """A ledger (one segment file) rolls over past this size."""
+    sync: bool = True
+    """fsync appends and cursor flushes (False only for tests that do not need durability)."""
+    flush_interval_ms: int = 100
+    keep_alive_s: float = 30.0
+    """A PING goes out after this long without a frame; a connection silent for twice as long is closed."""
+    read_batch: int = 100
+    """Entries read from the log per dispatch round."""
+    tick_time_ms: int = 1
+    """The delayed-delivery tracker's tick."""
+    advertised: str = field(default="")
+    """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise InvalidArgument(f"port must be in 0..65535, got {self.port}")
+        for name in ("max_message_size", "segment_bytes", "flush_interval_ms", "read_batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
+        if self.keep_alive_s <= 0:
+            raise InvalidArgument(f"keep_alive_s must be positive, got {self.keep_alive_s}")
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame read from a client."""
+        return self.max_message_size + _FRAME_ROOM

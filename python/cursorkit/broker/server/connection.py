@@ -1,0 +1,395 @@
+"""One client connection: frames in, commands handled in order, replies and messages out.
+
+A command the protocol refuses gets Pulsar's ERROR (or SEND_ERROR, or a lookup's failed response)
+and the connection stays; bytes that are not a frame, a frame past the size limit or a first command
+other than CONNECT close it. A SEND with a bad checksum is refused with ChecksumError and stored
+nowhere. Receipts go out in send order, each once its entry is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from cursorkit import Position
+from cursorkit.broker.protocol import commands
+from cursorkit.broker.protocol.frames import FrameDecoder, Payload, encode_command
+from cursorkit.broker.server.consumer import Consumer
+from cursorkit.broker.server.names import topic_name
+from cursorkit.errors import CursorkitError, ProtocolError
+from cursorkit.proto import pulsar_api_pb2 as api
+
+if TYPE_CHECKING:
+    from cursorkit.broker.server.services import BrokerServices
+    from cursorkit.broker.server.subscription import Subscription
+    from cursorkit.broker.server.topic import Topic
+
+__all__ = ["Connection"]
+
+log = logging.getLogger("cursorkit.broker")
+
+SERVER_VERSION = "cursorkit-broker"
+WRITE_BUFFER = 4 * 1024 * 1024
+"""Bytes sent to a client and not yet taken by it past which its consumers get no more messages:
+a consumer that asks for many and reads none costs the broker this much, not its whole backlog."""
+_T = api.BaseCommand
+
+
+class Connection:
+    """The broker's side of one TCP connection."""
+
+    def __init__(
+        self, broker: BrokerServices, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        self.decoder = FrameDecoder(max_frame_size=broker.config.max_frame_size)
+        self.connected = False
+        self.producers: dict[int, tuple[Topic, str]] = {}
+        self.consumers: dict[int, tuple[Subscription, Consumer, Topic]] = {}
+        self._receipts: dict[int, deque[tuple[int, asyncio.Future[Position]]]] = {}
+        self._closed = False
+        self._last_seen = asyncio.get_running_loop().time()
+
+    # -- output --------------------------------------------------------------------------------------
+
+    def send(self, frame: bytes) -> None:
+        """Queues one frame for the client (dropped once the connection is closed)."""
+        if not self._closed:
+            self.writer.write(frame)
+
+    def writable(self) -> bool:
+        """Whether the client has read enough of what was sent to be sent more (see ``WRITE_BUFFER``)."""
+        return self.writer.transport.get_write_buffer_size() < WRITE_BUFFER
+
+    def _reply(self, cmd: api.BaseCommand) -> None:
+        self.send(encode_command(cmd))
+
+    def _success(self, request_id: int) -> None:
+        self._reply(commands.success(request_id))
+
+    async def serve(self) -> None:
+        """Reads and handles frames until the client leaves or breaks the protocol."""
+        keep_alive = asyncio.get_running_loop().create_task(self._keep_alive())
+        try:
+            while not self._closed:
+                data = await self.reader.read(65536)
+                if not data:
+                    break
+                self._last_seen = asyncio.get_running_loop().time()
+                for frame in self.decoder.feed(data):
+                    self._handle(frame.command, frame.payload)
+                await self.writer.drain()
+        except ProtocolError as e:
+            log.info("closing a connection that broke the protocol: %s", e)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            keep_alive.cancel()
+            self.close()
+
+    async def _keep_alive(self) -> None:
+        interval = self.broker.config.keep_alive_s
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            await asyncio.sleep(interval)
+            silent = loop.time() - self._last_seen
+            if silent >= 2 * interval:
+                log.info("closing a connection silent for %.0f s", silent)
+                self.writer.close()
+                return
+            if silent >= interval:
+                self._reply(commands.ping())
+
+    def close(self) -> None:
+        """Detaches the producers and consumers and closes the socket."""
+        if self._closed:
+            return
+        self._closed = True
+        for sub, consumer, topic in self.consumers.values():
+            sub.remove_consumer(consumer)
+            topic.dispatch()
+        self.consumers.clear()
+        for topic, name in self.producers.values():
+            topic.producer_names.discard(name)
+        self.producers.clear()
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+    # -- commands ------------------------------------------------------------------------------------
+
+    def _handle(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
+        kind = cmd.type
+        if not self.connected:
+            if kind != _T.CONNECT:
+                raise ProtocolError(f"first command is {kind}, not CONNECT")
+            self._connect(cmd.connect)
+            return
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            raise ProtocolError(f"command type {kind} is not served")
+        try:
+            handler(self, cmd, payload)
+        except ProtocolError as e:
+            if e.server_error is None:
+                raise
+            self._refuse(cmd, e.server_error, str(e))
+        except CursorkitError as e:
+            self._refuse(cmd, api.UnknownError, f"{type(e).__name__}: {e}")
+
+    def _refuse(self, cmd: api.BaseCommand, error: int, message: str) -> None:
+        """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form."""
+        kind = cmd.type
+        if kind == _T.LOOKUP:
+            self._reply(commands.lookup_failed(cmd.lookupTopic.request_id, error, message))
+        elif kind == _T.PARTITIONED_METADATA:
+            self._reply(
+                commands.partitioned_metadata_failed(cmd.partitionMetadata.request_id, error, message)
+            )
+        else:
+            request_id = _request_id(cmd)
+            if request_id is None:  # no request to fail (ACK, FLOW, SEND...): the client broke the protocol
+                raise ProtocolError(message)
+            self._reply(commands.error(request_id, error, message))
+
+    def _connect(self, c: api.CommandConnect) -> None:
+        self.connected = True
+        version = min(commands.PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
+        size = self.broker.config.max_message_size
+        self._reply(commands.connected(SERVER_VERSION, protocol_version=version, max_message_size=size))
+
+    def _ping(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        self._reply(commands.pong())
+
+    def _pong(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        pass
+
+    def _partitioned_metadata(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.partitionMetadata
+        self._reply(
+            commands.partitioned_metadata(q.request_id, self.broker.partitions_of(topic_name(q.topic)))
+        )
+
+    def _lookup(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.lookupTopic
+        topic_name(q.topic)
+        self._reply(commands.lookup_connect(q.request_id, self.broker.service_url))
+
+    def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.producer
+        if q.producer_id in self.producers:
+            raise ProtocolError(
+                f"producer id {q.producer_id} is in use on this connection", server_error=api.ProducerBusy
+            )
+        topic = self.broker.topic(topic_name(q.topic))
+        name = (
+            q.producer_name
+            if q.HasField("producer_name") and q.producer_name
+            else self.broker.producer_name()
+        )
+        if q.user_provided_producer_name and name in topic.producer_names:
+            raise ProtocolError(
+                f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
+            )
+        topic.producer_names.add(name)
+        self.producers[q.producer_id] = (topic, name)
+        self._receipts[q.producer_id] = deque()
+        self._reply(commands.producer_success(q.request_id, name))
+
+    def _send(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
+        q = cmd.send
+        found = self.producers.get(q.producer_id)
+        if found is None:
+            raise ProtocolError(f"SEND from producer {q.producer_id}, which was never created here")
+        if payload is None:
+            raise ProtocolError("SEND without a message")
+        if payload.checksum_ok is False:
+            message = "checksum mismatch: the message was not stored"
+            self._reply(commands.send_error(q.producer_id, q.sequence_id, api.ChecksumError, message))
+            return
+        topic, _name = found
+        meta = payload.metadata
+        count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
+        fut = topic.publish(payload.stored, meta.publish_time, max(1, count))
+        queue = self._receipts[q.producer_id]
+        queue.append((q.sequence_id, fut))
+        if len(queue) == 1:
+            asyncio.get_running_loop().create_task(self._send_receipts(q.producer_id, queue))
+
+    async def _send_receipts(
+        self, producer_id: int, queue: deque[tuple[int, asyncio.Future[Position]]]
+    ) -> None:
+        while queue:
+            sequence_id, fut = queue[0]
+            try:
+                position = await fut
+            except Exception as e:  # noqa: BLE001 - the client learns it, then reconnects and re-sends
+                self._reply(commands.send_error(producer_id, sequence_id, api.PersistenceError, str(e)))
+                queue.clear()
+                return
+            queue.popleft()
+            self._reply(
+                commands.send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id)
+            )
+
+    def _close_producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.close_producer
+        found = self.producers.pop(q.producer_id, None)
+        if found is not None:
+            found[0].producer_names.discard(found[1])
+        self._success(q.request_id)
+
+    def _subscribe(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.subscribe
+        if q.consumer_id in self.consumers:
+            raise ProtocolError(
+                f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy
+            )
+        topic = self.broker.topic(topic_name(q.topic))
+        earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
+        sub = topic.subscription(q.subscription, q.subType, earliest=earliest)
+        consumer = Consumer(
+            q.consumer_id,
+            q.consumer_name or f"consumer-{q.consumer_id}",
+            self.send,
+            self.writable,
+            priority=q.priority_level,
+        )
+        sub.add_consumer(consumer, q.subType, q.keySharedMeta if q.HasField("keySharedMeta") else None)
+        self.consumers[q.consumer_id] = (sub, consumer, topic)
+        self._success(q.request_id)
+        if q.subType == api.CommandSubscribe.Failover:
+            for c in sub.consumers:
+                c.send(encode_command(commands.active_consumer_change(c.consumer_id, c is sub.consumers[0])))
+
+    def _consumer(self, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
+        found = self.consumers.get(consumer_id)
+        if found is None:
+            raise ProtocolError(
+                f"consumer {consumer_id} was never subscribed here", server_error=api.ConsumerNotFound
+            )
+        return found
+
+    def _flow(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.flow
+        found = self.consumers.get(q.consumer_id)
+        if found is None:
+            return  # a flow racing a close: nothing to give permits to
+        sub, consumer, topic = found
+        sub.flow(consumer, q.messagePermits)
+        topic.dispatch()
+
+    def _ack(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.ack
+        found = self.consumers.get(q.consumer_id)
+        if found is None:
+            return  # acks of a closed consumer: the subscription redelivers what they named
+        sub, consumer, topic = found
+        sub.ack(consumer, q)
+        topic.dispatch()
+
+    def _redeliver(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.redeliverUnacknowledgedMessages
+        found = self.consumers.get(q.consumer_id)
+        if found is None:
+            return
+        sub, consumer, topic = found
+        ids = [Position(m.ledgerId, m.entryId) for m in q.message_ids] if len(q.message_ids) else None
+        sub.redeliver(consumer, ids)
+        topic.dispatch()
+
+    def _close_consumer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.close_consumer
+        found = self.consumers.pop(q.consumer_id, None)
+        if found is not None:
+            sub, consumer, topic = found
+            sub.remove_consumer(consumer)
+            topic.dispatch()
+        self._success(q.request_id)
+
+    def _unsubscribe(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.unsubscribe
+        sub, consumer, topic = self._consumer(q.consumer_id)
+        if [c for c in sub.consumers if c is not consumer]:
+            raise ProtocolError(
+                f"subscription {sub.name!r} has other consumers", server_error=api.ConsumerBusy
+            )
+        del self.consumers[q.consumer_id]
+        sub.remove_consumer(consumer)
+        topic.unsubscribe(sub.name)
+        self._success(q.request_id)
+
+    def _seek(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.seek
+        sub, _consumer, topic = self._consumer(q.consumer_id)
+        if q.HasField("message_publish_time"):
+            position = topic.log.find_by_time(q.message_publish_time)
+        elif q.HasField("message_id"):
+            position = Position(q.message_id.ledgerId, q.message_id.entryId)
+        else:
+            raise ProtocolError("SEEK names neither a message nor a time", server_error=api.MetadataError)
+        sub.seek(position)
+        self._success(q.request_id)
+        # As Pulsar does: the subscription's consumers are closed and come back from the new position.
+        for c in list(sub.consumers):
+            c.send(encode_command(commands.close_consumer(c.consumer_id, 0)))
+        self.broker.reconnect_consumers(sub)
+
+    def detach(self, subscription: Subscription) -> None:
+        """Forgets this connection's consumers of ``subscription`` (the client subscribes again)."""
+        for cid, (s, c, _topic) in list(self.consumers.items()):
+            if s is subscription:
+                del self.consumers[cid]
+                s.remove_consumer(c)
+
+    def _get_last_message_id(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        q = cmd.getLastMessageId
+        sub, _consumer, topic = self._consumer(q.consumer_id)
+        last = topic.log.last_position
+        md = sub.cursor.mark_delete_position
+        last_id = commands.message_id(last.ledger_id, last.entry_id)
+        md_id = commands.message_id(md.ledger_id, md.entry_id)
+        self._reply(commands.get_last_message_id_response(q.request_id, last_id, mark_delete=md_id))
+
+    def _get_schema(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        message = "this broker keeps no schemas"
+        self._reply(commands.get_schema_error(cmd.getSchema.request_id, api.TopicNotFound, message))
+
+
+def _request_id(cmd: api.BaseCommand) -> int | None:
+    for field in (
+        "producer",
+        "subscribe",
+        "close_producer",
+        "close_consumer",
+        "unsubscribe",
+        "seek",
+        "getLastMessageId",
+    ):
+        if cmd.HasField(field):
+            return int(getattr(cmd, field).request_id)
+    return None
+
+
+_HANDLERS = {
+    _T.PING: Connection._ping,
+    _T.PONG: Connection._pong,
+    _T.PARTITIONED_METADATA: Connection._partitioned_metadata,
+    _T.LOOKUP: Connection._lookup,
+    _T.PRODUCER: Connection._producer,
+    _T.SEND: Connection._send,
+    _T.CLOSE_PRODUCER: Connection._close_producer,
+    _T.SUBSCRIBE: Connection._subscribe,
+    _T.FLOW: Connection._flow,
+    _T.ACK: Connection._ack,
+    _T.REDELIVER_UNACKNOWLEDGED_MESSAGES: Connection._redeliver,
+    _T.CLOSE_CONSUMER: Connection._close_consumer,
+    _T.UNSUBSCRIBE: Connection._unsubscribe,
+    _T.SEEK: Connection._seek,
+    _T.GET_LAST_MESSAGE_ID: Connection._get_last_message_id,
+    _T.GET_SCHEMA: Connection._get_schema,
+}

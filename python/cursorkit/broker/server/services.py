@@ -1,0 +1,43 @@
+"""What a connection asks of its broker: the broker implements it, and connections never import the broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from cursorkit.broker.server.config import BrokerConfig
+    from cursorkit.broker.server.names import TopicName
+    from cursorkit.broker.server.subscription import Subscription
+    from cursorkit.broker.server.topic import Topic
+
+__all__ = ["BrokerServices"]
+
+
+class BrokerServices(Protocol):
+    """Topics, names and settings, as a connection needs them."""
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's settings."""
+        ...
+
+    @property
+    def service_url(self) -> str:
+        """The ``pulsar://`` URL lookups answer with."""
+        ...
+
+    def topic(self, name: TopicName) -> Topic:
+        """The topic, opened or created."""
+        ...
+
+    def partitions_of(self, name: TopicName) -> int:
+        """The topic's partition count (0: not partitioned)."""
+        ...
+
+    def producer_name(self) -> str:
+        """A fresh broker-assigned producer name."""
+        ...
+
+    def reconnect_consumers(self, subscription: Subscription) -> None:
+        """Detaches every consumer of ``subscription`` from its connection (after a seek)."""
+        ...

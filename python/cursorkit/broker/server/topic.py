@@ -1,0 +1,141 @@
+"""A topic on disk: its message log, its subscriptions, and the group commit of what producers send.
+
+SENDs that arrive while an append is being fsynced wait for the next one, which takes them all:
+one write and one fsync for many receipts, each receipt only after its entry is durable. Once a
+subscription's mark-delete has passed whole ledgers that every subscription has consumed, those
+ledgers are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cursorkit import Position
+from cursorkit.broker.log import MessageLog
+from cursorkit.broker.server.config import BrokerConfig
+from cursorkit.broker.server.names import TopicName
+from cursorkit.broker.server.subscription import Subscription
+
+__all__ = ["Topic"]
+
+
+def _clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Topic:
+    """One persistent topic (or one partition of a partitioned topic)."""
+
+    def __init__(self, name: TopicName, root: Path, config: BrokerConfig) -> None:
+        self.name = name
+        self.directory = root / "topics" / name.directory
+        self.config = config
+        self.log = MessageLog.open(
+            self.directory / "log", segment_bytes=config.segment_bytes, sync=config.sync
+        )
+        self.subscriptions: dict[str, Subscription] = {}
+        self._pending: list[tuple[bytes, int, int, asyncio.Future[Position]]] = []
+        self._committing = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.producer_names: set[str] = set()
+        self.clock: Callable[[], int] = _clock
+        subs = self.directory / "subscriptions"
+        if subs.is_dir():
+            for d in sorted(subs.iterdir()):
+                if (d / "cursor").is_dir():
+                    name_text = bytes.fromhex(d.name).decode()
+                    self.subscriptions[name_text] = self._open_subscription(name_text, 0, earliest=False)
+
+    def _open_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        return Subscription(
+            name,
+            self.directory / "subscriptions" / name.encode().hex(),
+            self.log,
+            sub_type=sub_type,
+            initial_earliest=earliest,
+            clock=self.clock,
+            schedule=self._schedule_dispatch,
+        )
+
+    def subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        """The subscription ``name``, created at the initial position when new."""
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            sub = self.subscriptions[name] = self._open_subscription(name, sub_type, earliest=earliest)
+        return sub
+
+    def unsubscribe(self, name: str) -> None:
+        """Deletes a subscription with no consumers."""
+        sub = self.subscriptions.pop(name, None)
+        if sub is not None:
+            sub.delete()
+
+    # -- publishing ----------------------------------------------------------------------------------
+
+    def publish(self, stored: bytes, publish_time: int, num_messages: int) -> asyncio.Future[Position]:
+        """Queues one entry for the next group commit; the future resolves once it is durable."""
+        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self._pending.append((stored, publish_time, num_messages, fut))
+        if not self._committing:
+            self._committing = True
+            asyncio.get_running_loop().create_task(self._commit())
+        return fut
+
+    async def _commit(self) -> None:
+        try:
+            while self._pending:
+                await asyncio.sleep(0)  # let the SENDs already read from sockets join this commit
+                batch, self._pending = self._pending, []
+                rows = [(data, t, n) for data, t, n, _ in batch]
+                try:
+                    # On the loop thread: the log is not shared with other threads (an fsync of a
+                    # few ms holds the loop, and every SEND that arrives meanwhile joins the next).
+                    positions = self.log.append(rows)
+                except Exception as e:  # noqa: BLE001 - each send gets the failure
+                    for *_, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(e)
+                    continue
+                for (*_, fut), position in zip(batch, positions, strict=True):
+                    if not fut.done():
+                        fut.set_result(position)
+                self.dispatch()
+        finally:
+            self._committing = False
+
+    # -- dispatch and durability -----------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        """Lets every subscription send what it can."""
+        sizes = self.log.ledger_sizes()
+        for sub in self.subscriptions.values():
+            sub.cursor.set_ledger_sizes(sizes)
+            sub.dispatch()
+
+    def _schedule_dispatch(self, delay_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(delay_s, self.dispatch)
+
+    def flush(self) -> None:
+        """Flushes every subscription's cursor, then deletes the ledgers all of them have consumed."""
+        for sub in self.subscriptions.values():
+            sub.flush()
+        if self.subscriptions:
+            oldest = min(
+                (s.cursor.mark_delete_position for s in self.subscriptions.values()),
+                key=lambda p: (p.ledger_id, p.entry_id),
+            )
+            self.log.trim(Position(oldest.ledger_id, oldest.entry_id + 1))
+
+    def close(self) -> None:
+        """Flushes and closes the subscriptions and the log."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for sub in self.subscriptions.values():
+            sub.close()
+        self.log.close()

@@ -1,0 +1,86 @@
+"""``cursorkit broker`` in a child process on 127.0.0.1 (a free port), for tests with the real client."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+_READY = re.compile(r"ready on (pulsar://\S+)")
+
+
+class BrokerProcess:
+    """A running broker: its URL, and ways to stop it (cleanly or by SIGKILL) and start it again."""
+
+    def __init__(self, data: Path, *args: str) -> None:
+        self.data = data
+        self.args = args
+        self.url = ""
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.log_path = data.parent / f"{data.name}.broker.log"
+
+    def start(self, timeout: float = 10.0) -> float:
+        """Starts the broker (same port as before, if it ran); returns the seconds until it was ready."""
+        started = time.monotonic()
+        cmd = [
+            sys.executable,
+            "-m",
+            "cursorkit.cli",
+            "broker",
+            "--data",
+            str(self.data),
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
+        self.data.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as log:  # a file, never a pipe nobody drains (a full one stalls it)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        m = _READY.search(line)
+        if m is None:
+            self.proc.kill()
+            raise RuntimeError(f"broker did not start: {line!r} {self.log_path.read_text()[-2000:]}")
+        self.url = m.group(1)
+        self.port = int(self.url.rsplit(":", 1)[1])
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        """SIGTERM: the broker flushes and exits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=20)
+
+    def kill(self) -> None:
+        """SIGKILL: nothing is flushed."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=20)
+
+
+@contextmanager
+def running_broker(data: Path, *args: str) -> Iterator[BrokerProcess]:
+    """A broker for the block; stopped (or killed, if stopping hangs) after it."""
+    broker = BrokerProcess(data, *args)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        try:
+            broker.stop()
+        except subprocess.TimeoutExpired:
+            broker.kill()
