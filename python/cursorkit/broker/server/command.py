@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cursorkit.broker.server.broker import Broker
-from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from cursorkit.broker.server.config import BrokerConfig
 
 __all__ = ["add_parser", "run_broker"]
 
@@ -59,6 +62,8 @@ def _partitioned(specs: list[str]) -> dict[str, int]:
 
 
 async def _serve(config: BrokerConfig, partitioned: dict[str, int]) -> None:
+    from cursorkit.broker.server.broker import Broker
+
     broker = Broker(config, partitioned)
     await broker.start()
     print(f"cursorkit broker ready on {broker.service_url} (data in {config.data})", flush=True)
@@ -74,6 +79,10 @@ async def _serve(config: BrokerConfig, partitioned: dict[str, int]) -> None:
 
 def run_broker(args: argparse.Namespace) -> int:
     """Runs the broker the arguments describe; returns the exit status."""
+    if importlib.util.find_spec("crc32c") is None:
+        raise InvalidArgument("cursorkit broker needs the broker extra: pip install 'cursorkit[broker]'")
+    from cursorkit.broker.server.config import BrokerConfig
+
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     config = BrokerConfig(data=args.data, host=args.host, port=args.port, sync=not args.no_sync)
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
