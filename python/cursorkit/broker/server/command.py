@@ -37,9 +37,7 @@ def add_parser(
     b.add_argument(
         "--data", required=True, type=Path, metavar="DIR", help="where topics and cursors are kept"
     )
-    b.add_argument(
-        "--port", type=int, default=6650, help="port to listen on (0: any free port)"
-    )
+    b.add_argument("--port", type=int, default=6650, help="port to listen on (0: any free port)")
     b.add_argument("--host", default="127.0.0.1", help="address to listen on")
     b.add_argument(
         "--partitioned-topic",
