@@ -16,7 +16,7 @@ jobs off the add path (a worker thread, or ``maintenance()``).
 The tracker is a façade over its parts, each owning its state: ``TrackedPositions`` (the index),
 ``MutableBucket`` (the tail), ``SegmentQueue`` (loaded segments and barriers), ``SealedBuckets``,
 ``JobRunner``; ``Intake``, ``Delivery``, ``BucketLifecycle``, ``Merges`` and ``Recovery`` work on
-the parts they are handed.
+the parts they are handed as one ``TrackerParts`` bundle.
 
 Snapshot ids are recorded in the cursor properties as ``#pulsar.internal.delayed.bucket_<s>_<e>``;
 a snapshot is written before its property, and deleted before its property is removed, so every
@@ -44,6 +44,7 @@ from cursorkit.delayed.lifecycle import BucketLifecycle
 from cursorkit.delayed.merge import Merges
 from cursorkit.delayed.metrics import TrackerFigures
 from cursorkit.delayed.mutable_bucket import MutableBucket
+from cursorkit.delayed.parts import TrackerParts
 from cursorkit.delayed.positions import TrackedPositions
 from cursorkit.delayed.recovery import Recovery
 from cursorkit.delayed.recovery_report import RecoveryReport
@@ -112,63 +113,39 @@ class BucketDelayedDeliveryTracker:
         self.recovery_report = RecoveryReport()
         self._damage = Damage(self.recovery_report, self._props, self._io)
         self._tail_snapshot = TailSnapshot(self._io, self._props)
-        self._lifecycle = BucketLifecycle(
+        parts = TrackerParts(
             lock=self._lock,
             jobs=self._jobs,
             io=self._io,
             props=self._props,
-            damage=self._damage,
-            tally=self._tally,
             positions=self._positions,
-            queue=self._queue,
-            sealed=self._sealed,
-        )
-        self._delivery = Delivery(
             tail=self._tail,
-            io=self._io,
-            lifecycle=self._lifecycle,
-            tally=self._tally,
-            positions=self._positions,
             queue=self._queue,
             sealed=self._sealed,
+            tally=self._tally,
         )
+        self._lifecycle = BucketLifecycle(parts=parts, damage=self._damage)
+        self._delivery = Delivery(parts=parts, lifecycle=self._lifecycle)
         merges = Merges(
             max_num_buckets=self.config.max_num_buckets,
             closed=lambda: self._closed,
-            lock=self._lock,
-            jobs=self._jobs,
-            io=self._io,
-            props=self._props,
+            parts=parts,
             delivery=self._delivery,
-            tally=self._tally,
-            positions=self._positions,
-            queue=self._queue,
-            sealed=self._sealed,
         )
         self._intake = Intake(
             min_index_count_per_bucket=self.config.min_index_count_per_bucket,
-            tail=self._tail,
-            io=self._io,
+            parts=parts,
             lifecycle=self._lifecycle,
             merges=merges,
-            tally=self._tally,
-            positions=self._positions,
-            queue=self._queue,
-            sealed=self._sealed,
         )
         Recovery(
             cutoff=self._clock.due_cutoff(),
             mark_delete=mark_delete,
-            props=self._props,
-            io=self._io,
+            parts=parts,
             intake=self._intake,
             delivery=self._delivery,
             tail_snapshot=self._tail_snapshot,
             damage=self._damage,
-            tally=self._tally,
-            positions=self._positions,
-            queue=self._queue,
-            sealed=self._sealed,
         ).run()
 
     @classmethod

@@ -12,13 +12,8 @@ import numpy as np
 
 from cursorkit.delayed.bucket import ImmutableBucket, Int64Array
 from cursorkit.delayed.clock import I64_MAX
-from cursorkit.delayed.counters import Tally
 from cursorkit.delayed.lifecycle import BucketLifecycle
-from cursorkit.delayed.mutable_bucket import MutableBucket
-from cursorkit.delayed.positions import TrackedPositions
-from cursorkit.delayed.sealed import SealedBuckets
-from cursorkit.delayed.segment_queue import SegmentQueue
-from cursorkit.delayed.snapshot_io import SnapshotIO
+from cursorkit.delayed.parts import TrackerParts
 from cursorkit.errors import BucketNotFound, CorruptSnapshot, PersistFailed
 
 
@@ -28,21 +23,11 @@ class Delivery:
     def __init__(
         self,
         *,
-        positions: TrackedPositions,
-        tail: MutableBucket,
-        queue: SegmentQueue,
-        sealed: SealedBuckets,
-        io: SnapshotIO,
+        parts: TrackerParts,
         lifecycle: BucketLifecycle,
-        tally: Tally,
     ) -> None:
-        self._positions = positions
-        self._tail = tail
-        self._queue = queue
-        self._sealed = sealed
-        self._io = io
+        self._parts = parts
         self._lifecycle = lifecycle
-        self._tally = tally
 
     def settle(self) -> None:
         """Restores the delivery invariant after any change to the queues or the index.
@@ -52,13 +37,13 @@ class Delivery:
         segment is used up: its next segment is loaded (or the bucket retired). Afterwards the
         shared head is the earliest tracked index unless a load failed (see ``next_time``).
         """
-        self._tail.queue.drop_untracked(self._positions.index)
+        self._parts.tail.queue.drop_untracked(self._parts.positions.index)
         while True:
-            self._queue.queue.drop_untracked(self._positions.index)
-            b = self._queue.min_barrier()
+            self._parts.queue.queue.drop_untracked(self._parts.positions.index)
+            b = self._parts.queue.min_barrier()
             if b is None or b.barrier is None:
                 return
-            head = self._queue.queue.peek()
+            head = self._parts.queue.queue.peek()
             if head is not None and head <= b.barrier:
                 return
             if not self._advance(b):
@@ -70,30 +55,32 @@ class Delivery:
         The queue heads give it, except for buckets whose next segment could not be loaded yet:
         their metadata's ``min_schedule_timestamp`` of that segment stands in for it.
         """
-        heads = [h[0] for h in (self._tail.queue.peek(), self._queue.queue.peek()) if h is not None]
-        heads.extend(c.next_unloaded_timestamp() for c in self._queue.stalled(self._sealed))
+        heads = [
+            h[0] for h in (self._parts.tail.queue.peek(), self._parts.queue.queue.peek()) if h is not None
+        ]
+        heads.extend(c.next_unloaded_timestamp() for c in self._parts.queue.stalled(self._parts.sealed))
         return min(heads) if heads else None
 
     def pop_due(self, cutoff: int, max_messages: int) -> Int64Array:
         """Up to ``max_messages`` indexes due by ``cutoff``, untracked, as (ledger, entry) rows sorted."""
-        ts, ls, es = self._tail.queue.pop_due(cutoff, I64_MAX)
+        ts, ls, es = self._parts.tail.queue.pop_due(cutoff, I64_MAX)
         if len(ts):
-            self._queue.queue.add_many(ts, ls, es)
+            self._parts.queue.queue.add_many(ts, ls, es)
         self.settle()  # retries a load that failed earlier
         out_l: list[Int64Array] = []
         out_e: list[Int64Array] = []
         remaining = max_messages
         while remaining > 0:
-            limit = self._queue.pop_limit(cutoff, self._sealed)
-            ts, ls, es = self._queue.queue.pop_until(limit[0], limit[1], limit[2], remaining)
+            limit = self._parts.queue.pop_limit(cutoff, self._parts.sealed)
+            ts, ls, es = self._parts.queue.queue.pop_until(limit[0], limit[1], limit[2], remaining)
             if not len(ts):
                 break
-            live = self._positions.remove_many(ls, es)
+            live = self._parts.positions.remove_many(ls, es)
             k = int(live.sum())
             if k:
                 out_l.append(ls[live] if k < len(ls) else ls)
                 out_e.append(es[live] if k < len(es) else es)
-                self._tally.add("delivered", k)
+                self._parts.tally.add("delivered", k)
                 remaining -= k
             self.settle()  # a popped barrier loads its bucket's next segment at once
         if not out_l:
@@ -109,12 +96,12 @@ class Delivery:
             self._lifecycle.retire(b)
             return True
         try:
-            cols = self._io.segment(b, nxt)
+            cols = self._parts.io.segment(b, nxt)
         except (PersistFailed, OSError):
             return False  # counted in op_stats; retried on the next call
         except (CorruptSnapshot, BucketNotFound) as e:
             self._lifecycle.lose(b, f"segment {nxt}: {e}")
             return True
-        self._queue.push(b, nxt, *cols, self._positions)
-        self._tally.add("segment_loads")
+        self._parts.queue.push(b, nxt, *cols, self._parts.positions)
+        self._parts.tally.add("segment_loads")
         return True

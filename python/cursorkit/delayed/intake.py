@@ -10,14 +10,9 @@ from __future__ import annotations
 from cursorkit._core import DelayQueue
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import ImmutableBucket, Int64Array
-from cursorkit.delayed.counters import Tally
 from cursorkit.delayed.lifecycle import BucketLifecycle
 from cursorkit.delayed.merge import Merges
-from cursorkit.delayed.mutable_bucket import MutableBucket
-from cursorkit.delayed.positions import TrackedPositions
-from cursorkit.delayed.sealed import SealedBuckets
-from cursorkit.delayed.segment_queue import SegmentQueue
-from cursorkit.delayed.snapshot_io import SnapshotIO
+from cursorkit.delayed.parts import TrackerParts
 
 
 class Intake:
@@ -27,24 +22,14 @@ class Intake:
         self,
         *,
         min_index_count_per_bucket: int,
-        positions: TrackedPositions,
-        tail: MutableBucket,
-        queue: SegmentQueue,
-        sealed: SealedBuckets,
-        io: SnapshotIO,
+        parts: TrackerParts,
         lifecycle: BucketLifecycle,
         merges: Merges,
-        tally: Tally,
     ) -> None:
+        self._parts = parts
         self._min_count = min_index_count_per_bucket
-        self._positions = positions
-        self._tail = tail
-        self._queue = queue
-        self._sealed = sealed
-        self._io = io
         self._lifecycle = lifecycle
         self._merges = merges
-        self._tally = tally
 
     def queue_for(self, ledger: int) -> DelayQueue:
         """Where a new index of ``ledger`` goes (PIP-195's rule), sealing the tail first if due.
@@ -54,43 +39,43 @@ class Intake:
         recovery would discard that bucket as a stale merge source). Everything else waits in the
         shared queue.
         """
-        covering = self._sealed.covering(ledger)
-        if covering is None and ledger > self._tail.end:
+        covering = self._parts.sealed.covering(ledger)
+        if covering is None and ledger > self._parts.tail.end:
             self._maybe_seal()
-        if covering is None and ledger >= self._tail.end and ledger > self._sealed.end:
-            return self._tail.take(ledger)
-        return self._queue.queue
+        if covering is None and ledger >= self._parts.tail.end and ledger > self._parts.sealed.end:
+            return self._parts.tail.take(ledger)
+        return self._parts.queue.queue
 
     def add_run(self, ledger: int, ts: Int64Array, ls: Int64Array, es: Int64Array) -> None:
         """Tracks indexes of one ledger; ones already tracked count as duplicates."""
         self.queue_for(ledger).add_many(ts, ls, es)
-        new = self._positions.add_many(ls, es)
-        self._tally.add("added", new)
-        self._tally.add("duplicates", len(ls) - new)
+        new = self._parts.positions.add_many(ls, es)
+        self._parts.tally.add("added", new)
+        self._parts.tally.add("duplicates", len(ls) - new)
 
     def _maybe_seal(self) -> None:
-        n = len(self._tail)
+        n = len(self._parts.tail)
         if n == 0 or n < self._min_count:
             return
-        ts, ls, es = self._tail.queue.drain()
-        live = self._positions.contains_many(ls, es)  # trimmed (acked) indexes stay out of the snapshot
+        ts, ls, es = self._parts.tail.queue.drain()
+        live = self._parts.positions.contains_many(ls, es)  # trimmed (acked) indexes stay out of the snapshot
         if not live.all():
             ts, ls, es = ts[live], ls[live], es[live]
         if len(ts) == 0:
-            self._tail.reset()
+            self._parts.tail.reset()
             return
-        segs = self._io.cut(ts, ls, es)
+        segs = self._parts.io.cut(ts, ls, es)
         b = ImmutableBucket(
-            self._tail.start,
-            self._tail.end,
+            self._parts.tail.start,
+            self._parts.tail.end,
             last_segment_entry_id=len(segs),
             number_bucket_delayed_messages=len(ts),
             first_schedule_timestamps=snapshot.first_timestamps(segs),
             pending=segs,
         )
-        self._tail.reset()
-        self._sealed.insert(b)
-        self._queue.push(b, 1, *segs.segment(0), self._positions)
-        self._tally.add("seals")
+        self._parts.tail.reset()
+        self._parts.sealed.insert(b)
+        self._parts.queue.push(b, 1, *segs.segment(0), self._parts.positions)
+        self._parts.tally.add("seals")
         self._lifecycle.submit_create(b, segs)
         self._merges.request()

@@ -7,7 +7,6 @@ the tracker holds more than ``max_num_buckets`` buckets.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -16,14 +15,8 @@ import numpy as np
 from cursorkit import _core
 from cursorkit.delayed import snapshot
 from cursorkit.delayed.bucket import ImmutableBucket, SegmentArrays
-from cursorkit.delayed.bucket_props import BucketProperties
-from cursorkit.delayed.counters import Tally
 from cursorkit.delayed.delivery import Delivery
-from cursorkit.delayed.positions import TrackedPositions
-from cursorkit.delayed.sealed import SealedBuckets
-from cursorkit.delayed.segment_queue import SegmentQueue
-from cursorkit.delayed.snapshot_io import SnapshotIO
-from cursorkit.delayed.worker import JobRunner
+from cursorkit.delayed.parts import TrackerParts
 from cursorkit.errors import InvalidArgument
 
 MAX_MERGE_NUM = 4
@@ -76,41 +69,27 @@ class Merges:
         *,
         max_num_buckets: int,
         closed: Callable[[], bool],
-        lock: threading.RLock,
-        jobs: JobRunner,
-        io: SnapshotIO,
-        props: BucketProperties,
-        positions: TrackedPositions,
-        queue: SegmentQueue,
-        sealed: SealedBuckets,
+        parts: TrackerParts,
         delivery: Delivery,
-        tally: Tally,
     ) -> None:
+        self._parts = parts
         self._max = max_num_buckets
         self._closed = closed
-        self._lock = lock
-        self._jobs = jobs
-        self._io = io
-        self._props = props
-        self._positions = positions
-        self._queue = queue
-        self._sealed = sealed
         self._delivery = delivery
-        self._tally = tally
         self._queued = False
 
     def request(self) -> None:
         """Queues a merge job if there are too many buckets and none is queued (under the lock)."""
-        if self._max > 0 and len(self._sealed) > self._max and not self._queued:
+        if self._max > 0 and len(self._parts.sealed) > self._max and not self._queued:
             self._queued = True
-            self._jobs.submit(self._job)
+            self._parts.jobs.submit(self._job)
 
     def _job(self) -> None:
-        with self._lock:
+        with self._parts.lock:
             self._queued = False
-            if self._closed() or len(self._sealed) <= self._max:
+            if self._closed() or len(self._parts.sealed) <= self._max:
                 return
-            buckets = self._sealed.as_list()
+            buckets = self._parts.sealed.as_list()
             window = select_merged_buckets(buckets, min(MAX_MERGE_NUM, len(buckets)))
             if window is None:
                 return
@@ -121,14 +100,14 @@ class Merges:
         try:
             merged = self._merge(sources)
         except Exception:
-            self._io.op_stats.record("merge", False, (time.perf_counter() - t0) * 1000)
-            with self._lock:
+            self._parts.io.op_stats.record("merge", False, (time.perf_counter() - t0) * 1000)
+            with self._parts.lock:
                 for s in sources:
                     s.merging = False
             raise
-        self._io.op_stats.record("merge", True, (time.perf_counter() - t0) * 1000)
-        with self._lock:
-            self._tally.add("merges")
+        self._parts.io.op_stats.record("merge", True, (time.perf_counter() - t0) * 1000)
+        with self._parts.lock:
+            self._parts.tally.add("merges")
             if merged is not None:
                 self.request()  # still above the limit: merge again
 
@@ -141,16 +120,16 @@ class Merges:
         parts: list[SegmentArrays] = []
         for s in sources:
             assert s.bucket_id is not None
-            parts.append(snapshot.decode(self._io.load(s.bucket_id, 1, s.last_segment_entry_id)))
+            parts.append(snapshot.decode(self._parts.io.load(s.bucket_id, 1, s.last_segment_entry_id)))
         ts = np.concatenate([p.timestamps for p in parts])
         ls = np.concatenate([p.ledger_ids for p in parts])
         es = np.concatenate([p.entry_ids for p in parts])
-        live = self._positions.contains_many(ls, es)
+        live = self._parts.positions.contains_many(ls, es)
         ts, ls, es = _core.sort_indexes(ts[live], ls[live], es[live])
         start, end = sources[0].start_ledger_id, sources[-1].end_ledger_id
         merged: ImmutableBucket | None = None
         if len(ts):
-            segs = self._io.cut(ts, ls, es)
+            segs = self._parts.io.cut(ts, ls, es)
             merged = ImmutableBucket(
                 start,
                 end,
@@ -158,26 +137,26 @@ class Merges:
                 number_bucket_delayed_messages=len(ts),
                 first_schedule_timestamps=snapshot.first_timestamps(segs),
             )
-            new_id, length = self._io.write(segs, merged.key)
+            new_id, length = self._parts.io.write(segs, merged.key)
             merged.bucket_id, merged.snapshot_length = new_id, length
             try:
-                self._props.apply({merged.key: str(new_id)}, [s.key for s in sources])
+                self._parts.props.apply({merged.key: str(new_id)}, [s.key for s in sources])
             except Exception:
-                self._io.delete_quietly(new_id)
+                self._parts.io.delete_quietly(new_id)
                 raise
         else:
-            self._props.apply({}, [s.key for s in sources])
-        with self._lock:
+            self._parts.props.apply({}, [s.key for s in sources])
+        with self._parts.lock:
             for s in sources:
                 if not s.removed:
-                    self._sealed.remove(s)
-                    self._sealed.snapshot_bytes -= s.snapshot_length
+                    self._parts.sealed.remove(s)
+                    self._parts.sealed.snapshot_bytes -= s.snapshot_length
             if merged is not None:
-                self._sealed.snapshot_bytes += merged.snapshot_length
-                self._sealed.insert(merged)
-                self._queue.push(merged, 1, *segs.segment(0), self._positions)
+                self._parts.sealed.snapshot_bytes += merged.snapshot_length
+                self._parts.sealed.insert(merged)
+                self._parts.queue.push(merged, 1, *segs.segment(0), self._parts.positions)
             self._delivery.settle()
         for s in sources:  # committed: a failed delete only leaves an orphan recovery removes
             if s.bucket_id is not None:
-                self._io.delete_quietly(s.bucket_id)
+                self._parts.io.delete_quietly(s.bucket_id)
         return merged

@@ -26,15 +26,10 @@ from cursorkit.delayed.bucket import (
     parse_bucket_key,
     parse_id,
 )
-from cursorkit.delayed.bucket_props import BucketProperties
-from cursorkit.delayed.counters import Tally
 from cursorkit.delayed.damage import Damage
 from cursorkit.delayed.delivery import Delivery
 from cursorkit.delayed.intake import Intake
-from cursorkit.delayed.positions import TrackedPositions
-from cursorkit.delayed.sealed import SealedBuckets
-from cursorkit.delayed.segment_queue import SegmentQueue
-from cursorkit.delayed.snapshot_io import SnapshotIO
+from cursorkit.delayed.parts import TrackerParts
 from cursorkit.delayed.tail_snapshot import TailSnapshot
 from cursorkit.errors import BucketNotFound, CorruptSnapshot
 
@@ -94,30 +89,20 @@ class Recovery:
         *,
         cutoff: int,
         mark_delete: Position | None,
-        props: BucketProperties,
-        io: SnapshotIO,
-        positions: TrackedPositions,
-        sealed: SealedBuckets,
-        queue: SegmentQueue,
+        parts: TrackerParts,
         intake: Intake,
         delivery: Delivery,
         tail_snapshot: TailSnapshot,
         damage: Damage,
-        tally: Tally,
     ) -> None:
+        self._parts = parts
         self._cutoff = cutoff
         self._md = mark_delete
-        self._props = props
-        self._io = io
-        self._positions = positions
-        self._sealed = sealed
-        self._queue = queue
         self._intake = intake
         self._delivery = delivery
         self._tail_snapshot = tail_snapshot
         self._damage = damage
         self._report = damage.report
-        self._tally = tally
         self._seen: set[int] = set()
 
     def run(self) -> None:
@@ -125,7 +110,7 @@ class Recovery:
         report = self._report
         md_ledger = self._md.ledger_id if self._md is not None else -1
         recorded: list[RecordedBucket] = []
-        for name, value in list(self._props.store.items()):
+        for name, value in list(self._parts.props.store.items()):
             if name.startswith(DAMAGED_PROPERTY_PREFIX):
                 try:
                     kept_id = parse_id(name[len(DAMAGED_PROPERTY_PREFIX) :], "damaged snapshot")
@@ -151,7 +136,7 @@ class Recovery:
                 bucket_id = parse_id(value, f"cursor property {name!r}: snapshot")
             except CorruptSnapshot as e:
                 report.damaged.append(f"{name}={value!r}: {e}")
-                self._props.apply({}, [name])
+                self._parts.props.apply({}, [name])
                 continue
             recorded.append(RecordedBucket(rng[0], rng[1], bucket_id, name))
         self._seen |= {r.bucket_id for r in recorded}
@@ -166,20 +151,20 @@ class Recovery:
             self._load_bucket(r)
         self._adopt_orphans()
         if self._md is not None:  # snapshots may hold indexes acked since they were written
-            self._positions.remove_at_most(self._md.ledger_id, self._md.entry_id)
+            self._parts.positions.remove_at_most(self._md.ledger_id, self._md.entry_id)
         self._recover_tail()
         self._delivery.settle()
-        report.messages_recovered = self._positions.count
+        report.messages_recovered = self._parts.positions.count
 
     def _discard(self, bucket_id: int, key: str, into: list[int]) -> None:
         """Drops a recorded snapshot recovery does not keep: snapshot first, then its property."""
-        if self._io.delete_quietly(bucket_id):
-            self._props.drop_if(key, str(bucket_id))
+        if self._parts.io.delete_quietly(bucket_id):
+            self._parts.props.drop_if(key, str(bucket_id))
         into.append(bucket_id)
 
     def _load_bucket(self, r: RecordedBucket) -> bool:
         """Installs one recorded bucket from its metadata and first unexpired segment."""
-        report, io = self._report, self._io
+        report, io = self._report, self._parts.io
         try:
             meta = io.timed("load", partial(io.storage.get_bucket_snapshot_metadata, r.bucket_id))
             segments = list(meta.metadata_list)
@@ -198,19 +183,19 @@ class Recovery:
             # Nothing left to inspect, but its messages are still owed: replayed, as a damaged one's.
             report.missing.append(r.key)
             self._damage.owe(r.start_ledger_id, r.end_ledger_id)
-            self._props.drop_if(r.key, str(r.bucket_id))
+            self._parts.props.drop_if(r.key, str(r.bucket_id))
             return False
         except CorruptSnapshot as e:
             # Never taken as due, never deleted: kept for inspection, its messages replayed.
             report.damaged.append(f"{r.key} (snapshot {r.bucket_id}): {e}")
-            self._tally.add("damaged")
+            self._parts.tally.add("damaged")
             self._damage.owe(r.start_ledger_id, r.end_ledger_id)
             self._damage.quarantine(r.key, r.bucket_id)
             return False
         count = 0
         for seg in segments[skip:]:
             for ledger, bitmap in seg.delayed_index_bit_map.items():
-                count += self._positions.union_ledger_bytes(ledger, bitmap)
+                count += self._parts.positions.union_ledger_bytes(ledger, bitmap)
         b = ImmutableBucket(
             r.start_ledger_id,
             r.end_ledger_id,
@@ -220,21 +205,21 @@ class Recovery:
             bucket_id=r.bucket_id,
             snapshot_length=length,
         )
-        self._sealed.snapshot_bytes += length
-        self._sealed.insert(b)
-        self._queue.push(b, skip + 1, *cols, self._positions)
+        self._parts.sealed.snapshot_bytes += length
+        self._parts.sealed.insert(b)
+        self._parts.queue.push(b, skip + 1, *cols, self._parts.positions)
         report.recovered.append(r.bucket_id)
         return True
 
     def _adopt_orphans(self) -> None:
         """Snapshots of this topic/cursor that no property names: adopted if disjoint, else deleted."""
-        storage, report = self._io.storage, self._report
+        storage, report = self._parts.io.storage, self._report
         lister = getattr(storage, "list_bucket_snapshots", None)
         info = getattr(storage, "bucket_info", None)
         if not callable(lister) or not callable(info):
             return
         referenced = set(self._seen)
-        tail = self._props.store.get(MUTABLE_TAIL_PROPERTY)
+        tail = self._parts.props.store.get(MUTABLE_TAIL_PROPERTY)
         if tail is not None:
             with contextlib.suppress(CorruptSnapshot):
                 referenced.add(parse_id(tail, MUTABLE_TAIL_PROPERTY))
@@ -245,44 +230,44 @@ class Recovery:
                 meta = info(bucket_id)
             except (BucketNotFound, CorruptSnapshot):
                 continue
-            if meta.topic != self._io.topic or meta.cursor != self._io.cursor:
+            if meta.topic != self._parts.io.topic or meta.cursor != self._parts.io.cursor:
                 continue
             try:
                 rng = parse_bucket_key(meta.bucket_key)
             except CorruptSnapshot:
                 rng = None
-            ranges = [(b.start_ledger_id, b.end_ledger_id) for b in self._sealed]
+            ranges = [(b.start_ledger_id, b.end_ledger_id) for b in self._parts.sealed]
             if rng is None or overlaps(rng[0], rng[1], ranges):
-                if self._io.delete_quietly(bucket_id):
+                if self._parts.io.delete_quietly(bucket_id):
                     report.orphans_deleted.append(bucket_id)
                 continue
             r = RecordedBucket(rng[0], rng[1], bucket_id, meta.bucket_key)
             if self._load_bucket(r):
-                self._props.apply({r.key: str(bucket_id)})
+                self._parts.props.apply({r.key: str(bucket_id)})
                 report.adopted.append(bucket_id)
 
     def _recover_tail(self) -> None:
-        value = self._props.store.get(MUTABLE_TAIL_PROPERTY)
+        value = self._parts.props.store.get(MUTABLE_TAIL_PROPERTY)
         if value is None:
             return
-        storage, md = self._io.storage, self._md
+        storage, md = self._parts.io.storage, self._md
         try:
             tail_id = parse_id(value, MUTABLE_TAIL_PROPERTY)
             n = storage.get_bucket_snapshot_metadata(tail_id).metadata_list
             segs = snapshot.decode(storage.get_bucket_snapshot_segment(tail_id, 1, len(n)))
         except (ValueError, BucketNotFound, CorruptSnapshot) as e:
             # The tail held ledgers after the sealed buckets: replay from the last one's end onwards.
-            ends = [b.end_ledger_id for b in self._sealed]
+            ends = [b.end_ledger_id for b in self._parts.sealed]
             start = max(ends) if ends else (md.ledger_id if md is not None else 0)
             self._report.damaged.append(
                 f"{MUTABLE_TAIL_PROPERTY}={value!r}: {e}; ledgers {start} onwards replayed"
             )
             self._damage.owe(start, MAX_LEDGER_ID)
-            self._props.apply({}, [MUTABLE_TAIL_PROPERTY])
+            self._parts.props.apply({}, [MUTABLE_TAIL_PROPERTY])
             return
         self._tail_snapshot.snapshot_id = tail_id
         ts, ls, es = segs.timestamps, segs.ledger_ids, segs.entry_ids
-        keep = ~self._positions.contains_many(ls, es)
+        keep = ~self._parts.positions.contains_many(ls, es)
         if md is not None:
             keep &= (ls > md.ledger_id) | ((ls == md.ledger_id) & (es > md.entry_id))
         ts, ls, es = ts[keep], ls[keep], es[keep]
