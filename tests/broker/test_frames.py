@@ -253,3 +253,12 @@ def test_encoders_refuse_what_the_client_could_not_read() -> None:
 def test_sub_command_is_the_field_of_the_type() -> None:
     assert sub_command(c.ping()) == CommandPing()
     assert sub_command(c.success(3)) == c.success(3).success
+
+
+def test_no_entry_travels_as_the_largest_unsigned_id() -> None:
+    """Pulsar's -1 ("no entry yet") is 2^64 - 1 on the wire, which the clients read back as -1."""
+    from cursorkit.broker.protocol import commands
+
+    mid = commands.message_id(7, -1)
+    assert (mid.ledgerId, mid.entryId) == (7, 2**64 - 1)
+    assert int.from_bytes(mid.entryId.to_bytes(8, "big"), "big", signed=True) == -1

@@ -431,3 +431,42 @@ def test_key_shared_consumers_joining_and_leaving(broker: BrokerProcess) -> None
         assert acked == set(range(sent))
     finally:
         c.close()
+
+
+def test_ack_timeout_redelivers_with_a_higher_count(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe(
+            "slow-ack", "s", consumer_type=pulsar.ConsumerType.Shared, unacked_messages_timeout_ms=10_000
+        )
+        c.create_producer("slow-ack", batching_enabled=False).send(b"late")
+        first = consumer.receive(timeout_millis=TIMEOUT_MS)
+        assert first.redelivery_count() == 0  # not acknowledged: back after the 10 s timeout
+        again = consumer.receive(timeout_millis=3 * TIMEOUT_MS)
+        assert again.data() == b"late" and again.redelivery_count() == 1
+        consumer.acknowledge(again)
+    finally:
+        c.close()
+
+
+def test_unsubscribe_and_the_last_message_id(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        producer = c.create_producer("ledgered", batching_enabled=False)
+        ids = [producer.send(f"{i}".encode()) for i in range(3)]
+        consumer = c.subscribe(
+            "ledgered",
+            "s",
+            consumer_type=pulsar.ConsumerType.Exclusive,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        last = consumer.get_last_message_id()
+        assert (last.ledger_id(), last.entry_id()) == (ids[-1].ledger_id(), ids[-1].entry_id())
+        receive_all(consumer, 3)
+        consumer.unsubscribe()
+        again = c.subscribe("ledgered", "s", consumer_type=pulsar.ConsumerType.Exclusive)  # Latest: a new one
+        producer.send(b"after")
+        assert again.receive(timeout_millis=TIMEOUT_MS).data() == b"after"
+        assert nothing_more(again)
+    finally:
+        c.close()

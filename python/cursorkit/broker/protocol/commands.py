@@ -183,6 +183,9 @@ def producer_success(
     return BaseCommand(type=_T.PRODUCER_SUCCESS, producer_success=body)
 
 
+_U64 = (1 << 64) - 1
+
+
 def message_id(
     ledger_id: int,
     entry_id: int,
@@ -192,10 +195,14 @@ def message_id(
     batch_size: int | None = None,
     ack_set: Iterable[int] | None = None,
 ) -> MessageIdData:
-    """A ``MessageIdData``; only the fields given are set."""
+    """A ``MessageIdData``; only the fields given are set.
+
+    The ids are unsigned on the wire: Pulsar's "no entry" (-1, an empty topic's last entry, a
+    mark-delete before the first entry) travels as 2^64 - 1, which the clients read back as -1.
+    """
     return MessageIdData(
-        ledgerId=ledger_id,
-        entryId=entry_id,
+        ledgerId=ledger_id & _U64,
+        entryId=entry_id & _U64,
         partition=partition,
         batch_index=batch_index,
         batch_size=batch_size,

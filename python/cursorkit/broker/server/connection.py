@@ -140,6 +140,9 @@ class Connection:
             self._refuse(cmd, e.server_error, str(e))
         except CursorkitError as e:
             self._refuse(cmd, api.UnknownError, f"{type(e).__name__}: {e}")
+        except Exception as e:  # a bug of ours: the request fails (logged), the broker serves on
+            log.exception("command %s failed", kind)
+            self._refuse(cmd, api.UnknownError, f"internal error: {type(e).__name__}")
 
     def _refuse(self, cmd: api.BaseCommand, error: int, message: str) -> None:
         """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form."""
