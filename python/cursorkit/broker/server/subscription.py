@@ -24,6 +24,7 @@ from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.errors import ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
 from cursorkit.keyshared.dispatcher import Selector
+from cursorkit.keyshared.hashing import hash_many, slots
 from cursorkit.proto import pulsar_api_pb2 as api
 
 __all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
@@ -221,12 +222,12 @@ class Subscription:
         except Exception:  # noqa: BLE001 - a trimmed or unknown entry: count it as one
             return 1
 
-    def _delayed_until(self, entry: Entry) -> int:
-        meta = _metadata(entry)
+    @staticmethod
+    def _delayed_until(meta: api.MessageMetadata) -> int:
         return meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
 
-    def _key_of(self, entry: Entry) -> bytes:
-        meta = _metadata(entry)
+    @staticmethod
+    def _key_of(meta: api.MessageMetadata) -> bytes:
         if meta.HasField("ordering_key"):
             return meta.ordering_key
         return meta.partition_key.encode() if meta.HasField("partition_key") else b""
@@ -287,7 +288,7 @@ class Subscription:
                 self._read_at = self._after(entry.position)
                 if self.cursor.is_acked(entry.position):
                     continue
-                at = self._delayed_until(entry)
+                at = self._delayed_until(_metadata(entry))
                 if at > now and self.delayed.add_message(
                     entry.position.ledger_id, entry.position.entry_id, at
                 ):
@@ -312,10 +313,11 @@ class Subscription:
             if not entries:
                 break
             self._read_at = self._after(entries[-1].position)
+            metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
             ks.add_read(
                 [e.position for e in entries],
-                [ks.slot_of(self._key_of(e)) for e in entries],
-                [self._delayed_until(e) for e in entries],
+                slots(hash_many([self._key_of(m) for m in metas]), ks.slot_kind),  # one call for the read
+                [self._delayed_until(m) for m in metas],
             )
         for consumer, positions in ks.dispatch():
             for p in positions:
@@ -334,7 +336,6 @@ class Subscription:
     def flush(self) -> None:
         """Makes the acks durable if any arrived since the last flush."""
         if self.cursor.mutations != self._flushed:
-            self.cursor.set_ledger_sizes(self.log.ledger_sizes())
             self.store.flush(self.cursor)
             self._flushed = self.cursor.mutations
 

@@ -102,17 +102,22 @@ class Topic:
                 for (*_, fut), position in zip(batch, positions, strict=True):
                     if not fut.done():
                         fut.set_result(position)
+                self._grew()
                 self.dispatch()
         finally:
             self._committing = False
 
     # -- dispatch and durability -----------------------------------------------------------------------
 
-    def dispatch(self) -> None:
-        """Lets every subscription send what it can."""
+    def _grew(self) -> None:
+        """Tells every cursor the ledgers' sizes: they change only when an append lands."""
         sizes = self.log.ledger_sizes()
         for sub in self.subscriptions.values():
             sub.cursor.set_ledger_sizes(sizes)
+
+    def dispatch(self) -> None:
+        """Lets every subscription send what it can."""
+        for sub in self.subscriptions.values():
             sub.dispatch()
 
     def _schedule_dispatch(self, delay_s: float) -> None:
