@@ -25,6 +25,7 @@ __all__ = [
     "PendingAcks",
     "Position",
     "RangeSet",
+    "SharedCore",
     "__version__",
     "_guard_selftest",
     "bitmap_cardinality",
@@ -502,6 +503,55 @@ class DispatchCore:
         """Heap bytes of every consumer's pending acks."""
     def pending_total(self) -> int:
         """Messages pending over all consumers."""
+
+@final
+class SharedCore:
+    """A Shared subscription's dispatch state: round-robin over permits, replay first, in flight."""
+
+    def __new__(
+        cls,
+        round_robin_batch: int | None = None,
+        max_unacked_per_consumer: int | None = None,
+        max_unacked_per_subscription: int | None = None,
+    ) -> SharedCore: ...
+    def add_consumer(self, consumer_id: int, priority: int, permits: int) -> None:
+        """Registers consumer `consumer_id` at `priority` (lower is served first) with `permits`."""
+    def remove_consumer(self, consumer_id: int, cursor: CursorState) -> list[Position]:
+        """Unregisters a consumer; returns what it held (now queued again), in order."""
+    def add_permits(self, consumer_id: int, permits: int) -> None:
+        """Adds permits (messages) to a consumer."""
+    def set_paused(self, consumer_id: int, paused: bool) -> None:
+        """Pauses (True) or resumes a consumer."""
+    def entries_to_read(self, read_batch: int) -> int:
+        """How many new entries to read now (0 while the queue has entries or nobody can take)."""
+    def add_read(self, positions: Any, messages: Any, cursor: CursorState) -> None:
+        """Adds entries read from the log: a `Position` sequence and their message counts."""
+    def add_read_columns(self, ledger_ids: Any, entry_ids: Any, messages: Any, cursor: CursorState) -> None:
+        """`add_read` with the positions as ledger and entry id columns (int64 arrays or sequences)."""
+    def dispatch(self, cursor: CursorState) -> list[tuple[int, list[Position], list[int]]]:
+        """Sends what can be sent: `(consumer id, [Position], [redelivery count])` per consumer."""
+    def ack(self, positions: Any, cursor: CursorState) -> tuple[int, int, int]:
+        """Acknowledges `Position`s, whoever holds them: `(released, not_held, duplicates)`."""
+    def ack_cumulative(self, position: Position, cursor: CursorState) -> tuple[int, int, int]:
+        """Acknowledges everything up to and including a position: `(released, not_held, duplicates)`."""
+    def nack(self, consumer_id: int, positions: Any, cursor: CursorState) -> int:
+        """A consumer's negative acks of `Position`s it holds; returns how many went back."""
+    def redeliver_all(self, consumer_id: int, cursor: CursorState) -> int:
+        """Everything a consumer holds goes back, counts raised; returns how many."""
+    def reset(self) -> None:
+        """Forgets everything sent or waiting (a seek)."""
+    def redelivery_count(self, position: Position) -> int:
+        """A position's redelivery count."""
+    def held_by(self, consumer_id: int) -> list[Position]:
+        """The positions a consumer holds, in order."""
+    def queued(self) -> list[Position]:
+        """The queued positions, in order."""
+    def figures(self) -> list[tuple[int, int, int, int, int, int, bool]]:
+        """Per consumer in join order: `(id, priority, permits, unacked, held entries, msg out, paused)`."""
+    def totals(self) -> tuple[int, int, int, int, int]:
+        """`(queued, held entries, unacked messages, dropped as acked, permits of those who can take)`."""
+    def memory_usage(self) -> int:
+        """Heap bytes of the state, roughly."""
 
 @disjoint_base
 class KeySharedBase:

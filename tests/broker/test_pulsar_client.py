@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,37 +12,7 @@ from broker_process import BrokerProcess, running_broker
 
 pulsar = pytest.importorskip("pulsar")
 
-TIMEOUT_MS = 10_000
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path / "data") as b:
-        yield b
-
-
-def client(url: str) -> pulsar.Client:
-    return pulsar.Client(
-        url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
-
-
-def receive_all(consumer: pulsar.Consumer, n: int, *, ack: bool = True) -> list[pulsar.Message]:
-    out = []
-    for _ in range(n):
-        msg = consumer.receive(timeout_millis=TIMEOUT_MS)
-        out.append(msg)
-        if ack:
-            consumer.acknowledge(msg)
-    return out
-
-
-def nothing_more(consumer: pulsar.Consumer, wait_ms: int = 500) -> bool:
-    try:
-        consumer.receive(timeout_millis=wait_ms)
-    except pulsar.Timeout:
-        return True
-    return False
+from pulsar_helpers import TIMEOUT_MS, client, nothing_more, receive_all  # noqa: E402
 
 
 def test_ready_within_a_second(tmp_path: Path) -> None:

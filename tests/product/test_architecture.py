@@ -11,10 +11,11 @@ ALLOWED = {
     "ackstate": {"ackstate"},
     "delayed": {"delayed", "ackstate"},
     "keyshared": {"keyshared", "ackstate"},
+    "shared": {"shared", "keyshared", "ackstate"},
     "pipeline": {"pipeline", "delayed", "keyshared", "ackstate"},
     "stores": {"stores"},
     "bench": {"bench", "pipeline", "delayed", "keyshared", "ackstate"},
-    "broker": {"broker", "delayed", "keyshared", "ackstate"},
+    "broker": {"broker", "shared", "delayed", "keyshared", "ackstate"},
 }
 BASE = {"_core", "errors", "fsio", "proto", "stores"}
 
@@ -82,6 +83,7 @@ RUST_ALLOWED = {
     "ackstate": {"ackstate"},
     "delayed": {"delayed", "ackstate"},
     "keyshared": {"keyshared", "ackstate"},
+    "shared": {"shared", "ackstate"},
 }
 RUST_BASE = {"bits", "error", "mem", "testing"}
 _PATH = re.compile(r"\b(crate|super|use (?!crate\b|super\b|self\b|std\b)\w+)((?:::\w+)*)(::\{([^}]*)\})?")

@@ -7,6 +7,7 @@ pub mod delayed;
 mod error;
 pub mod keyshared;
 mod mem;
+pub mod shared;
 /// The integration tests' shared helpers, for the unit tests too (one seeded generator).
 #[cfg(test)]
 #[path = "../tests/common/mod.rs"]
@@ -47,3 +48,4 @@ pub use keyshared::selector::{
     StickyKeySelector, CONSISTENT_HASHING_KEY_RANGE, DEFAULT_POINTS_PER_CONSUMER, MAX_CONSUMER_ID,
     MAX_POINTS_PER_CONSUMER, MAX_SELECTOR_RANGE_SIZE,
 };
+pub use shared::{AckCounts, Sent, SharedConsumerFigures, SharedCore, ROUND_ROBIN_BATCH};

@@ -17,6 +17,7 @@ mod arrow;
 mod delayed;
 mod errors;
 mod keyshared;
+mod shared;
 mod sync;
 mod views;
 
@@ -38,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<draining::PyDrainingHashes>()?;
     m.add_class::<dispatch::PyDispatchCore>()?;
     m.add_class::<dispatcher::PyKeySharedBase>()?;
+    m.add_class::<shared::core::PySharedCore>()?;
     m.add_class::<pending_acks::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;

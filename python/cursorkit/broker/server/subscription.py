@@ -1,11 +1,13 @@
 """A durable subscription: its cursor in a file store, its consumers, and the dispatch of its type.
 
-Exclusive and Failover send everything to one active consumer; Shared sends each entry to the next
-consumer with permits, redeliveries first; Key_Shared hands the read to cursorkit's
-``KeySharedDispatcher``. Entries are read from the topic's log after the cursor's mark-delete,
-skipping what was acknowledged individually; a message with a deliver-at time waits in the delayed
-tracker and comes back through the replay queue when due. Redelivery counts rise with every nack
-or redelivery request (in memory, as in Pulsar).
+Shared subscriptions dispatch through cursorkit's ``SharedDispatcher`` (round-robin over permits,
+replay first); Exclusive and Failover through the same dispatcher with only the active consumer
+registered (a Failover hand-over returns the old active consumer's messages, which the new one
+receives from the oldest on); Key_Shared through ``KeySharedDispatcher``. Entries are read from
+the topic's log after the cursor's mark-delete, skipping what was acknowledged individually; a
+message with a deliver-at time waits in the delayed tracker and comes back through the
+dispatcher's queue when due. Redelivery counts rise with every nack or redelivery request (in
+memory, as in Pulsar).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelecto
 from cursorkit.keyshared.dispatcher import Selector
 from cursorkit.keyshared.hashing import hash_many, slots
 from cursorkit.proto import pulsar_api_pb2 as api
+from cursorkit.shared import SharedDispatcher
 
 __all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
 
@@ -38,6 +41,7 @@ _SUB_TYPES: dict[int, str] = {
     api.CommandSubscribe.Failover: "Failover",
     api.CommandSubscribe.Key_Shared: "Key_Shared",
 }
+_ONE_ACTIVE = (api.CommandSubscribe.Exclusive, api.CommandSubscribe.Failover)
 
 
 def _metadata(entry: Entry) -> api.MessageMetadata:
@@ -76,10 +80,12 @@ class Subscription:
             self.store.flush(self.cursor, full=True)
         self.delayed = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=clock)
         self.consumers: list[Consumer] = []
-        self.redeliveries: dict[Position, int] = {}
-        self._replay: set[Position] = set()
+        self._shared = SharedDispatcher(
+            cursor=self.cursor, delayed=self.delayed, max_unacked_per_consumer=MAX_UNACKED_PER_CONSUMER
+        )
+        self._registered: Consumer | None = None
+        """Exclusive and Failover: the active consumer, the only one the dispatcher knows."""
         self._read_at = self._after(self.cursor.mark_delete_position)
-        self._next = 0
         self._flushed = self.cursor.mutations
         self._key_shared: KeySharedDispatcher | None = None
 
@@ -89,6 +95,11 @@ class Subscription:
     def type_name(self) -> str:
         """Pulsar's name of the subscription type."""
         return _SUB_TYPES.get(self.sub_type, "Exclusive")
+
+    @property
+    def _ks(self) -> KeySharedDispatcher | None:
+        """The Key_Shared dispatcher when this is a Key_Shared subscription."""
+        return self._key_shared if self.sub_type == api.CommandSubscribe.Key_Shared else None
 
     def add_consumer(self, consumer: Consumer, sub_type: int, key_shared: api.KeySharedMeta | None) -> None:
         """Adds a consumer; another type than the subscription's, or a second Exclusive one, is refused."""
@@ -102,6 +113,7 @@ class Subscription:
                 f"exclusive subscription {self.name!r} already has a consumer", server_error=api.ConsumerBusy
             )
         self.sub_type = sub_type
+        self.consumers.append(consumer)
         if sub_type == api.CommandSubscribe.Key_Shared:
             if self._key_shared is None:
                 sticky = key_shared is not None and key_shared.keySharedMode == api.STICKY
@@ -115,98 +127,115 @@ class Subscription:
                     delayed=self.delayed,
                 )
             self._key_shared.add_consumer(consumer, permits=0)
-        self.consumers.append(consumer)
-        if self.sub_type == api.CommandSubscribe.Failover:
-            self.consumers.sort(key=lambda c: (c.priority, c.name))
+        elif sub_type == api.CommandSubscribe.Shared:
+            self._shared.add_consumer(consumer, 0, priority=consumer.priority)
+        else:
+            if sub_type == api.CommandSubscribe.Failover:
+                self.consumers.sort(key=lambda c: (c.priority, c.name))
+            self._activate(announce=False)  # the connection announces after its SUCCESS
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Drops a consumer; what it held unacked goes to the others (redelivery counts unchanged)."""
         if consumer not in self.consumers:
             return
-        active_before = self._active()
         self.consumers.remove(consumer)
         consumer.connected = False
-        if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
-            self._key_shared.remove_consumer(consumer)
+        ks = self._ks
+        if ks is not None:
+            ks.remove_consumer(consumer)
+            rewind = ks.take_rewind()  # the last consumer left: read again after mark-delete
+            if rewind is not None:
+                self._read_at = self._after(rewind)
+        elif self.sub_type == api.CommandSubscribe.Shared:
+            self._shared.remove_consumer(consumer)
         else:
-            self._replay.update(consumer.release_all())
-        consumer.release_all()
-        if active_before is consumer and self.consumers:
-            self._active_changed()
+            self._activate(announce=True)
 
-    def _active(self) -> Consumer | None:
-        return self.consumers[0] if self.consumers else None
+    def _activate(self, *, announce: bool) -> None:
+        """Exclusive and Failover: registers the active consumer (the first) with the dispatcher.
 
-    def _active_changed(self) -> None:
-        """A new active consumer (Failover): everything unacked is sent again from mark-delete, in order."""
-        for c in self.consumers:
-            self._replay.update(c.release_all())
-            c.send(_active_change(c.consumer_id, c is self.consumers[0]))
+        The previous active consumer's messages go back to the queue and reach the new one from
+        the oldest unacknowledged on, as after Pulsar's rewind on a Failover change.
+        """
+        active = self.consumers[0] if self.consumers else None
+        if active is self._registered:
+            return
+        if self._registered is not None:
+            self._shared.remove_consumer(self._registered)
+        self._registered = active
+        if active is not None:
+            self._shared.add_consumer(active, max(active.permits, 0))
+            if announce and self.sub_type == api.CommandSubscribe.Failover:
+                for c in self.consumers:
+                    c.send(_active_change(c.consumer_id, c is active))
 
     # -- flow, acks, redelivery ----------------------------------------------------------------------
 
     def flow(self, consumer: Consumer, permits: int) -> None:
         """The consumer asks for ``permits`` more messages."""
         consumer.permits += permits
-        if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
-            self._key_shared.add_permits(consumer, permits)
+        ks = self._ks
+        if ks is not None:
+            ks.add_permits(consumer, permits)
+        elif self.sub_type == api.CommandSubscribe.Shared or consumer is self._registered:
+            self._shared.add_permits(consumer, permits)
 
     def ack(self, consumer: Consumer, ack: api.CommandAck) -> None:
         """Individual or cumulative acks, whole entries or batch indexes (``ack_set``: the unacked bits)."""
+        cumulative = ack.ack_type == api.CommandAck.Cumulative
+        if cumulative and self.sub_type not in _ONE_ACTIVE:
+            raise ProtocolError(
+                f"cumulative acks are not allowed on {self.type_name} subscriptions",
+                server_error=api.NotAllowedError,
+            )
+        whole: list[Position] = []
         for mid in ack.message_id:
             position = Position(mid.ledgerId, mid.entryId)
-            if ack.ack_type == api.CommandAck.Cumulative:
-                self._ack_cumulative(consumer, position)
+            if cumulative:
+                self._shared.ack_cumulative(position)
                 continue
-            if len(mid.ack_set):
-                size = consumer.pending.get(position) or self._message_count(position)
-                unacked = [i for i in range(size) if (mid.ack_set[i // 64] >> (i % 64)) & 1] if size else []
-                if unacked:
-                    for i in range(size):
-                        if i not in unacked:
-                            self.cursor.ack_batch_index(position, i, size)
-                    continue
-            self._ack_entry(consumer, position)
+            if len(mid.ack_set) and self._ack_batch_indexes(position, mid.ack_set):
+                continue
+            whole.append(position)
+        if whole:
+            ks = self._ks
+            if ks is not None:
+                ks.ack_many(consumer, whole)
+            else:
+                self._shared.ack(whole)
 
-    def _ack_entry(self, consumer: Consumer, position: Position) -> None:
-        consumer.release(position)
-        self.redeliveries.pop(position, None)
-        if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
-            self._key_shared.ack(consumer, position)
-        else:
-            self.cursor.ack(position)
-
-    def _ack_cumulative(self, consumer: Consumer, position: Position) -> None:
-        self.cursor.ack_cumulative(position)
-        for p in [
-            p
-            for p in consumer.pending
-            if (p.ledger_id, p.entry_id) <= (position.ledger_id, position.entry_id)
-        ]:
-            consumer.release(p)
-            self.redeliveries.pop(p, None)
+    def _ack_batch_indexes(self, position: Position, ack_set: Iterable[int]) -> bool:
+        """Acks the batch indexes an ``ack_set`` leaves unset; False when it leaves none (the whole entry)."""
+        words = list(ack_set)
+        size = self._message_count(position)
+        unacked = {i for i in range(size) if (words[i // 64] >> (i % 64)) & 1} if size else set()
+        if not unacked:
+            return False
+        for i in range(size):
+            if i not in unacked:
+                self.cursor.ack_batch_index(position, i, size)
+        return True
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
         """Sends unacked messages again (all the consumer's when ``positions`` is None), counting each."""
-        chosen = (
-            list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
-        )
-        if self._key_shared is not None and self.sub_type == api.CommandSubscribe.Key_Shared:
-            if chosen:
-                self._key_shared.nack(consumer, chosen)
+        ks = self._ks
+        if ks is not None:
+            if positions is None:
+                ks.redeliver(consumer)
+            else:
+                ks.nack(consumer, list(positions))
             return
-        for p in chosen:
-            consumer.permits += consumer.release(p)
-            self.redeliveries[p] = self.redeliveries.get(p, 0) + 1
-        self._replay.update(chosen)
+        if self.sub_type in _ONE_ACTIVE and consumer is not self._registered:
+            return
+        if positions is None:
+            self._shared.redeliver_all(consumer)
+        else:
+            self._shared.nack(consumer, list(positions))
 
     def seek(self, position: Position) -> None:
         """Delivers ``position`` next, forgetting acks after it (the caller reconnects the consumers)."""
         self.cursor.reset(position)
-        self._replay.clear()
-        self.redeliveries.clear()
-        for c in self.consumers:
-            c.release_all()
+        self._shared.reset()
         self._read_at = position
         self.delayed.clear()
 
@@ -232,8 +261,7 @@ class Subscription:
             return meta.ordering_key
         return meta.partition_key.encode() if meta.HasField("partition_key") else b""
 
-    def _send(self, consumer: Consumer, entry: Entry) -> None:
-        count = self.redeliveries.get(entry.position, 0)
+    def _send(self, consumer: Consumer, entry: Entry, redelivery_count: int) -> None:
         ack_set = None
         batch = self.cursor.batch(entry.position)
         if batch is not None:
@@ -241,66 +269,43 @@ class Subscription:
             ack_set = [
                 int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)
             ]
-        consumer.hold(entry.position, entry.num_messages)
         consumer.permits -= entry.num_messages
-        consumer.send(_message(consumer.consumer_id, entry, count, ack_set))
-
-    @staticmethod
-    def _can_take(consumer: Consumer) -> bool:
-        """Permits left, fewer than ``MAX_UNACKED_PER_CONSUMER`` unacked, and a connection that keeps up."""
-        return consumer.permits > 0 and consumer.unacked < MAX_UNACKED_PER_CONSUMER and consumer.writable()
-
-    def _choose(self) -> Consumer | None:
-        if self.sub_type in (api.CommandSubscribe.Exclusive, api.CommandSubscribe.Failover):
-            active = self._active()
-            return active if active is not None and self._can_take(active) else None
-        ready = [c for c in self.consumers if self._can_take(c)]
-        if not ready:
-            return None
-        self._next = (self._next + 1) % len(ready)
-        return ready[self._next]
+        consumer.send(_message(consumer.consumer_id, entry, redelivery_count, ack_set))
 
     def dispatch(self) -> None:
         """Sends what can be sent now: due delayed messages and redeliveries first, then new entries."""
         if not self.consumers:
             return
-        if self.sub_type == api.CommandSubscribe.Key_Shared and self._key_shared is not None:
+        if self._ks is not None:
             self._dispatch_key_shared()
-            return
-        now = self._clock()
-        due = self.delayed.get_scheduled_messages(10_000) if self.delayed.has_message_available() else None
-        if due is not None:
-            self._replay.update(Position(int(ledger), int(entry)) for ledger, entry in due)
-        for position in sorted(self._replay, key=lambda p: (p.ledger_id, p.entry_id)):
-            if self.cursor.is_acked(position):
-                self._replay.discard(position)
-                continue
-            consumer = self._choose()
-            if consumer is None:
-                return
-            self._replay.discard(position)
-            self._send(consumer, self.log.read(position))
-        while self._choose() is not None:
-            entries = self.log.read_from(self._read_at, self._read_batch, 4 * 1024 * 1024)
-            if not entries:
-                break
-            for entry in entries:
-                self._read_at = self._after(entry.position)
-                if self.cursor.is_acked(entry.position):
-                    continue
-                at = self._delayed_until(_metadata(entry))
-                if at > now and self.delayed.add_message(
-                    entry.position.ledger_id, entry.position.entry_id, at
-                ):
-                    continue
-                consumer = self._choose()
-                if consumer is None:  # permits ran out inside the batch: read it again next time
-                    self._read_at = entry.position
-                    break
-                self._send(consumer, entry)
+        else:
+            self._dispatch_shared()
         self._arm_delayed()
 
     _read_batch = 100
+
+    def _dispatch_shared(self) -> None:
+        shared = self._shared
+        for c in self.consumers:  # a connection that does not keep up gets nothing until it drains
+            paused = not c.writable()
+            if paused != c.paused and (c is self._registered or self.sub_type == api.CommandSubscribe.Shared):
+                c.paused = paused
+                shared.set_paused(c, paused)
+        while True:
+            for consumer, positions, counts in shared.dispatch():
+                for p, count in zip(positions, counts, strict=True):
+                    self._send(consumer, self.log.read(p), count)
+            n = shared.entries_to_read(self._read_batch)
+            entries = self.log.read_from(self._read_at, n, 4 * 1024 * 1024) if n else []
+            if not entries:
+                return
+            self._read_at = self._after(entries[-1].position)
+            metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
+            shared.add_read(
+                [e.position for e in entries],
+                [e.num_messages for e in entries],
+                [self._delayed_until(m) for m in metas],
+            )
 
     def _dispatch_key_shared(self) -> None:
         ks = self._key_shared
@@ -319,12 +324,9 @@ class Subscription:
                 slots(hash_many([self._key_of(m) for m in metas]), ks.slot_kind),  # one call for the read
                 [self._delayed_until(m) for m in metas],
             )
-        for consumer, positions in ks.dispatch():
-            for p in positions:
-                entry = self.log.read(p)
-                self.redeliveries[p] = ks.redelivery_count(p)
-                self._send(consumer, entry)
-        self._arm_delayed()
+        for consumer, positions, counts in ks.dispatch_with_counts():
+            for p, count in zip(positions, counts.tolist(), strict=True):
+                self._send(consumer, self.log.read(p), count)
 
     def _arm_delayed(self) -> None:
         nxt = self.delayed.next_delivery_time()

@@ -37,7 +37,7 @@ pub(super) fn position_of_type(obj: &Bound<'_, PyAny>, exact: usize) -> PyResult
 pub(super) static POSITION_TYPE: PyOnceLock<usize> = PyOnceLock::new();
 
 /// Ledger and entry ids of a sequence of `Position`s, on the stack when few.
-pub(super) struct Ids {
+pub(crate) struct Ids {
     n: usize,
     inline_ls: [i64; INLINE],
     inline_es: [i64; INLINE],
@@ -45,7 +45,7 @@ pub(super) struct Ids {
 }
 
 impl Ids {
-    pub(super) fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         Ids {
             n: 0,
             inline_ls: [0; INLINE],
@@ -56,7 +56,7 @@ impl Ids {
 
     /// Fills an empty `Ids` (the caller's, in its own frame: a few hundred bytes are not moved
     /// per call) with the ids of a sequence of `Position`s.
-    pub(super) fn read(&mut self, positions: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(crate) fn read(&mut self, positions: &Bound<'_, PyAny>) -> PyResult<()> {
         if let Ok(list) = positions.cast::<PyList>() {
             return self.read_list(list);
         }
@@ -165,7 +165,7 @@ impl Ids {
         self.n += 1;
     }
 
-    pub(super) fn slices(&self) -> (&[i64], &[i64]) {
+    pub(crate) fn slices(&self) -> (&[i64], &[i64]) {
         match &self.heap {
             Some((ls, es)) => (ls, es),
             None => (

@@ -38,7 +38,7 @@ use crate::sync::{self, catching, Shared};
 use crate::views::views;
 
 mod calls;
-mod ids;
+pub(crate) mod ids;
 
 use calls::*;
 use ids::*;

@@ -1,0 +1,3 @@
+//! Bindings of Shared dispatch: the round-robin dispatch core behind `SharedDispatcher`.
+
+pub mod core;

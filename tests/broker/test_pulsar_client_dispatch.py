@@ -1,0 +1,37 @@
+"""Dispatch with the official Pulsar client: a last consumer leaving, for each kind of dispatcher.
+
+(The Python client cannot set a priority level; the levels are tested on ``SharedDispatcher``.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from broker_process import BrokerProcess
+
+pulsar = pytest.importorskip("pulsar")
+
+from pulsar_helpers import client, nothing_more, receive_all  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "kind", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.KeyShared, pulsar.ConsumerType.Exclusive]
+)
+def test_messages_of_a_last_consumer_leaving_go_to_the_next(broker: BrokerProcess, kind: object) -> None:
+    """Unacked messages of the only consumer come to the next one to subscribe; acked ones never."""
+    c = client(broker.url)
+    try:
+        first = c.subscribe("handover", "s", consumer_type=kind)
+        producer = c.create_producer("handover", batching_enabled=False)
+        for i in range(20):
+            producer.send(f"m-{i}".encode(), partition_key=f"k-{i % 3}")
+        got = receive_all(first, 20, ack=False)
+        for m in got[:5]:
+            first.acknowledge(m)
+        first.close()
+        second = c.subscribe("handover", "s", consumer_type=kind)
+        again = receive_all(second, 15)
+        assert sorted(m.data() for m in again) == sorted(f"m-{i}".encode() for i in range(5, 20))
+        assert nothing_more(second)
+    finally:
+        c.close()
