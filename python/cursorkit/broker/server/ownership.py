@@ -44,6 +44,10 @@ class Ownership:
         self._session = ZkSession.acquire(self.hosts, timeout=session_timeout_s)
         self.client: KazooClient = self._session.client
         self._suspended: threading.Timer | None = None
+        from kazoo.retry import KazooRetry
+
+        # Calls made while the session is being replaced (after it expired) are tried again.
+        self._retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5, deadline=2 * session_timeout_s)
         self.client.add_listener(self._state_changed)
 
     def path(self, name: TopicName) -> str:
@@ -53,8 +57,14 @@ class Ownership:
     def _mine(self, stat: Any) -> bool:
         return bool(stat.ephemeralOwner == self.client.client_id[0])
 
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._retry.copy()(fn, *args)
+
     def claim(self, name: TopicName) -> str:
         """The owner's URL once the topic has one: this broker's when its claim won (blocking)."""
+        return str(self._call(self._claim, name))
+
+    def _claim(self, name: TopicName) -> str:
         kex = kazoo_errors()
         path = self.path(name)
         while True:
@@ -73,7 +83,7 @@ class Ownership:
     def owner(self, name: TopicName) -> str | None:
         """The owner's URL, None when the topic has none (blocking)."""
         try:
-            data, _stat = self.client.get(self.path(name))
+            data, _stat = self._call(self.client.get, self.path(name))
         except kazoo_errors().NoNodeError:
             return None
         return bytes(data).decode()
@@ -94,9 +104,9 @@ class Ownership:
         kex = kazoo_errors()
         path = self.path(name)
         try:
-            _data, stat = self.client.get(path)
+            _data, stat = self._call(self.client.get, path)
             if self._mine(stat):
-                self.client.delete(path, version=stat.version)
+                self._call(self.client.delete, path, stat.version)
         except (kex.NoNodeError, kex.BadVersionError):
             pass
 
