@@ -24,6 +24,7 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import ZkCursorStores
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.ownership import Ownership
+from cursorkit.broker.server.services import Lookup
 from cursorkit.broker.server.topic import Topic
 from cursorkit.proto import pulsar_api_pb2 as api
 from cursorkit.stores.location import java_url_encode
@@ -315,3 +316,47 @@ def test_claims_win_once_and_are_watched(zk_server: Any, zk_client: Any, root: s
     finally:
         a.close()
         b.close()
+
+
+def test_a_broker_whose_cursor_is_taken_over_gives_the_topic_up(
+    zk_server: Any, tmp_path: Path, root: str
+) -> None:
+    """Another opener takes a subscription's cursor: the broker's next flush is fenced and it lets go."""
+    import asyncio
+
+    from kazoo.client import KazooClient
+
+    from cursorkit.broker.server.broker import Broker
+
+    name = TopicName("public", "default", "taken")
+    config = BrokerConfig(data=tmp_path, port=0, sync=False, metadata=f"zk://{zk_server.hosts}{root}")
+
+    async def scenario() -> tuple[bool, bool]:
+        broker = Broker(config)
+        await broker.start()
+        other = KazooClient(hosts=zk_server.hosts)
+        other.start(timeout=15)
+        try:
+            lookup = broker.lookup(name)
+            assert not isinstance(lookup, Lookup)
+            assert (await lookup).url == broker.service_url
+            topic = broker.topics[name]
+            sub = topic.subscription("s", api.CommandSubscribe.Shared, earliest=True)
+            (entry,) = topic.log.append([(b"m", 1, 1)])
+            topic.flush()
+            taker = ZkCursorStores(other, zk_server.hosts, root, name.full, "pulsar://other:1")
+            await asyncio.to_thread(taker.open, sub.directory, "s")  # takes the cursor over
+            sub.cursor.set_ledger_sizes(topic.log.ledger_sizes())
+            sub.cursor.ack(entry)
+            for _ in range(50):
+                await asyncio.sleep(0.1)
+                if name not in broker.topics:
+                    break
+            return name in broker.topics, sub.store.closed
+        finally:
+            await broker.stop()
+            other.stop()
+            other.close()
+
+    still_open, store_closed = asyncio.run(scenario())
+    assert not still_open and store_closed

@@ -29,7 +29,7 @@ from cursorkit.broker.server.ownership import Ownership
 from cursorkit.broker.server.services import Lookup
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.broker.server.topic import Topic
-from cursorkit.errors import InvalidArgument, ProtocolError
+from cursorkit.errors import Fenced, InvalidArgument, ProtocolError
 from cursorkit.fsio import atomic_write
 from cursorkit.proto import pulsar_api_pb2 as api
 
@@ -214,6 +214,9 @@ class Broker:
                 topic.dispatch()  # consumers whose connections drained since get their turn
                 try:
                     topic.flush()
+                except Fenced as e:  # another broker opened its cursor: it is that broker's topic now
+                    log.warning("%s: fenced (%s)", topic.name.full, e)
+                    self._give_up(topic.name)
                 except Exception:  # noqa: BLE001 - a failed flush is retried next time; acks stay in memory
                     log.exception("flushing %s failed", topic.name.full)
 
