@@ -114,6 +114,8 @@ class Broker:
         owner = await asyncio.to_thread(self._ownership.claim, name)
         if owner != self.service_url:
             return Lookup(owner, redirect=True)
+        if name in self.topics:  # another lookup opened it while this one claimed
+            return Lookup(self.service_url)
         task = self._opening.get(name)
         if task is None:
             task = self._opening[name] = asyncio.get_running_loop().create_task(self._open_owned(name))
