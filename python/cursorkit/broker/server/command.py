@@ -58,9 +58,9 @@ def add_parser(
         "--metadata",
         default="",
         metavar="zk://HOST:PORT/ROOT",
-        help="share topics with the brokers of this ZooKeeper root and the same --data: each topic is\n"
-        "owned by one broker (lookups redirect to it) and moves when it stops or dies; cursors\n"
-        "are kept in ZooKeeper",
+        help="share topics with the brokers of this ZooKeeper root and the same --data: each topic is "
+        "owned by one broker (lookups redirect to it) and moves when it stops or dies; cursors "
+        "are kept in ZooKeeper (default: one node, cursors in DIR)",
     )
     b.add_argument(
         "--advertised",
