@@ -58,6 +58,7 @@ BUILT = [
     c.lookup_connect(2, "pulsar://127.0.0.1:6650"),
     c.lookup_connect(2, "pulsar://a:1", broker_service_url_tls="pulsar+ssl://a:2", authoritative=False),
     c.lookup_failed(2, ServerError.TooManyRequests, "slow down"),
+    c.lookup_redirect(2, "pulsar://owner:6651"),
     c.producer_success(0, "p-1"),
     c.producer_success(0, "p-1", last_sequence_id=41, schema_version=b"\0" * 8, topic_epoch=3),
     c.send_receipt(0, 7, 12, 34),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from broker_process import BrokerProcess, running_broker
-from cursorkit.broker.protocol.frames import FrameDecoder, encode_command, encode_payload_command, pack_stored
+from cursorkit.broker.protocol.frames import encode_payload_command, pack_stored
 from cursorkit.proto import pulsar_api_pb2 as api
+from raw_client import Raw
 
 pulsar = pytest.importorskip("pulsar")
 
@@ -20,47 +20,6 @@ pulsar = pytest.importorskip("pulsar")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory.mktemp("hostile") / "data") as b:
         yield b
-
-
-class Raw:
-    """A hand-driven client connection."""
-
-    def __init__(self, broker: BrokerProcess) -> None:
-        host, port = broker.url.removeprefix("pulsar://").rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=5)
-        self.decoder = FrameDecoder()
-
-    def send(self, cmd: api.BaseCommand) -> None:
-        self.sock.sendall(encode_command(cmd))
-
-    def receive(self) -> api.BaseCommand:
-        while True:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            frames = self.decoder.feed(data)
-            if frames:
-                return frames[0].command
-
-    def closed(self) -> bool:
-        try:
-            while self.sock.recv(65536):
-                pass
-        except (ConnectionError, TimeoutError, OSError):
-            return True
-        return True
-
-    def connect(self) -> api.BaseCommand:
-        self.send(
-            api.BaseCommand(
-                type=api.BaseCommand.CONNECT,
-                connect=api.CommandConnect(client_version="raw", protocol_version=20),
-            )
-        )
-        return self.receive()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def still_serving(broker: BrokerProcess) -> None:
@@ -95,7 +54,7 @@ def send_frame(sequence_id: int, body: bytes, *, corrupt: bool = False) -> bytes
 
 
 def test_connected_announces_the_limits(broker: BrokerProcess) -> None:
-    raw = Raw(broker)
+    raw = Raw(broker.url)
     reply = raw.connect()
     assert reply.type == api.BaseCommand.CONNECTED
     assert reply.connected.protocol_version >= 12 and reply.connected.max_message_size == 5 * 1024 * 1024
@@ -103,7 +62,7 @@ def test_connected_announces_the_limits(broker: BrokerProcess) -> None:
 
 
 def test_a_bad_checksum_is_refused_and_not_stored(broker: BrokerProcess) -> None:
-    raw = Raw(broker)
+    raw = Raw(broker.url)
     raw.connect()
     producer(raw, "checked")
     raw.sock.sendall(send_frame(0, b"flipped", corrupt=True))
@@ -138,7 +97,7 @@ def test_a_bad_checksum_is_refused_and_not_stored(broker: BrokerProcess) -> None
     ids=["garbage", "oversized", "unknown-type"],
 )
 def test_broken_frames_close_the_connection(broker: BrokerProcess, attack: bytes) -> None:
-    raw = Raw(broker)
+    raw = Raw(broker.url)
     raw.connect()
     raw.sock.sendall(attack)
     assert raw.closed()
@@ -147,16 +106,16 @@ def test_broken_frames_close_the_connection(broker: BrokerProcess, attack: bytes
 
 
 def test_commands_out_of_order(broker: BrokerProcess) -> None:
-    raw = Raw(broker)  # SEND before CONNECT
+    raw = Raw(broker.url)  # SEND before CONNECT
     raw.sock.sendall(send_frame(0, b"early"))
     assert raw.closed()
     raw.close()
-    raw = Raw(broker)  # SEND before PRODUCER
+    raw = Raw(broker.url)  # SEND before PRODUCER
     raw.connect()
     raw.sock.sendall(send_frame(0, b"no producer"))
     assert raw.closed()
     raw.close()
-    raw = Raw(broker)  # ACK and FLOW for consumers never subscribed: ignored, the connection lives
+    raw = Raw(broker.url)  # ACK and FLOW for consumers never subscribed: ignored, the connection lives
     raw.connect()
     raw.send(
         api.BaseCommand(type=api.BaseCommand.FLOW, flow=api.CommandFlow(consumer_id=9, messagePermits=10))
@@ -171,7 +130,7 @@ def test_commands_out_of_order(broker: BrokerProcess) -> None:
 
 
 def test_a_bad_topic_name_is_pulsars_error(broker: BrokerProcess) -> None:
-    raw = Raw(broker)
+    raw = Raw(broker.url)
     raw.connect()
     raw.send(
         api.BaseCommand(
@@ -189,7 +148,7 @@ def test_many_idle_connections(broker: BrokerProcess) -> None:
     socks = []
     try:
         for _ in range(1000):
-            raw = Raw(broker)
+            raw = Raw(broker.url)
             raw.connect()
             socks.append(raw)
         still_serving(broker)
@@ -213,7 +172,7 @@ def rss_mb(pid: int) -> float:
 
 def test_a_reader_that_never_reads_costs_a_bounded_buffer(broker: BrokerProcess) -> None:
     """It asks for a million messages and reads none: the others keep their pace, the broker its memory."""
-    slow = Raw(broker)
+    slow = Raw(broker.url)
     slow.connect()
     slow.send(
         api.BaseCommand(

@@ -18,13 +18,14 @@ _READY = re.compile(r"ready on (pulsar://\S+)")
 class BrokerProcess:
     """A running broker: its URL, and ways to stop it (cleanly or by SIGKILL) and start it again."""
 
-    def __init__(self, data: Path, *args: str) -> None:
+    def __init__(self, data: Path, *args: str, name: str = "") -> None:
+        """``name`` names its log file (``<data>.broker.log`` by default): brokers may share ``data``."""
         self.data = data
         self.args = args
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
-        self.log_path = data.parent / f"{data.name}.broker.log"
+        self.log_path = data.parent / f"{name or data.name}.broker.log"
 
     def start(self, timeout: float = 10.0) -> float:
         """Starts the broker (same port as before, if it ran); returns the seconds until it was ready."""
@@ -64,6 +65,16 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=20)
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker stops answering (its ZooKeeper session expires), holding what it holds."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL: nothing is flushed."""

@@ -1,1 +1,1 @@
-"""The reference broker: a single-node broker on Pulsar's wire protocol, built on cursorkit."""
+"""The reference broker: a broker on Pulsar's wire protocol (one node, or several sharing ZooKeeper)."""

@@ -49,6 +49,7 @@ __all__ = [
     "get_topics_of_namespace_response",
     "lookup_connect",
     "lookup_failed",
+    "lookup_redirect",
     "message",
     "message_id",
     "partitioned_metadata",
@@ -149,6 +150,22 @@ def lookup_connect(
         brokerServiceUrlTls=broker_service_url_tls,
         authoritative=authoritative,
         proxy_through_service_url=proxy_through_service_url,
+    )
+    return BaseCommand(type=_T.LOOKUP_RESPONSE, lookupTopicResponse=body)
+
+
+def lookup_redirect(request_id: int, broker_service_url: str, *, authoritative: bool = True) -> BaseCommand:
+    """A LOOKUP answer naming the topic's owner: the client asks ``broker_service_url`` again.
+
+    The client repeats the LOOKUP there with this ``authoritative`` (up to 20 redirects); the owner
+    answers Connect.
+    """
+    body = CommandLookupTopicResponse(
+        request_id=request_id,
+        response=CommandLookupTopicResponse.Redirect,
+        brokerServiceUrl=broker_service_url,
+        authoritative=authoritative,
+        proxy_through_service_url=False,
     )
     return BaseCommand(type=_T.LOOKUP_RESPONSE, lookupTopicResponse=body)
 

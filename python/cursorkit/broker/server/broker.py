@@ -3,6 +3,12 @@
 Topics are created on first use (Pulsar's auto topic creation), non-partitioned unless the broker
 was told a topic has partitions (``partitioned``, kept in ``<data>/partitioned/`` so a restart
 knows it). Nothing here authenticates: bind 127.0.0.1 unless the network is trusted.
+
+Brokers given the same ``metadata`` (a ZooKeeper root) and ``data`` split the topics: a LOOKUP
+claims an unowned topic for the broker asked (:mod:`.ownership`) or redirects to its owner, which
+opens it once the previous owner has let its log go. A broker serves PRODUCER and SUBSCRIBE only on
+topics it owns (ServiceNotReady otherwise, and the client looks the topic up again), and gives a
+topic up, closing it and its clients' producers and consumers, as soon as its claim is gone.
 """
 
 from __future__ import annotations
@@ -13,24 +19,34 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.connection import Connection
 from cursorkit.broker.server.names import TopicName, topic_name
+from cursorkit.broker.server.ownership import Ownership
+from cursorkit.broker.server.services import Lookup
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.broker.server.topic import Topic
-from cursorkit.errors import InvalidArgument
+from cursorkit.errors import Fenced, InvalidArgument, ProtocolError
 from cursorkit.fsio import atomic_write
+from cursorkit.proto import pulsar_api_pb2 as api
 
-__all__ = ["Broker", "run"]
+__all__ = ["LOG_WAIT_S", "Broker", "run"]
 
 log = logging.getLogger("cursorkit.broker")
 
+LOG_WAIT_S = 10.0
+"""How long a new owner waits for the previous one to let a topic's log go before the lookup fails
+(ServiceNotReady: the client looks it up again). A killed owner's lock goes with its process."""
+
+
+_NOT_READY = api.ServiceNotReady
+
 
 class Broker:
-    """A single-node broker over ``config.data``; :meth:`start` listens, :meth:`stop` closes everything."""
+    """A broker over ``config.data``; :meth:`start` listens, :meth:`stop` closes everything."""
 
     def __init__(self, config: BrokerConfig, partitioned: Mapping[str, int] | None = None) -> None:
         self.config = config
@@ -42,6 +58,9 @@ class Broker:
         self._flusher: asyncio.Task[None] | None = None
         self._names = itertools.count(1)
         self._partitioned = self._load_partitioned()
+        self._ownership: Ownership | None = None
+        self._opening: dict[TopicName, asyncio.Task[Topic]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         for text, n in (partitioned or {}).items():
             self.set_partitions(topic_name(text), n)
 
@@ -72,11 +91,74 @@ class Broker:
         return self._partitioned.get(name.full, 0) if name.partition is None else 0
 
     def topic(self, name: TopicName) -> Topic:
-        """The topic (opened, or created on first use)."""
+        """The topic (opened, or created on first use); ServiceNotReady when another broker may own it."""
         topic = self.topics.get(name)
         if topic is None:
+            if self._ownership is not None:
+                raise ProtocolError(
+                    f"{name.full} is not served by this broker: look it up", server_error=_NOT_READY
+                )
             topic = self.topics[name] = Topic(name, self.root, self.config)
         return topic
+
+    # -- ownership (brokers sharing a metadata store) --------------------------------------------------
+
+    def lookup(self, name: TopicName) -> Lookup | Awaitable[Lookup]:
+        """Where the client finds the topic: here (claimed and opened first when unowned), or its owner."""
+        if self._ownership is None or name in self.topics:
+            return Lookup(self.service_url)
+        return self._lookup(name)
+
+    async def _lookup(self, name: TopicName) -> Lookup:
+        assert self._ownership is not None
+        owner = await asyncio.to_thread(self._ownership.claim, name)
+        if owner != self.service_url:
+            return Lookup(owner, redirect=True)
+        if name in self.topics:  # another lookup opened it while this one claimed
+            return Lookup(self.service_url)
+        task = self._opening.get(name)
+        if task is None:
+            task = self._opening[name] = asyncio.get_running_loop().create_task(self._open_owned(name))
+            task.add_done_callback(lambda _: self._opening.pop(name, None))
+        await asyncio.shield(task)
+        return Lookup(self.service_url)
+
+    async def _open_owned(self, name: TopicName) -> Topic:
+        """Opens a topic this broker claimed once its log is free (its previous owner closed or died)."""
+        assert self._ownership is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LOG_WAIT_S
+        while True:
+            try:
+                topic = Topic(name, self.root, self.config, self._ownership.cursor_stores(name))
+                break
+            except BlockingIOError as e:
+                if loop.time() >= deadline:
+                    raise ProtocolError(
+                        f"Failed to acquire ownership of {name.full}: its previous owner still has "
+                        f"its log open after {LOG_WAIT_S:.0f} s",
+                        server_error=_NOT_READY,
+                    ) from e
+                await asyncio.sleep(0.05)
+        self.topics[name] = topic
+        self._ownership.watch(name)
+        return topic
+
+    def _claim_lost(self, name: TopicName | None) -> None:
+        """From kazoo's thread: the claim on ``name`` (None: on every topic) is gone."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has stopped: so has everything else
+                self._loop.call_soon_threadsafe(self._give_up, name)
+
+    def _give_up(self, name: TopicName | None) -> None:
+        for lost in list(self.topics) if name is None else [name]:
+            topic = self.topics.pop(lost, None)
+            if topic is None:
+                continue
+            log.warning("%s: this broker no longer owns it; closing it", lost.full)
+            for conn in list(self.connections):
+                conn.release_topic(topic)
+            topic.close()
 
     def producer_name(self) -> str:
         """A broker-assigned producer name, unique in this broker's life."""
@@ -105,10 +187,16 @@ class Broker:
     # -- lifetime ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Listens; returns once connections are accepted."""
+        """Listens (and joins the metadata store, if any); returns once connections are accepted."""
         self._server = await asyncio.start_server(
             self._accept, self.config.host, self.config.port, limit=1 << 20
         )
+        self._loop = asyncio.get_running_loop()
+        if self.config.metadata:
+            c = self.config
+            self._ownership = await asyncio.to_thread(
+                Ownership, c.metadata, self.service_url, c.session_timeout_s, self._claim_lost
+            )
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
         log.info("cursorkit broker on %s, data in %s", self.service_url, self.root)
 
@@ -128,6 +216,9 @@ class Broker:
                 topic.dispatch()  # consumers whose connections drained since get their turn
                 try:
                     topic.flush()
+                except Fenced as e:  # another broker opened its cursor: it is that broker's topic now
+                    log.warning("%s: fenced (%s)", topic.name.full, e)
+                    self._give_up(topic.name)
                 except Exception:  # noqa: BLE001 - a failed flush is retried next time; acks stay in memory
                     log.exception("flushing %s failed", topic.name.full)
 
@@ -141,8 +232,15 @@ class Broker:
                 await self._flusher
         for conn in list(self.connections):
             conn.close()
+        for task in list(self._opening.values()):
+            task.cancel()
         for topic in self.topics.values():
             topic.close()
+        if self._ownership is not None:  # the logs are closed: the next owners need not wait
+            for name in self.topics:
+                self._ownership.release(name)
+            self._ownership.close()
+            self._ownership = None
         self.topics.clear()
 
 

@@ -1,4 +1,7 @@
-"""``cursorkit broker``: runs a single-node broker until SIGINT or SIGTERM (both stop it cleanly)."""
+"""``cursorkit broker``: runs a broker until SIGINT or SIGTERM (both stop it cleanly).
+
+Alone it is a single node; brokers given the same ``--data`` and ``--metadata`` share the topics.
+"""
 
 from __future__ import annotations
 
@@ -25,13 +28,18 @@ def add_parser(
     """The ``broker`` command's arguments."""
     b = sub.add_parser(
         "broker",
-        help="run a single-node broker on Pulsar's binary protocol (no authentication)",
+        help="run a broker on Pulsar's binary protocol (no authentication)",
         description=(
             "Serve Pulsar's binary protocol on cursorkit: topics in DIR (message logs, cursor stores),\n"
             "created on first use. The official Pulsar clients connect to pulsar://HOST:PORT.\n"
+            "With --metadata, brokers sharing DIR and a ZooKeeper root split the topics between them.\n"
             "Nothing is authenticated: keep the default 127.0.0.1 unless the network is trusted."
         ),
-        epilog="example:\n  cursorkit broker --data ./broker-data --port 6650\n",
+        epilog=(
+            "examples:\n  cursorkit broker --data ./broker-data --port 6650\n"
+            "  cursorkit broker --data ./shared --port 6650 --metadata zk://127.0.0.1:2181/brokers\n"
+            "  cursorkit broker --data ./shared --port 6651 --metadata zk://127.0.0.1:2181/brokers\n"
+        ),
         formatter_class=formatter,
     )
     b.add_argument(
@@ -45,6 +53,20 @@ def add_parser(
         default=[],
         metavar="TOPIC=N",
         help="declare a partitioned topic with N partitions (repeatable; kept in DIR)",
+    )
+    b.add_argument(
+        "--metadata",
+        default="",
+        metavar="zk://HOST:PORT/ROOT",
+        help="share topics with the brokers of this ZooKeeper root and the same --data: each topic is "
+        "owned by one broker (lookups redirect to it) and moves when it stops or dies; cursors "
+        "are kept in ZooKeeper (default: one node, cursors in DIR)",
+    )
+    b.add_argument(
+        "--advertised",
+        default="",
+        metavar="pulsar://HOST:PORT",
+        help="the URL other brokers and lookups give clients for this one (default: its --host and port)",
     )
     b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
 
@@ -82,6 +104,13 @@ def run_broker(args: argparse.Namespace) -> int:
     from cursorkit.broker.server.config import BrokerConfig
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
-    config = BrokerConfig(data=args.data, host=args.host, port=args.port, sync=not args.no_sync)
+    config = BrokerConfig(
+        data=args.data,
+        host=args.host,
+        port=args.port,
+        sync=not args.no_sync,
+        metadata=args.metadata,
+        advertised=args.advertised,
+    )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

@@ -17,7 +17,7 @@ _FRAME_ROOM = 10 * 1024
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:
-    """A single-node broker's settings; every one has an embedded default.
+    """A broker's settings; every one has an embedded default.
 
     Acknowledgements are durable within ``flush_interval_ms`` (the cursor store is flushed that
     often while acks arrive, and on every close): a broker killed in between redelivers at most the
@@ -42,6 +42,11 @@ class BrokerConfig:
     """The delayed-delivery tracker's tick."""
     advertised: str = field(default="")
     """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
+    metadata: str = ""
+    """``zk://host:port[,host:port...]/root``: brokers sharing this ZooKeeper root (and ``data``)
+    split the topics between them, each owning a topic through an ephemeral znode; "" for one node."""
+    session_timeout_s: float = 4.0
+    """The ZooKeeper session timeout: a broker that dies loses its topics this long after."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -50,6 +55,10 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
+        if self.metadata and not self.metadata.startswith("zk://"):
+            raise InvalidArgument(f"metadata must be a zk:// location, got {self.metadata!r}")
+        if self.session_timeout_s <= 0:
+            raise InvalidArgument(f"session_timeout_s must be positive, got {self.session_timeout_s}")
         if self.keep_alive_s <= 0:
             raise InvalidArgument(f"keep_alive_s must be positive, got {self.keep_alive_s}")
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from cursorkit import Position
@@ -19,6 +20,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import FrameDecoder, Payload, encode_command
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.names import topic_name
+from cursorkit.broker.server.services import Lookup
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
@@ -179,8 +181,30 @@ class Connection:
 
     def _lookup(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.lookupTopic
-        topic_name(q.topic)
-        self._reply(commands.lookup_connect(q.request_id, self.broker.service_url))
+        answer = self.broker.lookup(topic_name(q.topic))
+        if isinstance(answer, Lookup):
+            self._answer_lookup(q.request_id, answer)
+        else:  # the topic is being claimed or opened: other commands are served meanwhile
+            asyncio.get_running_loop().create_task(self._lookup_later(q.request_id, answer))
+
+    def _answer_lookup(self, request_id: int, answer: Lookup) -> None:
+        if answer.redirect:
+            self._reply(commands.lookup_redirect(request_id, answer.url))
+        else:
+            self._reply(commands.lookup_connect(request_id, answer.url))
+
+    async def _lookup_later(self, request_id: int, pending: Awaitable[Lookup]) -> None:
+        try:
+            answer = await pending
+        except ProtocolError as e:
+            self._reply(commands.lookup_failed(request_id, e.server_error or api.UnknownError, str(e)))
+            return
+        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable, a bug: the client looks it up again
+            log.warning("lookup failed: %s: %s", type(e).__name__, e)
+            message = f"Failed to acquire ownership: {type(e).__name__}: {e}"
+            self._reply(commands.lookup_failed(request_id, api.ServiceNotReady, message))
+            return
+        self._answer_lookup(request_id, answer)
 
     def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.producer
@@ -341,6 +365,20 @@ class Connection:
         for c in list(sub.consumers):
             c.send(encode_command(commands.close_consumer(c.consumer_id, 0)))
         self.broker.reconnect_consumers(sub)
+
+    def release_topic(self, topic: Topic) -> None:
+        """The broker gave ``topic`` up: its producers and consumers here are closed.
+
+        As when Pulsar unloads a topic: the client looks it up again and finds its new owner.
+        """
+        for pid, (t, _name) in list(self.producers.items()):
+            if t is topic:
+                del self.producers[pid]
+                self._reply(commands.close_producer(pid, 0))
+        for cid, (_sub, _consumer, t) in list(self.consumers.items()):
+            if t is topic:
+                del self.consumers[cid]
+                self._reply(commands.close_consumer(cid, 0))
 
     def detach(self, subscription: Subscription) -> None:
         """Forgets this connection's consumers of ``subscription`` (the client subscribes again)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -10,7 +12,15 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
-__all__ = ["BrokerServices"]
+__all__ = ["BrokerServices", "Lookup"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """A LOOKUP's answer: connect to ``url`` (the topic is served there), or ask ``url`` (its owner) again."""
+
+    url: str
+    redirect: bool = False
 
 
 class BrokerServices(Protocol):
@@ -27,7 +37,11 @@ class BrokerServices(Protocol):
         ...
 
     def topic(self, name: TopicName) -> Topic:
-        """The topic, opened or created."""
+        """The topic, opened or created; ServiceNotReady when this broker does not own it."""
+        ...
+
+    def lookup(self, name: TopicName) -> Lookup | Awaitable[Lookup]:
+        """Where the client finds the topic (at once, or once this broker has claimed and opened it)."""
         ...
 
     def partitions_of(self, name: TopicName) -> int:

@@ -1,4 +1,4 @@
-"""A durable subscription: its cursor in a file store, its consumers, and the dispatch of its type.
+"""A durable subscription: its cursor and its store, its consumers, and the dispatch of its type.
 
 Shared subscriptions dispatch through cursorkit's ``SharedDispatcher`` (round-robin over permits,
 replay first); Exclusive and Failover through the same dispatcher with only the active consumer
@@ -12,16 +12,16 @@ memory, as in Pulsar).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import cast
 
-from cursorkit import Cursor, CursorStore, Position
+from cursorkit import Cursor, Position
 from cursorkit.broker.log import Entry, MessageLog
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command, encode_payload_command, read_stored
 from cursorkit.broker.server.consumer import Consumer
+from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.delayed import InMemoryDelayedDeliveryTracker
 from cursorkit.errors import ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
@@ -61,6 +61,7 @@ class Subscription:
         initial_earliest: bool,
         clock: Callable[[], int],
         schedule: Callable[[float], None],
+        stores: CursorStores | None = None,
     ) -> None:
         self.name = name
         self.directory = directory
@@ -68,13 +69,13 @@ class Subscription:
         self.sub_type = sub_type
         self._clock = clock
         self._schedule = schedule
-        store_dir = directory / "cursor"
-        if store_dir.exists():
-            self.store = CursorStore.open(store_dir)
+        self._stores = stores if stores is not None else FileCursorStores()
+        if self._stores.exists(directory, name):
+            self.store = self._stores.open(directory, name)
             self.cursor = self.store.recover(ledger_sizes=log.ledger_sizes())
         else:
             start = Position(log.first_position.ledger_id, -1) if initial_earliest else log.last_position
-            self.store = CursorStore.create(store_dir, name=name)
+            self.store = self._stores.create(directory, name)
             self.cursor = Cursor(start, name=name)
             self.cursor.set_ledger_sizes(log.ledger_sizes())
             self.store.flush(self.cursor, full=True)
@@ -343,16 +344,18 @@ class Subscription:
 
     def close(self) -> None:
         """Flushes and closes the store."""
-        if not self.store.closed:
-            self.flush()
+        try:
+            if not self.store.closed:
+                self.flush()
+        finally:
             self.store.close()
-        self.delayed.close()
+            self.delayed.close()
 
     def delete(self) -> None:
         """Unsubscribe: the store and its directory go."""
         self.store.close()
         self.delayed.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        self._stores.delete(self.directory, self.name)
 
 
 def _message(consumer_id: int, entry: Entry, redelivery_count: int, ack_set: list[int] | None) -> bytes:

@@ -9,6 +9,7 @@ ledgers are deleted.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +17,14 @@ from pathlib import Path
 from cursorkit import Position
 from cursorkit.broker.log import MessageLog
 from cursorkit.broker.server.config import BrokerConfig
+from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.subscription import Subscription
+from cursorkit.errors import PersistFailed
 
 __all__ = ["Topic"]
+
+log = logging.getLogger("cursorkit.broker")
 
 
 def _clock() -> int:
@@ -29,7 +34,10 @@ def _clock() -> int:
 class Topic:
     """One persistent topic (or one partition of a partitioned topic)."""
 
-    def __init__(self, name: TopicName, root: Path, config: BrokerConfig) -> None:
+    def __init__(
+        self, name: TopicName, root: Path, config: BrokerConfig, stores: CursorStores | None = None
+    ) -> None:
+        """Opens the log (``BlockingIOError`` while another broker has it open), then the subscriptions."""
         self.name = name
         self.directory = root / "topics" / name.directory
         self.config = config
@@ -42,12 +50,13 @@ class Topic:
         self._timer: asyncio.TimerHandle | None = None
         self.producer_names: set[str] = set()
         self.clock: Callable[[], int] = _clock
-        subs = self.directory / "subscriptions"
-        if subs.is_dir():
-            for d in sorted(subs.iterdir()):
-                if (d / "cursor").is_dir():
-                    name_text = bytes.fromhex(d.name).decode()
-                    self.subscriptions[name_text] = self._open_subscription(name_text, 0, earliest=False)
+        self.stores = stores if stores is not None else FileCursorStores()
+        try:
+            for sub_name in self.stores.names(self.directory / "subscriptions"):
+                self.subscriptions[sub_name] = self._open_subscription(sub_name, 0, earliest=False)
+        except BaseException:
+            self.close()
+            raise
 
     def _open_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
         return Subscription(
@@ -58,6 +67,7 @@ class Topic:
             initial_earliest=earliest,
             clock=self.clock,
             schedule=self._schedule_dispatch,
+            stores=self.stores,
         )
 
     def subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
@@ -138,9 +148,18 @@ class Topic:
             self.log.trim(Position(oldest.ledger_id, oldest.entry_id + 1))
 
     def close(self) -> None:
-        """Flushes and closes the subscriptions and the log."""
+        """Flushes and closes the subscriptions, then the log (releasing it for another broker).
+
+        A flush refused here (``Fenced``: another broker took the cursor over; or its store did not
+        answer) is logged: the acks since the last flush are redelivered by whoever opens it next.
+        """
         if self._timer is not None:
             self._timer.cancel()
-        for sub in self.subscriptions.values():
-            sub.close()
-        self.log.close()
+        try:
+            for sub in self.subscriptions.values():
+                try:
+                    sub.close()
+                except PersistFailed as e:
+                    log.warning("%s: the last flush of %r failed: %s", self.name.full, sub.name, e)
+        finally:
+            self.log.close()
