@@ -68,6 +68,27 @@ def add_parser(
         metavar="pulsar://HOST:PORT",
         help="the URL other brokers and lookups give clients for this one (default: its --host and port)",
     )
+    b.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        metavar="N",
+        help="a ledger (one segment file) rolls over past this many bytes",
+    )
+    b.add_argument(
+        "--delayed-tracker",
+        choices=["bucket", "memory"],
+        default="bucket",
+        help="where delayed messages wait: PIP-195's bucket tracker, its sealed buckets snapshotted in "
+        "DIR (default), or Pulsar's in-memory tracker",
+    )
+    b.add_argument(
+        "--bucket-min-index-count",
+        type=int,
+        default=50_000,
+        metavar="N",
+        help="delayed messages per sealed bucket (Pulsar's delayedDeliveryMinIndexCountPerBucket)",
+    )
     b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
 
 
@@ -111,6 +132,9 @@ def run_broker(args: argparse.Namespace) -> int:
         sync=not args.no_sync,
         metadata=args.metadata,
         advertised=args.advertised,
+        segment_bytes=args.segment_bytes,
+        delayed_tracker=args.delayed_tracker,
+        bucket_min_index_count=args.bucket_min_index_count,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

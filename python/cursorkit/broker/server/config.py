@@ -40,6 +40,11 @@ class BrokerConfig:
     """Entries read from the log per dispatch round."""
     tick_time_ms: int = 1
     """The delayed-delivery tracker's tick."""
+    delayed_tracker: str = "bucket"
+    """``bucket``: PIP-195's bucket tracker, sealed buckets snapshotted beside the cursor (a restart
+    recovers them); ``memory``: Pulsar's in-memory tracker (a restart re-reads the backlog)."""
+    bucket_min_index_count: int = 50_000
+    """Pulsar's ``delayedDeliveryMinIndexCountPerBucket``: delayed messages sealed per bucket."""
     advertised: str = field(default="")
     """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
     metadata: str = ""
@@ -51,7 +56,15 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise InvalidArgument(f"port must be in 0..65535, got {self.port}")
-        for name in ("max_message_size", "segment_bytes", "flush_interval_ms", "read_batch"):
+        if self.delayed_tracker not in ("bucket", "memory"):
+            raise InvalidArgument(f"delayed_tracker must be bucket or memory, got {self.delayed_tracker!r}")
+        for name in (
+            "max_message_size",
+            "segment_bytes",
+            "flush_interval_ms",
+            "read_batch",
+            "bucket_min_index_count",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")

@@ -117,8 +117,9 @@ class ZkCursorStores:
         return CursorStore.create(self._location(name), name=name, **self._options)
 
     def delete(self, directory: Path, name: str) -> None:
-        """Deletes the cursor znode."""
+        """Deletes the cursor znode and the subscription's directory (its bucket snapshots)."""
         from kazoo.exceptions import NoNodeError
 
         with contextlib.suppress(NoNodeError):
             self._client.delete(self._path(name))
+        shutil.rmtree(directory, ignore_errors=True)

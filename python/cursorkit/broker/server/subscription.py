@@ -20,9 +20,11 @@ from cursorkit import Cursor, Position
 from cursorkit.broker.log import Entry, MessageLog
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command, encode_payload_command, read_stored
+from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
-from cursorkit.delayed import InMemoryDelayedDeliveryTracker
+from cursorkit.broker.server.delayed_trackers import open_tracker
+from cursorkit.delayed import BucketDelayedDeliveryTracker
 from cursorkit.errors import ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
 from cursorkit.keyshared.dispatcher import Selector
@@ -61,7 +63,9 @@ class Subscription:
         initial_earliest: bool,
         clock: Callable[[], int],
         schedule: Callable[[float], None],
+        config: BrokerConfig,
         stores: CursorStores | None = None,
+        topic: str = "",
     ) -> None:
         self.name = name
         self.directory = directory
@@ -79,7 +83,8 @@ class Subscription:
             self.cursor = Cursor(start, name=name)
             self.cursor.set_ledger_sizes(log.ledger_sizes())
             self.store.flush(self.cursor, full=True)
-        self.delayed = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=clock)
+        self.delayed = open_tracker(config, directory, self.store, self.cursor, topic=topic, clock=clock)
+        self._trimmed = self.cursor.mark_delete_position
         self.consumers: list[Consumer] = []
         self._shared = SharedDispatcher(
             cursor=self.cursor, delayed=self.delayed, max_unacked_per_consumer=MAX_UNACKED_PER_CONSUMER
@@ -337,10 +342,21 @@ class Subscription:
     # -- durability ----------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Makes the acks durable if any arrived since the last flush."""
+        """Makes the acks durable if any arrived since the last flush.
+
+        A bucket tracker's index is trimmed below mark-delete, and what damaged snapshots lost is
+        read again from the log.
+        """
         if self.cursor.mutations != self._flushed:
             self.store.flush(self.cursor)
             self._flushed = self.cursor.mutations
+        if isinstance(self.delayed, BucketDelayedDeliveryTracker):
+            md = self.cursor.mark_delete_position
+            if md != self._trimmed:
+                self.delayed.trim(md)
+                self._trimmed = md
+            for first_ledger, _last in self.delayed.take_replay_ranges():
+                self._read_at = min(self._read_at, max(self._after(md), Position(first_ledger, 0)))
 
     def close(self) -> None:
         """Flushes and closes the store."""

@@ -67,7 +67,9 @@ class Topic:
             initial_earliest=earliest,
             clock=self.clock,
             schedule=self._schedule_dispatch,
+            config=self.config,
             stores=self.stores,
+            topic=self.name.full,
         )
 
     def subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
