@@ -27,6 +27,7 @@ TABLE_MODULES = (
     "test_bench_topics",
     "test_bench_shared_stores",
     "test_bench_message_log",
+    "test_bench_broker",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

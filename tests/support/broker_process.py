@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,10 +18,12 @@ _READY = re.compile(r"ready on (pulsar://\S+)")
 class BrokerProcess:
     """A running broker: its URL, and ways to stop it (cleanly or by SIGKILL) and start it again."""
 
-    def __init__(self, data: Path, *args: str, name: str = "") -> None:
+    def __init__(self, data: Path, *args: str, name: str = "", interpreter_args: Sequence[str] = ()) -> None:
         """``name`` names its log file (``<data>.broker.log`` by default): brokers may share ``data``."""
         self.data = data
         self.args = args
+        self.interpreter_args = tuple(interpreter_args)
+        """Given to Python before ``-m cursorkit.cli`` (a runner script and its arguments)."""
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
@@ -32,6 +34,7 @@ class BrokerProcess:
         started = time.monotonic()
         cmd = [
             sys.executable,
+            *self.interpreter_args,
             "-m",
             "cursorkit.cli",
             "broker",
