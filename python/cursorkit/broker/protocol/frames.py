@@ -215,6 +215,19 @@ def read_stored(stored: bytes | memoryview) -> tuple[MessageMetadata, int]:
     return _parse(MessageMetadata, stored[4 : 4 + size], "message metadata"), 4 + size
 
 
+def stored_metadata(stored: bytes) -> MessageMetadata:
+    """The metadata of stored bytes this broker checked with :func:`read_stored` when they arrived.
+
+    Parsed without the strict walk (a few µs instead of ten): the bytes were checked before they
+    were stored and come back under the log's checksum. Bytes that do not parse give empty metadata.
+    """
+    (size,) = _U32.unpack_from(stored, 0)
+    try:
+        return MessageMetadata.FromString(stored[4 : 4 + size])
+    except DecodeError:
+        return MessageMetadata()
+
+
 def _parse(cls: type[M], data: bytes | memoryview, what: str) -> M:
     try:
         return strict.parse(cls, bytes(data))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from cursorkit import Position
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import FrameDecoder, Payload, encode_command
+from cursorkit.broker.protocol.hot_frames import send_receipt_frame
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.names import topic_name
 from cursorkit.broker.server.services import Lookup
@@ -55,18 +56,38 @@ class Connection:
         self.consumers: dict[int, tuple[Subscription, Consumer, Topic]] = {}
         self._receipts: dict[int, deque[tuple[int, asyncio.Future[Position]]]] = {}
         self._closed = False
-        self._last_seen = asyncio.get_running_loop().time()
+        self._loop = asyncio.get_running_loop()
+        self._last_seen = self._loop.time()
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_due = False
 
     # -- output --------------------------------------------------------------------------------------
 
     def send(self, frame: bytes) -> None:
-        """Queues one frame for the client (dropped once the connection is closed)."""
-        if not self._closed:
-            self.writer.write(frame)
+        """Queues one frame for the client (dropped once the connection is closed).
+
+        Frames queued in one turn of the event loop go out in one write (one system call for a
+        dispatch round's messages, or a group commit's receipts).
+        """
+        if self._closed:
+            return
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if not self._flush_due:
+            self._flush_due = True
+            self._loop.call_soon(self._flush_out)
+
+    def _flush_out(self) -> None:
+        self._flush_due = False
+        out, self._out = self._out, []
+        self._out_bytes = 0
+        if out and not self._closed:
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
 
     def writable(self) -> bool:
         """Whether the client has read enough of what was sent to be sent more (see ``WRITE_BUFFER``)."""
-        return self.writer.transport.get_write_buffer_size() < WRITE_BUFFER
+        return self.writer.transport.get_write_buffer_size() + self._out_bytes < WRITE_BUFFER
 
     def _reply(self, cmd: api.BaseCommand) -> None:
         self.send(encode_command(cmd))
@@ -85,6 +106,7 @@ class Connection:
                 self._last_seen = asyncio.get_running_loop().time()
                 for frame in self.decoder.feed(data):
                     self._handle(frame.command, frame.payload)
+                self._flush_out()
                 await self.writer.drain()
         except ProtocolError as e:
             log.info("closing a connection that broke the protocol: %s", e)
@@ -111,6 +133,7 @@ class Connection:
         """Detaches the producers and consumers and closes the socket."""
         if self._closed:
             return
+        self._flush_out()  # what was queued (an error's answer) goes before the close
         self._closed = True
         for sub, consumer, topic in self.consumers.values():
             sub.remove_consumer(consumer)
@@ -259,9 +282,7 @@ class Connection:
                 queue.clear()
                 return
             queue.popleft()
-            self._reply(
-                commands.send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id)
-            )
+            self.send(send_receipt_frame(producer_id, sequence_id, position.ledger_id, position.entry_id))
 
     def _close_producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.close_producer

@@ -19,7 +19,8 @@ from typing import cast
 from cursorkit import Cursor, Position
 from cursorkit.broker.log import Entry, MessageLog
 from cursorkit.broker.protocol import commands
-from cursorkit.broker.protocol.frames import encode_command, encode_payload_command, read_stored
+from cursorkit.broker.protocol.frames import encode_command, stored_metadata
+from cursorkit.broker.protocol.hot_frames import message_frame
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
@@ -34,6 +35,8 @@ from cursorkit.shared import SharedDispatcher
 
 __all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
 
+_ENTRIES_KEPT = 2_000
+"""Read entries kept for sending before the cache is dropped (they are read again then)."""
 MAX_UNACKED_PER_CONSUMER = 50_000
 """Pulsar's ``maxUnackedMessagesPerConsumer``: a consumer holding this many gets no more until it acks."""
 
@@ -47,7 +50,7 @@ _ONE_ACTIVE = (api.CommandSubscribe.Exclusive, api.CommandSubscribe.Failover)
 
 
 def _metadata(entry: Entry) -> api.MessageMetadata:
-    return read_stored(entry.data)[0]
+    return stored_metadata(entry.data)
 
 
 class Subscription:
@@ -92,6 +95,11 @@ class Subscription:
         self._registered: Consumer | None = None
         """Exclusive and Failover: the active consumer, the only one the dispatcher knows."""
         self._read_at = self._after(self.cursor.mark_delete_position)
+        self._read_batch = config.read_batch
+        self._entries: dict[Position, Entry] = {}
+        """Entries of the last reads not sent yet (sent from here instead of read again)."""
+        self._per_entry = 1.0
+        """Messages per entry, on average over the recent reads."""
         self._flushed = self.cursor.mutations
         self._key_shared: KeySharedDispatcher | None = None
 
@@ -242,6 +250,7 @@ class Subscription:
         """Delivers ``position`` next, forgetting acks after it (the caller reconnects the consumers)."""
         self.cursor.reset(position)
         self._shared.reset()
+        self._entries.clear()
         self._read_at = position
         self.delayed.clear()
 
@@ -276,7 +285,35 @@ class Subscription:
                 int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)
             ]
         consumer.permits -= entry.num_messages
-        consumer.send(_message(consumer.consumer_id, entry, redelivery_count, ack_set))
+        p = entry.position
+        consumer.send(
+            message_frame(
+                consumer.consumer_id, p.ledger_id, p.entry_id, redelivery_count, entry.data, ack_set
+            )
+        )
+
+    def _entry(self, position: Position) -> Entry:
+        """An entry to send: from the last reads when it is there, else read again."""
+        entry = self._entries.pop(position, None)
+        return entry if entry is not None else self.log.read(position)
+
+    def _read(self, messages_wanted: int) -> list[Entry]:
+        """Reads entries after the read position for ``messages_wanted`` messages (at least one entry).
+
+        A dispatcher's permits count messages: the count of entries is scaled by the average batch
+        of the recent reads.
+        """
+        n = max(1, min(self._read_batch, int(messages_wanted / self._per_entry)))
+        entries = self.log.read_from(self._read_at, n, 4 * 1024 * 1024)
+        if entries:
+            self._read_at = self._after(entries[-1].position)
+            if len(self._entries) > _ENTRIES_KEPT:
+                self._entries.clear()
+            for e in entries:
+                self._entries[e.position] = e
+            batch = sum(e.num_messages for e in entries) / len(entries)
+            self._per_entry = 0.8 * self._per_entry + 0.2 * batch
+        return entries
 
     def dispatch(self) -> None:
         """Sends what can be sent now: due delayed messages and redeliveries first, then new entries."""
@@ -288,8 +325,6 @@ class Subscription:
             self._dispatch_shared()
         self._arm_delayed()
 
-    _read_batch = 100
-
     def _dispatch_shared(self) -> None:
         shared = self._shared
         for c in self.consumers:  # a connection that does not keep up gets nothing until it drains
@@ -300,12 +335,11 @@ class Subscription:
         while True:
             for consumer, positions, counts in shared.dispatch():
                 for p, count in zip(positions, counts, strict=True):
-                    self._send(consumer, self.log.read(p), count)
-            n = shared.entries_to_read(self._read_batch)
-            entries = self.log.read_from(self._read_at, n, 4 * 1024 * 1024) if n else []
+                    self._send(consumer, self._entry(p), count)
+            n = shared.entries_to_read(self._read_batch * 1000)  # messages: _read makes them entries
+            entries = self._read(n) if n else []
             if not entries:
                 return
-            self._read_at = self._after(entries[-1].position)
             metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
             shared.add_read(
                 [e.position for e in entries],
@@ -318,12 +352,9 @@ class Subscription:
         assert ks is not None
         while ks.should_read():
             n = ks.max_entries_to_read()
-            entries = (
-                self.log.read_from(self._read_at, min(n, self._read_batch), 4 * 1024 * 1024) if n else []
-            )
+            entries = self._read(n) if n else []
             if not entries:
                 break
-            self._read_at = self._after(entries[-1].position)
             metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
             ks.add_read(
                 [e.position for e in entries],
@@ -332,7 +363,7 @@ class Subscription:
             )
         for consumer, positions, counts in ks.dispatch_with_counts():
             for p, count in zip(positions, counts.tolist(), strict=True):
-                self._send(consumer, self.log.read(p), count)
+                self._send(consumer, self._entry(p), count)
 
     def _arm_delayed(self) -> None:
         nxt = self.delayed.next_delivery_time()
@@ -372,14 +403,6 @@ class Subscription:
         self.store.close()
         self.delayed.close()
         self._stores.delete(self.directory, self.name)
-
-
-def _message(consumer_id: int, entry: Entry, redelivery_count: int, ack_set: list[int] | None) -> bytes:
-    p = entry.position
-    cmd = commands.message(
-        consumer_id, p.ledger_id, p.entry_id, redelivery_count=redelivery_count, ack_set=ack_set
-    )
-    return encode_payload_command(cmd, entry.data)
 
 
 def _active_change(consumer_id: int, active: bool) -> bytes:
