@@ -438,6 +438,8 @@ class DispatchCore:
 
         `removed` is `[(previous owner id, [(start, end), ...]), ...]` from consumer `skip`'s change.
         """
+    def set_batch_sizes(self, ledgers: Any, entries: Any, messages: Any) -> None:
+        """How many messages entries hold (int64 columns): sending one takes that many permits."""
     def add_permits(self, consumer_id: int, n: int) -> None:
         """A flow request of `n` permits."""
     def permits_total(self) -> int:

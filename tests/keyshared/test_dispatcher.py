@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from cursorkit import Cursor, DispatchPausePolicy, Position
 from cursorkit.delayed import InMemoryDelayedDeliveryTracker
-from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
+from cursorkit.errors import CursorkitError, InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.dispatcher import AckResult, Entry, KeySharedDispatcher
 from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector
 from cursorkit.keyshared.sim import Simulation
@@ -538,3 +538,18 @@ def test_dispatch_columns_are_independent_arrays_of_one_dispatch() -> None:
         assert (ls.tolist(), es.tolist()) == expect[c]
     assert ls0.tolist() == [-1] * len(ls0)
     assert es0.tolist() == [e + 1000 for e in expect[first][1]]
+
+
+def test_batch_entries_take_their_messages_of_permits() -> None:
+    """Permits count messages: an entry of 4 messages takes 4 (the last one may overshoot)."""
+    d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=Cursor(Position(1, -1)))
+    a = C("a")
+    d.add_consumer(a, 10)
+    positions = [Position(1, e) for e in range(4)]
+    d.set_batch_sizes(positions, [4, 4, 4, 4])
+    d.add_read(positions, [7, 7, 7, 7])
+    (consumer, sent), *_ = d.dispatch()
+    assert consumer is a and sent == positions[:3]
+    assert d.stats().consumers[0].available_permits == 0
+    with pytest.raises(CursorkitError):
+        d.set_batch_sizes(positions[:1], [0])

@@ -317,6 +317,17 @@ class KeySharedDispatcher(KeySharedBase):
         """The selector slot of a sticky key."""
         return slot_of_hash(sticky_key_hash(key), self.slot_kind)
 
+    def set_batch_sizes(self, positions: Sequence[Position], messages: Sequence[int]) -> None:
+        """How many messages entries hold (a batch's ``num_messages_in_batch``), before they are read.
+
+        Permits count messages, as the client's FLOW does: sending an entry takes as many of its
+        consumer's permits as it holds messages (an entry with fewer permits left still goes, as
+        in Pulsar). Entries never given a size count as one message.
+        """
+        ledgers = np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=len(positions))
+        entries = np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=len(positions))
+        self._core.set_batch_sizes(ledgers, entries, np.asarray(messages, dtype=np.int64))
+
     def add_entries(
         self, entries: Iterable[Entry | tuple[Position, bytes | str]], *, replay: bool = False
     ) -> None:

@@ -26,11 +26,17 @@ _TYPE_MESSAGE = b"\x08\x09"
 _TYPE_SEND_RECEIPT = b"\x08\x07"
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+"""The varints of 0..127, made once."""
+
+
 def _varint(value: int) -> bytes:
     """An unsigned varint; negative ints are taken modulo 2^64 (int64 fields, as protobuf does)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= _U64
     if value < 0x80:
-        return bytes((value,))
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

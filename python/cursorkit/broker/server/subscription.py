@@ -356,6 +356,8 @@ class Subscription:
             if not entries:
                 break
             metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
+            if any(e.num_messages > 1 for e in entries):
+                ks.set_batch_sizes([e.position for e in entries], [e.num_messages for e in entries])
             ks.add_read(
                 [e.position for e in entries],
                 slots(hash_many([self._key_of(m) for m in metas]), ks.slot_kind),  # one call for the read

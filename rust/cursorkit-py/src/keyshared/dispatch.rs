@@ -236,6 +236,22 @@ impl PyDispatchCore {
         self.call(py, "register_moved", |d| d.register_moved(&rows, skip))
     }
 
+    /// How many messages entries hold (int64 columns): sending one takes that many permits.
+    fn set_batch_sizes(
+        &self,
+        py: Python<'_>,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        messages: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (ls, es) = columns(ledgers, entries)?;
+        let ms = column(messages, "messages")?;
+        let r = self
+            .lock(py)
+            .set_batch_sizes(ls.as_slice(), es.as_slice(), ms.as_slice());
+        r.map_err(|e| to_py(py, e))
+    }
+
     /// A flow request of `n` permits.
     fn add_permits(&self, consumer_id: &Bound<'_, PyAny>, n: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = n.py();

@@ -4,6 +4,57 @@
 use super::*;
 
 impl DispatchCore {
+    /// Records how many messages entries hold (a batch's `num_messages_in_batch`; 1 otherwise):
+    /// sending one takes that many of its consumer's permits. Positions not given count as 1.
+    /// Checked whole before anything changes.
+    pub fn set_batch_sizes(
+        &mut self,
+        ledgers: &[i64],
+        entries: &[i64],
+        messages: &[i64],
+    ) -> Result<()> {
+        check_entries(ledgers, entries)?;
+        same_len(
+            ledgers.len(),
+            messages.len(),
+            "positions and message counts",
+        )?;
+        if let Some(bad) = messages
+            .iter()
+            .find(|&&m| !(1..=i64::from(u32::MAX)).contains(&m))
+        {
+            return Err(CoreError::InvalidArgument(format!(
+                "message counts must be in 1..=2^32-1, got {bad}"
+            )));
+        }
+        for ((&l, &e), &m) in ledgers.iter().zip(entries).zip(messages) {
+            let p = Position::new(l, e)?;
+            if m > 1 {
+                self.batch_sizes.insert(p, m as u32);
+            } else {
+                self.batch_sizes.remove(&p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the batch sizes of acknowledged positions once the map has doubled since the last
+    /// prune (amortised O(1) per entry).
+    pub(super) fn prune_batch_sizes(&mut self, cursor: &Cursor) -> Result<()> {
+        if self.batch_sizes.len() < self.batch_sizes_pruned_at {
+            return Ok(());
+        }
+        let mut keep = FastMap::default();
+        for (&p, &m) in &self.batch_sizes {
+            if !cursor.is_acked(p.ledger_id, p.entry_id)? {
+                keep.insert(p, m);
+            }
+        }
+        self.batch_sizes = keep;
+        self.batch_sizes_pruned_at = (2 * self.batch_sizes.len()).max(1024);
+        Ok(())
+    }
+
     /// New entries of one read, in read order. With nobody connected they are released at once (the
     /// broker reads them again after [`take_rewind`](Self::take_rewind)). Everything is checked
     /// first: on error nothing changes.

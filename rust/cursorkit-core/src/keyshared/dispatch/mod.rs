@@ -304,6 +304,11 @@ pub struct DispatchCore {
     /// Every message in flight: position → consumer seat and slot (an ack, a nack or "who
     /// holds it?" is one lookup).
     inflight: InFlight,
+    /// Entries holding more than one message (batches): position → messages. A send takes that
+    /// many permits (permits count messages, as the client's FLOW does); others take one.
+    batch_sizes: FastMap<Position, u32>,
+    /// `batch_sizes` may hold this many before acknowledged positions are pruned from it.
+    batch_sizes_pruned_at: usize,
 }
 
 /// Acks at most this many go one by one (bulk set-up costs more than it saves).
@@ -389,6 +394,8 @@ impl DispatchCore {
             permits: 0,
             delayed_slots: SlotsOf::default(),
             inflight: InFlight::default(),
+            batch_sizes: FastMap::default(),
+            batch_sizes_pruned_at: 1024,
         }
     }
 

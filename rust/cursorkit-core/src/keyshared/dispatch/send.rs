@@ -13,6 +13,7 @@ impl DispatchCore {
     pub fn dispatch_packed(&mut self, cursor: &Cursor) -> Result<Dispatched> {
         self.blocked.clear();
         self.last_sent.forget_joined(cursor.mark_delete());
+        self.prune_batch_sizes(cursor)?;
         let mut out: Vec<u32> = Vec::new();
         self.sent.clear();
         let routed = self.route(cursor, &mut out);
@@ -169,9 +170,13 @@ impl DispatchCore {
         out: &mut Vec<u32>,
         cursor: &Cursor,
     ) -> Result<()> {
+        let weight = self.batch_sizes.get(&pos).map_or(1, |&m| u64::from(m));
         let state = self.seats[seat].as_mut().expect("registered seat");
-        state.permits -= 1;
-        self.permits -= 1;
+        // A batch larger than the permits left still goes (Pulsar's permits may go below zero;
+        // here they stop at zero).
+        let taken = weight.min(state.permits);
+        state.permits -= taken;
+        self.permits -= u128::from(taken);
         let id = state.id;
         self.inflight.insert(pos, seat, slot);
         let mut at = self.out_index[seat];
