@@ -1,10 +1,13 @@
-"""The broker's message log: append throughput of 1 KiB entries, synced, in groups of 1, 16 and 256.
+"""The broker's message log: synced appends of 1 KiB entries; reopening 1M records, indexed or scanned.
 
 cursorkit's ``MessageLog.append`` (records framed and checksummed, one write and one ``fdatasync``
 per group: the group commit) beside the naive peer a Python broker would start from: a loop doing
 ``f.write(entry)`` and ``os.fsync`` per entry, no framing, no checksum. Both write to a temp
 directory on the same disk, alternately in the same run; the ratio is entries per second over the
-peer's. ``make test`` runs each body once, shrunk; ``make bench`` measures.
+peer's. Reopening times ``MessageLog.open`` of the same closed log with its index files (written at
+rollover and close) and without them (every record read and checked), alternately; the ratio is
+the scan's time over the indexed one's. ``make test`` runs each body once, shrunk; ``make bench``
+measures.
 """
 
 from __future__ import annotations
@@ -42,10 +45,22 @@ TABLE = dw.DelayedTable(
 )
 
 
+FULL_SCAN = "full scan (no index files)"
+REOPEN = "reopen, 100-byte records (1M; smoke: 20k)"
+REOPEN_RATIO = "reopen: full scan ÷ with index files"
+REOPEN_TABLE = dw.DelayedTable(
+    rows=[cw.Row(REOPEN, "ms", False, 2000.0), cw.Row(REOPEN_RATIO, "×", True, None)], peers=(FULL_SCAN,)
+)
+
+
 def render(smoke: bool) -> str:
-    """The table, titled for the mode (called by ``conftest.pytest_terminal_summary``)."""
+    """The tables, titled for the mode (called by ``conftest.pytest_terminal_summary``)."""
     mode = "SMOKE RUN (--benchmark-disable): single shrunk runs, not a measurement" if smoke else "best round"
-    return TABLE.render(f"Message log appends - {mode}", judge=not smoke)
+    return "\n\n".join(
+        table.render(f"{title} - {mode}", judge=not smoke)
+        for title, table in (("Message log appends", TABLE), ("Message log reopen", REOPEN_TABLE))
+        if table.cells
+    )
 
 
 def _ours(path: Path, entries: list[tuple[bytes, int, int]], group: int) -> float:
@@ -92,5 +107,44 @@ def test_append_throughput(benchmark: Any, smoke: bool, tmp_path: Path) -> None:
             for kind, seconds in best.items():
                 TABLE.record(_row(group), kind, count / seconds / 1e3, lower=False)
             TABLE.record(_ratio_row(group), CURSORKIT, best[NAIVE] / best[CURSORKIT], lower=False)
+
+    benchmark.pedantic(timed, rounds=1, iterations=1)
+
+
+def _reopen(path: Path) -> float:
+    """Seconds for ``MessageLog.open`` of the log at ``path`` (closing it after is not counted)."""
+    started = time.perf_counter()
+    log = MessageLog.open(path, sync=False)
+    elapsed = time.perf_counter() - started
+    log.close()
+    return elapsed
+
+
+def test_reopen_with_index_files_vs_full_scan(benchmark: Any, smoke: bool, tmp_path: Path) -> None:
+    """Restart of a log of N records: loaded from its index files, and scanned record by record."""
+    benchmark.group = "message log"
+    count = 20_000 if smoke else 1_000_000
+    rounds = 1 if smoke else 3
+    path = tmp_path / "log"
+    with MessageLog.open(path, sync=False) as log:
+        for i in range(0, count, 1000):
+            log.append(
+                [(bytes([n % 251]) * 100, 1_700_000_000_000 + n, 1) for n in range(i, min(count, i + 1000))]
+            )
+
+    def timed() -> None:
+        best = {CURSORKIT: float("inf"), FULL_SCAN: float("inf")}
+        for _ in range(rounds):
+            best[CURSORKIT] = min(best[CURSORKIT], _reopen(path))
+            for index in path.glob("*.idx"):
+                index.unlink()
+            best[FULL_SCAN] = min(best[FULL_SCAN], _reopen(path))  # its close writes them again
+        for kind, seconds in best.items():
+            REOPEN_TABLE.record(REOPEN, kind, seconds * 1e3, lower=True)
+        REOPEN_TABLE.record(REOPEN_RATIO, CURSORKIT, best[FULL_SCAN] / best[CURSORKIT], lower=False)
+        print(
+            f"\nreopen {count} records: with index files {best[CURSORKIT] * 1e3:.0f} ms, "
+            f"full scan {best[FULL_SCAN] * 1e3:.0f} ms, ratio {best[FULL_SCAN] / best[CURSORKIT]:.1f}x"
+        )
 
     benchmark.pedantic(timed, rounds=1, iterations=1)

@@ -72,7 +72,7 @@ def test_sigkill_at_random_moments_loses_no_returned_append(tmp_path: Path) -> N
     plan = random.Random(SEED)
     printed: dict[Position, tuple[int, int]] = {}
     trim_floor = 0  # ledgers below this may be gone: a printed trim intent covers them
-    stats = {"torn_tail": 0, "in_flight_served": 0, "ledgers": 0}
+    stats = {"torn_tail": 0, "in_flight_served": 0, "ledgers": 0, "indexed": 0}
     started = time.monotonic()
     for rnd in range(1, KILLS + 1):
         seen = run_child(path, rnd, plan, tmp_path / "child.err")
@@ -89,7 +89,9 @@ def test_sigkill_at_random_moments_loses_no_returned_append(tmp_path: Path) -> N
             report = log.report
             context = f"round {rnd}: {report}"
             assert not report.damaged and not report.unused_tail_bytes, context
+            assert not report.damaged_indexes, context  # an index is whole or absent, never stale
             stats["torn_tail"] += report.torn_tail_bytes > 0
+            stats["indexed"] += report.indexed_ledgers
             for pos, (r, n) in printed.items():
                 try:
                     got = log.read(pos)
@@ -112,3 +114,4 @@ def test_sigkill_at_random_moments_loses_no_returned_append(tmp_path: Path) -> N
     elapsed = time.monotonic() - started
     print(f"\n{KILLS} kills in {elapsed:.1f}s: {stats}")
     assert stats["ledgers"] > 2  # rollovers happened
+    assert stats["indexed"] > 0  # sealed ledgers were loaded from their index files

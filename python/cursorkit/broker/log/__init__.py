@@ -2,7 +2,9 @@
 
 One directory per topic, locked (``flock``) by the ``MessageLog`` that has it open::
 
-    ledger-<id, 20 digits>.seg    one ledger: a header, then entry records
+    ledger-<id, 20 digits>.seg        one ledger: a header, then entry records
+    ledger-<id, 20 digits>.seg.idx    its index (:mod:`.index`), written when it is sealed or the
+                                      log closed, removed before the next append to it
 
 Little endian throughout. A segment's 48-byte header is ``magic (89 "CKSEG" 0d 0a) | version u16 (1)
 | flags u16 (0) | ledger id u64 | previous ledger u64 | its entries u64 | its end u64 | CRC-32 u32``:
@@ -14,11 +16,13 @@ records from 0.
 
 A new ledger is written whole under a temp name (header, fsync, rename, fsync of the directory),
 so a ledger's file always holds its header. An append writes its group of records in one write
-and ``fdatasync``s it; trimming unlinks whole ledgers. Recovery (:mod:`.recovery`) checks every
-record and reports what it cannot serve in a :class:`LogRecoveryReport`.
+and ``fdatasync``s it; trimming unlinks whole ledgers. Recovery (:mod:`.recovery`) loads each
+ledger whose index file checks out against it, checks every record of the others, and reports what
+it cannot serve in a :class:`LogRecoveryReport`; reads check every record's checksum.
 
 The pieces: :mod:`.log` (``MessageLog``), :mod:`.segment` (one ledger's file and index),
-:mod:`.format` (the bytes, and ``Entry``), :mod:`.recovery`.
+:mod:`.format` (the bytes, and ``Entry``), :mod:`.index` (index files), :mod:`.scan` (reading a
+segment record by record), :mod:`.recovery`.
 """
 
 from __future__ import annotations

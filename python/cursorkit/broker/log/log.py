@@ -221,6 +221,7 @@ class MessageLog:
             self._install(segment)
         if prev is not None:
             prev.close_writer()
+            prev.save_index(self._opener, sync=self._sync)
         return segment
 
     def _seal_now(self, current: Segment) -> None:
@@ -333,8 +334,7 @@ class MessageLog:
             try:
                 for lid in doomed:
                     segment = self._segments[lid]
-                    with contextlib.suppress(FileNotFoundError):
-                        segment.path.unlink()
+                    segment.remove()
                     segment.close()
                     del self._segments[lid]
                     self._ids.remove(lid)
@@ -354,13 +354,17 @@ class MessageLog:
     def close(self) -> None:
         """Closes every file and unlocks the directory (everything appended is already durable).
 
-        A ledger left sealed by a failed append gets its successor first, if it has none yet.
+        A ledger left sealed by a failed append gets its successor first, if it has none yet. Each
+        ledger's index file is written where it is missing or stale, so that the next open loads
+        the indexes instead of scanning the records.
         """
         with self._append_lock:
             if not self._closed:
                 self._seal_now(self._segments[self._ids[-1]])
             with self._lock:
                 if not self._closed:
+                    for segment in self._segments.values():
+                        segment.save_index(self._opener, sync=self._sync)
                     self._release()
 
     def _release(self) -> None:

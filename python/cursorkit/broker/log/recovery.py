@@ -1,4 +1,4 @@
-"""Recovering a message log's directory: every segment scanned and checked, damage reported, not served.
+"""Recovering a message log's directory: every segment indexed or scanned, damage reported, not served.
 
 Rules (the module docstring of :mod:`cursorkit.broker.log` gives the format):
 
@@ -12,28 +12,31 @@ Rules (the module docstring of :mod:`cursorkit.broker.log` gives the format):
   are counted in ``unused_tail_bytes``; fewer is reported as damage.
 * Files that are not regular files (a directory, a symlink, a FIFO) or whose header is unusable
   are reported and left alone; their ledger ids are never reused. Left-over temp files of a new
-  ledger whose creation was cut short are removed.
+  ledger or index whose creation was cut short, and index files of missing ledgers, are removed.
+* A ledger whose index file (:mod:`.index`) checks out against the segment as it is now is loaded
+  from it, its records not read (reads still check each one); any other index file is reported in
+  ``damaged_indexes`` and the ledger is scanned (:mod:`.scan`).
 
-Work is one sequential read of every segment, memory one index row per entry.
+Work is one read of each index file, or one sequential read of a segment without one; memory one
+index row per entry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import zlib
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cursorkit.broker.log.format import HEADER, RECORD, SegmentHeader, parse_header, record_problem
+from cursorkit.broker.log.format import HEADER, parse_header
+from cursorkit.broker.log.index import INDEX_SUFFIX, load_index
+from cursorkit.broker.log.scan import SegmentScan, scan_records
 from cursorkit.broker.log.segment import SEGMENT_NAME, Segment, open_for_reads
 from cursorkit.fsio import temp_target
 
 __all__ = ["LogRecoveryReport", "Recovered", "recover_directory"]
 
 _MAX_LEDGER = (1 << 63) - 1
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +55,14 @@ class LogRecoveryReport:
     unused_tail_bytes: int = 0
     """Bytes past the end a sealed ledger's successor recorded (a failed append, never served)."""
     temp_files_removed: tuple[str, ...] = ()
-    """Temp files of a ledger whose creation was cut short."""
+    """Temp files of a ledger whose creation was cut short, and index files of missing ledgers."""
+    indexed_ledgers: int = 0
+    """Ledgers whose index was loaded from their index file, none of their records read."""
+    scanned_ledgers: int = 0
+    """Ledgers whose every record was read and checked (no usable index file)."""
+    damaged_indexes: list[tuple[int, str]] = field(default_factory=list)
+    """``(ledger, reason)`` of each index file not used (stale or damaged): that ledger was scanned.
+    Damage of an index, not of the data: :attr:`healthy` does not count it."""
 
     @property
     def healthy(self) -> bool:
@@ -69,65 +79,38 @@ class Recovered:
     report: LogRecoveryReport
 
 
-@dataclass(slots=True)
-class _Scan:
-    """One segment file read end to end: its index, and where (and why) it stops being intact."""
+def _read(fd: int, path: Path, lid: int, damaged_indexes: list[tuple[int, str]]) -> SegmentScan | str:
+    """The index of the segment ``path`` (open at ``fd``), or why its header is unusable.
 
-    header: SegmentHeader
-    offsets: array[int]
-    max_times: array[int]
-    end: int
-    size: int
-    problem: str = ""
-    torn: bool = False
-
-
-def _scan(fd: int) -> tuple[_Scan | None, str]:
-    """The index of the segment open at ``fd``, or ``None`` and why its header is unusable."""
+    From its index file when that checks out, else by a scan.
+    """
     size = os.fstat(fd).st_size
-    with open(fd, "rb", buffering=_CHUNK, closefd=False) as f:
-        header, reason = parse_header(f.read(HEADER.size))
-        if header is None:
-            return None, reason
-        scan = _Scan(header, array("q"), array("q"), HEADER.size, size)
-        top: int | None = None
-        while scan.end < size:
-            head = f.read(RECORD.size)
-            length, reason, torn = record_problem(head, size - scan.end)
-            if reason:
-                scan.problem, scan.torn = reason, torn
-                break
-            crc, _, when, _ = RECORD.unpack_from(head)
-            data = f.read(length)
-            if len(data) != length or zlib.crc32(data, zlib.crc32(head[4:])) != crc:
-                scan.problem = "record fails its checksum"
-                break
-            top = when if top is None else max(top, when)
-            scan.offsets.append(scan.end)
-            scan.max_times.append(top)
-            scan.end += RECORD.size + length
-    return scan, ""
-
-
-def _cut(scan: _Scan, entries: int) -> None:
-    """Keeps the first ``entries`` entries of ``scan`` (at most as many as it holds)."""
-    if entries < len(scan.offsets):
-        scan.end = scan.offsets[entries]
-    del scan.offsets[entries:]
-    del scan.max_times[entries:]
-    scan.problem, scan.torn = "", False
+    header, reason = parse_header(os.pread(fd, HEADER.size, 0))
+    if header is None:
+        return reason
+    if header.ledger_id != lid:
+        return f"header names ledger {header.ledger_id}"
+    loaded = load_index(path, fd, lid, size)
+    if isinstance(loaded, tuple):
+        offsets, max_times = loaded
+        return SegmentScan(header, offsets, max_times, size, size, indexed=True)
+    if loaded:
+        damaged_indexes.append((lid, loaded))
+    return scan_records(fd, header, size)
 
 
 def _found(directory: Path, removed: list[str]) -> dict[int, Path]:
-    """Segment files by ledger id; left-over temp files of unfinished ledgers are removed."""
-    found: dict[int, Path] = {}
-    for name in sorted(os.listdir(directory)):
-        m = SEGMENT_NAME.fullmatch(name)
-        if m:
-            found[int(m.group(1))] = directory / name
-            continue
+    """Segment files by ledger id; left-over temp files and index files of missing ledgers are removed."""
+    names = sorted(os.listdir(directory))
+    found = {int(m.group(1)): directory / m.group(0) for m in map(SEGMENT_NAME.fullmatch, names) if m}
+    for name in names:
         target = temp_target(name)
-        if target is not None and SEGMENT_NAME.fullmatch(target):
+        if target is not None:
+            doomed = SEGMENT_NAME.fullmatch(target.removesuffix(INDEX_SUFFIX)) is not None
+        else:
+            m = SEGMENT_NAME.fullmatch(name[: -len(INDEX_SUFFIX)]) if name.endswith(INDEX_SUFFIX) else None
+            doomed = m is not None and int(m.group(1)) not in found
+        if doomed:
             with contextlib.suppress(OSError):
                 (directory / name).unlink()  # a symlink is unlinked, never followed
                 removed.append(name)
@@ -139,7 +122,8 @@ def recover_directory(directory: Path) -> Recovered:
     removed: list[str] = []
     found = _found(directory, removed)
     damaged: list[tuple[int, int, str]] = []
-    scans: list[tuple[int, Path, int, _Scan]] = []
+    damaged_indexes: list[tuple[int, str]] = []
+    scans: list[tuple[int, Path, int, SegmentScan]] = []
     try:
         for lid, path in sorted(found.items()):
             if lid > _MAX_LEDGER:
@@ -151,16 +135,13 @@ def recover_directory(directory: Path) -> Recovered:
                 damaged.append((lid, 0, f"unreadable ({e.strerror or e})"))
                 continue
             try:
-                scan, reason = _scan(fd)
+                scan = _read(fd, path, lid, damaged_indexes)
             except BaseException:
                 os.close(fd)
                 raise
-            if scan is not None and scan.header.ledger_id != lid:
-                reason = f"header names ledger {scan.header.ledger_id}"
-                scan = None
-            if scan is None:
+            if isinstance(scan, str):
                 os.close(fd)
-                damaged.append((lid, 0, reason))
+                damaged.append((lid, 0, scan))
                 continue
             scans.append((lid, path, fd, scan))
     except BaseException:
@@ -177,7 +158,7 @@ def recover_directory(directory: Path) -> Recovered:
                 scan.problem or f"holds {held} entries, ledger {nxt.header.ledger_id} recorded {sealed}"
             )
             continue
-        _cut(scan, sealed)
+        scan.cut(sealed)
         unused += scan.size - scan.end
         if scan.end != nxt.header.previous_end:
             scan.problem = (
@@ -187,6 +168,7 @@ def recover_directory(directory: Path) -> Recovered:
     segments: list[Segment] = []
     for i, (lid, path, fd, scan) in enumerate(scans):
         segment = Segment(lid, path, fd, scan.offsets, scan.max_times, scan.end)
+        segment.indexed = scan.indexed and scan.end == scan.size
         last = i == len(scans) - 1
         if scan.problem and last and scan.torn:
             torn_bytes = scan.size - scan.end
@@ -205,6 +187,9 @@ def recover_directory(directory: Path) -> Recovered:
         damaged=sorted(damaged),
         unused_tail_bytes=unused,
         temp_files_removed=tuple(removed),
+        indexed_ledgers=sum(scan.indexed for *_, scan in scans),
+        scanned_ledgers=sum(not scan.indexed for *_, scan in scans),
+        damaged_indexes=sorted(damaged_indexes),
     )
     next_ledger = max(usable, default=0) + 1
     return Recovered(segments, next_ledger, report)

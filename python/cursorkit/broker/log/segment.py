@@ -1,9 +1,10 @@
 """One ledger of a message log: its segment file, the in-memory index of its entries, its appends.
 
 The index keeps, per entry, the offset of its record and the running maximum of the publish
-times up to it (what :meth:`MessageLog.find_by_time` searches). Reads verify each record's
-checksum again; an append is one write and one ``fdatasync``, cut off again when it fails, and
-served only once it is durable.
+times up to it (what :meth:`MessageLog.find_by_time` searches); it is saved in an index file
+(:mod:`.index`) when the ledger is sealed or the log closed, and that file is removed before the
+next append. Reads verify each record's checksum again; an append is one write and one
+``fdatasync``, cut off again when it fails, and served only once it is durable.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from array import array
 from pathlib import Path
 
 from cursorkit.broker.log.format import RECORD, Entry, SegmentHeader, decode_records, encode_header
+from cursorkit.broker.log.index import encode_index, index_path
 from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import Opener, StoreFile, atomic_write, datasync, regular_fd, write_all
 
@@ -57,6 +59,8 @@ class Segment:
         """Bytes of the file this ledger serves (header and whole, intact records)."""
         self.must_seal = False
         self.truncate_to: int | None = None
+        self.indexed = False
+        """Whether the index file describes this ledger as it is now."""
         self._read_fd: int | None = read_fd
         self._writer: StoreFile | None = None
 
@@ -135,9 +139,38 @@ class Segment:
         self.end = start + length
         return first
 
+    def save_index(self, opener: Opener, *, sync: bool) -> None:
+        """Writes the index file when it is missing or stale and the file holds only what is served.
+
+        A failure leaves no index file (the next recovery scans the ledger instead): not an error.
+        """
+        if self.indexed or self._read_fd is None:
+            return
+        try:
+            if os.fstat(self._read_fd).st_size != self.end:
+                return  # a failed append's bytes in the tail: recovery scans, as it must
+            data = encode_index(self.ledger_id, self.end, self.offsets, self.max_times)
+            atomic_write(index_path(self.path), data, opener=opener, sync=sync)
+        except OSError:
+            return
+        self.indexed = True
+
+    def remove(self) -> None:
+        """Deletes the index file, then the segment file (one that is gone already is no error)."""
+        for path in (index_path(self.path), self.path):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
     def _writer_for(self, opener: Opener, *, sync: bool) -> StoreFile:
-        """The append handle, after cutting off a torn tail recovery found."""
+        """The append handle, after removing the index file and cutting off a torn tail recovery found.
+
+        The index file's removal need not be durable: one that survives a crash no longer covers
+        the file's size once an append landed, so recovery does not use it.
+        """
         if self._writer is None:
+            with contextlib.suppress(OSError):
+                index_path(self.path).unlink()
+            self.indexed = False
             try:
                 f = opener(str(self.path), "ab")
             except OSError:
