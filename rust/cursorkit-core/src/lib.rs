@@ -13,7 +13,7 @@ pub mod shared;
 #[path = "../tests/common/mod.rs"]
 mod testing;
 
-pub use ackstate::batch::{BatchAcks, MAX_BATCH_SIZE};
+pub use ackstate::batch::{check_batch_sizes, BatchAcks, MAX_BATCH_SIZE};
 pub use ackstate::codec::{FORMAT_VERSION, MAGIC};
 pub use ackstate::cursor::{Cursor, CursorCounters, MAX_NEXT_UNACKED};
 pub use ackstate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};

@@ -148,6 +148,26 @@ impl BatchAcks {
     }
 }
 
+/// Checks entries' message counts (a batch's `num_messages_in_batch`, 1 for a single message):
+/// each in `1..=MAX_BATCH_SIZE`, as many as the positions they go with.
+pub fn check_batch_sizes(sizes: &[i64], positions: usize) -> Result<()> {
+    if sizes.len() != positions {
+        return Err(CoreError::InvalidArgument(format!(
+            "{} message counts for {positions} entries",
+            sizes.len()
+        )));
+    }
+    match sizes
+        .iter()
+        .find(|&&m| !(1..=i64::from(MAX_BATCH_SIZE)).contains(&m))
+    {
+        Some(bad) => Err(CoreError::InvalidArgument(format!(
+            "message counts must be in 1..={MAX_BATCH_SIZE}, got {bad}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn check_size(size: u32) -> Result<()> {
     if size == 0 || size > MAX_BATCH_SIZE {
         return Err(CoreError::InvalidArgument(format!(

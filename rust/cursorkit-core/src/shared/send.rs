@@ -1,9 +1,10 @@
 //! Reads in, deliveries out: the round-robin dispatch over permits.
 
 use super::{Held, SharedCore};
+use crate::ackstate::batch::check_batch_sizes;
 use crate::ackstate::cursor::Cursor;
 use crate::ackstate::position::{check_entries, Position};
-use crate::error::{CoreError, Result};
+use crate::error::Result;
 
 /// What one dispatch sends to one consumer: positions in order, with their redelivery counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,21 +31,7 @@ impl SharedCore {
         cursor: &Cursor,
     ) -> Result<()> {
         check_entries(ledgers, entries)?;
-        if messages.len() != ledgers.len() {
-            return Err(CoreError::InvalidArgument(format!(
-                "{} message counts for {} entries",
-                messages.len(),
-                ledgers.len()
-            )));
-        }
-        if let Some(bad) = messages
-            .iter()
-            .find(|&&m| !(1..=i64::from(u32::MAX)).contains(&m))
-        {
-            return Err(CoreError::InvalidArgument(format!(
-                "message counts must be in 1..=2^32-1, got {bad}"
-            )));
-        }
+        check_batch_sizes(messages, ledgers.len())?;
         for ((&l, &e), &m) in ledgers.iter().zip(entries).zip(messages) {
             let p = Position::new(l, e)?;
             if self.held.contains_key(&p) || self.queue.contains_key(&p) {

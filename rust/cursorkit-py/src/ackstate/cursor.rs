@@ -542,3 +542,44 @@ impl PyCursorState {
         )
     }
 }
+
+/// A `cursorkit.Cursor` argument, or `InvalidInputType`.
+pub(crate) fn cursor_arg<'a, 'py>(
+    cursor: &'a Bound<'py, PyAny>,
+) -> PyResult<&'a Bound<'py, PyCursorState>> {
+    cursor.cast::<PyCursorState>().map_err(|_| {
+        InvalidInputType::new_err(format!(
+            "cursor must be a cursorkit.Cursor, got {}",
+            cursor
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        ))
+    })
+}
+
+/// Runs `f` on a dispatcher's core and a cursor, locked in that order (every dispatcher takes
+/// them so); with `large` the GIL is released. A panic becomes `InternalError`.
+pub(crate) fn with_cursor<S: Shared, R: Send>(
+    this: &S,
+    cursor: &Bound<'_, PyAny>,
+    method: &'static str,
+    large: bool,
+    f: impl FnOnce(&mut S::Core, &mut Cursor) -> Result<R, CoreError> + Send,
+) -> PyResult<R> {
+    let py = cursor.py();
+    let c = cursor_arg(cursor)?.get();
+    let r = if large {
+        let (mine, theirs) = (this.cell(), c.cell());
+        sync::guarded(py, method, || {
+            let mut d = mine.lock().unwrap_or_else(|p| p.into_inner());
+            let mut k = theirs.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut d, &mut k)
+        })
+    } else {
+        let mut d = this.lock(py);
+        let mut k = c.lock(py);
+        sync::catching(|| format!("{}.{method}", S::NAME), || f(&mut d, &mut k))
+    };
+    r.map_err(|e| to_py(py, e))
+}

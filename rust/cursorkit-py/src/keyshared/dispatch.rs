@@ -14,13 +14,13 @@ use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::ackstate::cursor::PyCursorState;
+use crate::ackstate::cursor::with_cursor;
 use crate::ackstate::position::PyPosition;
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, str_arg, u32_arg};
 use crate::errors::{to_py, InvalidArgument, InvalidInputType};
 use crate::keyshared::draining::{draining_rows, rows_array};
-use crate::sync::{self, catching, Shared};
+use crate::sync::Shared;
 
 /// Calls over at most this many entries run with the GIL held (cheaper than releasing it).
 const SMALL: usize = 256;
@@ -55,25 +55,12 @@ impl PyDispatchCore {
     }
 }
 
-fn cursor_of<'a, 'py>(cursor: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyCursorState>> {
-    cursor.cast::<PyCursorState>().map_err(|_| {
-        InvalidInputType::new_err(format!(
-            "cursor must be a cursorkit.Cursor, got {}",
-            cursor
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-        ))
-    })
-}
-
 fn positions<'py>(py: Python<'py>, ps: Vec<Position>) -> PyResult<Bound<'py, PyList>> {
     PyList::new(py, ps.into_iter().map(PyPosition))
 }
 
 impl PyDispatchCore {
-    /// Runs `f` on the dispatcher and the cursor, locked in that order; with `large` the GIL is
-    /// released. A panic becomes `InternalError`.
+    /// Runs `f` on the dispatcher and the cursor (see [`with_cursor`]).
     fn with_cursor<R: Send>(
         &self,
         cursor: &Bound<'_, PyAny>,
@@ -81,21 +68,7 @@ impl PyDispatchCore {
         large: bool,
         f: impl FnOnce(&mut DispatchCore, &mut Cursor) -> Result<R, CoreError> + Send,
     ) -> PyResult<R> {
-        let py = cursor.py();
-        let c = cursor_of(cursor)?.get();
-        let r = if large {
-            let (mine, theirs) = (self.cell(), c.cell());
-            sync::guarded(py, method, || {
-                let mut d = mine.lock().unwrap_or_else(|p| p.into_inner());
-                let mut k = theirs.lock().unwrap_or_else(|p| p.into_inner());
-                f(&mut d, &mut k)
-            })
-        } else {
-            let mut d = self.lock(py);
-            let mut k = c.lock(py);
-            catching(|| format!("DispatchCore.{method}"), || f(&mut d, &mut k))
-        };
-        r.map_err(|e| to_py(py, e))
+        with_cursor(self, cursor, method, large, f)
     }
 }
 

@@ -11,13 +11,13 @@ use cursorkit_core::{AckCounts, CoreError, Cursor, Position, SharedCore, ROUND_R
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use crate::ackstate::cursor::PyCursorState;
+use crate::ackstate::cursor::with_cursor;
 use crate::ackstate::position::PyPosition;
 use crate::ackstate::rangeset::columns;
 use crate::args::{bool_arg, column, int_arg, u32_arg};
-use crate::errors::{to_py, InvalidArgument, InvalidInputType};
+use crate::errors::{to_py, InvalidArgument};
 use crate::keyshared::dispatcher::ids::Ids;
-use crate::sync::{self, catching, Shared};
+use crate::sync::Shared;
 
 /// Calls over at most this many entries keep the GIL (releasing it costs more).
 const SMALL: usize = 256;
@@ -30,18 +30,6 @@ pub struct PySharedCore {
 
 crate::shared!(PySharedCore, SharedCore, "SharedCore");
 
-fn cursor_of<'a, 'py>(cursor: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyCursorState>> {
-    cursor.cast::<PyCursorState>().map_err(|_| {
-        InvalidInputType::new_err(format!(
-            "cursor must be a cursorkit.Cursor, got {}",
-            cursor
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-        ))
-    })
-}
-
 fn count_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     let v = int_arg(obj, what)?;
     u64::try_from(v).map_err(|_| InvalidArgument::new_err(format!("{what} must be >= 0, got {v}")))
@@ -52,8 +40,6 @@ fn counts(py: Python<'_>, c: AckCounts) -> PyResult<Bound<'_, PyTuple>> {
 }
 
 impl PySharedCore {
-    /// Runs `f` on the core and the cursor, locked in that order; with `large` the GIL is
-    /// released. A panic becomes `InternalError`.
     fn with_cursor<R: Send>(
         &self,
         cursor: &Bound<'_, PyAny>,
@@ -61,21 +47,7 @@ impl PySharedCore {
         large: bool,
         f: impl FnOnce(&mut SharedCore, &mut Cursor) -> Result<R, CoreError> + Send,
     ) -> PyResult<R> {
-        let py = cursor.py();
-        let c = cursor_of(cursor)?.get();
-        let r = if large {
-            let (mine, theirs) = (self.cell(), c.cell());
-            sync::guarded(py, method, || {
-                let mut d = mine.lock().unwrap_or_else(|p| p.into_inner());
-                let mut k = theirs.lock().unwrap_or_else(|p| p.into_inner());
-                f(&mut d, &mut k)
-            })
-        } else {
-            let mut d = self.lock(py);
-            let mut k = c.lock(py);
-            catching(|| format!("SharedCore.{method}"), || f(&mut d, &mut k))
-        };
-        r.map_err(|e| to_py(py, e))
+        with_cursor(self, cursor, method, large, f)
     }
 
     fn plain<R>(

@@ -14,19 +14,7 @@ impl DispatchCore {
         messages: &[i64],
     ) -> Result<()> {
         check_entries(ledgers, entries)?;
-        same_len(
-            ledgers.len(),
-            messages.len(),
-            "positions and message counts",
-        )?;
-        if let Some(bad) = messages
-            .iter()
-            .find(|&&m| !(1..=i64::from(u32::MAX)).contains(&m))
-        {
-            return Err(CoreError::InvalidArgument(format!(
-                "message counts must be in 1..=2^32-1, got {bad}"
-            )));
-        }
+        check_batch_sizes(messages, ledgers.len())?;
         for ((&l, &e), &m) in ledgers.iter().zip(entries).zip(messages) {
             let p = Position::new(l, e)?;
             if m > 1 {

@@ -71,6 +71,7 @@ mod state;
 
 use std::collections::BTreeMap;
 
+use crate::ackstate::batch::check_batch_sizes;
 use crate::ackstate::cursor::Cursor;
 use crate::ackstate::position::Position;
 use crate::ackstate::position::{check_entries, check_entry};
