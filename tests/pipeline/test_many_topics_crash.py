@@ -1,8 +1,8 @@
 """Many-topic runs killed (SIGKILL) at each point of the commit protocol, and from outside mid-job.
 
-After every kill the output committed before it is still readable, every file it lists matching its
-size and SHA-256 (or, killed after the commit, the new one is); the next run succeeds and removes
-everything the killed run staged.
+Each kill hits a copy of one committed output (built once). After every kill the output committed
+before it is still readable, every file it lists matching its size and SHA-256 (or, killed after the
+commit, the new one is); the next run succeeds and removes everything the killed run staged.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,13 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def committed(spark: Any, logs: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One committed output of ``logs`` and its run, built once: each test kills a run over a copy of it."""
+    out = tmp_path_factory.mktemp("committed") / "out"
+    return out, cluster.rebuild_topics(spark, logs / "messages", logs / "acks", out, CFG).run
+
+
 def _verified(out: Path) -> dict[str, Any]:
     """The committed manifest, after checking every file it lists and opening every topic's cursors."""
     doc: dict[str, Any] = json.loads((out / "manifest.json").read_text())
@@ -78,14 +86,17 @@ def _reap(proc: subprocess.Popen[str]) -> int:
 
 
 @pytest.mark.parametrize("point", ["staged", "summary", "manifest", "outside"])
-def test_killed_run_then_rerun(spark: Any, logs: Path, tmp_path: Path, point: str) -> None:
+def test_killed_run_then_rerun(
+    spark: Any, logs: Path, committed: tuple[Path, str], tmp_path: Path, point: str
+) -> None:
     out = tmp_path / "out"
-    first = cluster.rebuild_topics(spark, logs / "messages", logs / "acks", out, CFG)
+    shutil.copytree(committed[0], out)
+    first_run = committed[1]
     before = _verified(out)
     if point == "outside":  # SIGKILL to the whole process group once topics are being staged
         proc = _child(logs, out, "none")
         deadline = time.monotonic() + 240
-        while not any(p.name != first.run for p in (out / "runs").iterdir()):
+        while not any(p.name != first_run for p in (out / "runs").iterdir()):
             assert proc.poll() is None and time.monotonic() < deadline, "the child never staged"
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -94,10 +105,10 @@ def test_killed_run_then_rerun(spark: Any, logs: Path, tmp_path: Path, point: st
         proc = _child(logs, out, point)
         assert _reap(proc) == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
     runs = {p.name for p in (out / "runs").iterdir()}
-    assert len(runs) == 2 and first.run in runs  # the killed run left its staging behind
+    assert len(runs) == 2 and first_run in runs  # the killed run left its staging behind
     after = _verified(out)
     if point == "manifest":
-        assert after["run"] != first.run  # committed before the kill: the new output is live
+        assert after["run"] != first_run  # committed before the kill: the new output is live
     else:
         assert after == before  # the earlier output is untouched
     again = cluster.rebuild_topics(spark, logs / "messages", logs / "acks", out, CFG)
