@@ -26,7 +26,7 @@ from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.delayed_trackers import open_tracker
 from cursorkit.delayed import BucketDelayedDeliveryTracker
-from cursorkit.errors import ProtocolError
+from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
 from cursorkit.keyshared.dispatcher import Selector
 from cursorkit.keyshared.hashing import hash_many, slots
@@ -35,6 +35,8 @@ from cursorkit.shared import SharedDispatcher
 
 __all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
 
+_READ_BYTES = 4 * 1024 * 1024
+"""The most a read of the log returns (at least one entry)."""
 _ENTRIES_KEPT = 2_000
 """Read entries kept for sending before the cache is dropped (they are read again then)."""
 MAX_UNACKED_PER_CONSUMER = 50_000
@@ -102,6 +104,8 @@ class Subscription:
         """Messages per entry, on average over the recent reads."""
         self._flushed = self.cursor.mutations
         self._key_shared: KeySharedDispatcher | None = None
+        self.damage = ""
+        """The damage that last stopped a dispatch (logged once by the topic), or ""."""
 
     # -- consumers ---------------------------------------------------------------------------------
 
@@ -292,6 +296,23 @@ class Subscription:
             )
         )
 
+    def _read_before_damage(self, n: int) -> list[Entry]:
+        """The entries of a read that come before its damaged one, one by one; raises at the damage."""
+        out: list[Entry] = []
+        at = self._read_at
+        for _ in range(n):
+            try:
+                got = self.log.read_from(at, 1, _READ_BYTES)
+            except CursorkitError:
+                if not out:
+                    raise
+                break
+            if not got:
+                break
+            out.append(got[0])
+            at = self._after(got[0].position)
+        return out
+
     def _entry(self, position: Position) -> Entry:
         """An entry to send: from the last reads when it is there, else read again."""
         entry = self._entries.pop(position, None)
@@ -304,7 +325,10 @@ class Subscription:
         of the recent reads.
         """
         n = max(1, min(self._read_batch, int(messages_wanted / self._per_entry)))
-        entries = self.log.read_from(self._read_at, n, 4 * 1024 * 1024)
+        try:
+            entries = self.log.read_from(self._read_at, n, _READ_BYTES)
+        except CursorkitError:
+            entries = self._read_before_damage(n)
         if entries:
             self._read_at = self._after(entries[-1].position)
             if len(self._entries) > _ENTRIES_KEPT:

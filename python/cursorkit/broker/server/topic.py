@@ -20,7 +20,7 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.subscription import Subscription
-from cursorkit.errors import PersistFailed
+from cursorkit.errors import CursorkitError, PersistFailed
 
 __all__ = ["Topic"]
 
@@ -128,9 +128,21 @@ class Topic:
             sub.cursor.set_ledger_sizes(sizes)
 
     def dispatch(self) -> None:
-        """Lets every subscription send what it can."""
+        """Lets every subscription send what it can.
+
+        A subscription that meets damage in the log (an entry failing its checksum) stops before
+        it and tries again at the next dispatch; the damage is logged once, and the topic's other
+        subscriptions, its appends and its receipts go on.
+        """
         for sub in self.subscriptions.values():
-            sub.dispatch()
+            try:
+                sub.dispatch()
+            except CursorkitError as e:
+                if sub.damage != str(e):
+                    sub.damage = str(e)
+                    log.error(
+                        "%s, subscription %r cannot dispatch past damage: %s", self.name.full, sub.name, e
+                    )
 
     def _schedule_dispatch(self, delay_s: float) -> None:
         loop = asyncio.get_running_loop()
