@@ -35,3 +35,36 @@ def test_messages_of_a_last_consumer_leaving_go_to_the_next(broker: BrokerProces
         assert nothing_more(second)
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
+@pytest.mark.parametrize(
+    "kind",
+    [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Failover, pulsar.ConsumerType.KeyShared],
+    ids=["Shared", "Failover", "Key_Shared"],
+)
+def test_every_kind_with_and_without_batching(broker: BrokerProcess, kind: object, batching: bool) -> None:
+    """300 messages in, the same 300 out, once each (Exclusive has its own test)."""
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe("kinds", "s", consumer_type=kind, receiver_queue_size=50)
+        producer = c.create_producer(
+            "kinds",
+            batching_enabled=batching,
+            batching_max_messages=20,
+            batching_max_publish_delay_ms=5,
+            batching_type=pulsar.BatchingType.KeyBased if batching else pulsar.BatchingType.Default,
+        )
+        for i in range(300):
+            producer.send_async(f"m-{i}".encode(), None, partition_key=f"k-{i % 7}")
+        producer.flush()
+        got = receive_all(consumer, 300)
+        assert sorted(m.data() for m in got) == sorted(f"m-{i}".encode() for i in range(300))
+        if kind != pulsar.ConsumerType.Shared:  # one consumer: in order, per key and overall
+            keys = [m.partition_key() for m in got]
+            for k in set(keys):
+                mine = [int(m.data()[2:]) for m in got if m.partition_key() == k]
+                assert mine == sorted(mine)
+        assert nothing_more(consumer)
+    finally:
+        c.close()
