@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Awaitable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from cursorkit import Position
@@ -54,7 +54,8 @@ class Connection:
         self.connected = False
         self.producers: dict[int, tuple[Topic, str]] = {}
         self.consumers: dict[int, tuple[Subscription, Consumer, Topic]] = {}
-        self._receipts: dict[int, deque[tuple[int, asyncio.Future[Position]]]] = {}
+        self._failed: set[int] = set()
+        """Producers whose append failed: no more receipts until they are created again."""
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._last_seen = self._loop.time()
@@ -247,7 +248,7 @@ class Connection:
             )
         topic.producer_names.add(name)
         self.producers[q.producer_id] = (topic, name)
-        self._receipts[q.producer_id] = deque()
+        self._failed.discard(q.producer_id)
         self._reply(commands.producer_success(q.request_id, name))
 
     def _send(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
@@ -264,25 +265,26 @@ class Connection:
         topic, _name = found
         meta = payload.metadata
         count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-        fut = topic.publish(payload.stored, meta.publish_time, max(1, count))
-        queue = self._receipts[q.producer_id]
-        queue.append((q.sequence_id, fut))
-        if len(queue) == 1:
-            asyncio.get_running_loop().create_task(self._send_receipts(q.producer_id, queue))
+        topic.publish(
+            payload.stored,
+            meta.publish_time,
+            max(1, count),
+            partial(self._stored, q.producer_id, q.sequence_id),
+        )
 
-    async def _send_receipts(
-        self, producer_id: int, queue: deque[tuple[int, asyncio.Future[Position]]]
-    ) -> None:
-        while queue:
-            sequence_id, fut = queue[0]
-            try:
-                position = await fut
-            except Exception as e:  # noqa: BLE001 - the client learns it, then reconnects and re-sends
-                self._reply(commands.send_error(producer_id, sequence_id, api.PersistenceError, str(e)))
-                queue.clear()
-                return
-            queue.popleft()
-            self.send(send_receipt_frame(producer_id, sequence_id, position.ledger_id, position.entry_id))
+    def _stored(self, producer_id: int, sequence_id: int, result: Position | Exception) -> None:
+        """A SEND's receipt once its entry is durable (the topic calls in send order).
+
+        After a failed append the producer gets one error and no further receipts: the client
+        closes it, reconnects and sends again from its first unreceipted message.
+        """
+        if producer_id in self._failed:
+            return
+        if isinstance(result, Exception):
+            self._failed.add(producer_id)
+            self._reply(commands.send_error(producer_id, sequence_id, api.PersistenceError, str(result)))
+            return
+        self.send(send_receipt_frame(producer_id, sequence_id, result.ledger_id, result.entry_id))
 
     def _close_producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.close_producer

@@ -22,7 +22,10 @@ from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.errors import CursorkitError, PersistFailed
 
-__all__ = ["Topic"]
+__all__ = ["Stored", "Topic"]
+
+Stored = Callable[[Position | Exception], None]
+"""Told where a published entry was stored, once it is durable, or why it was not."""
 
 log = logging.getLogger("cursorkit.broker")
 
@@ -45,7 +48,7 @@ class Topic:
             self.directory / "log", segment_bytes=config.segment_bytes, sync=config.sync
         )
         self.subscriptions: dict[str, Subscription] = {}
-        self._pending: list[tuple[bytes, int, int, asyncio.Future[Position]]] = []
+        self._pending: list[tuple[bytes, int, int, Stored]] = []
         self._committing = False
         self._timer: asyncio.TimerHandle | None = None
         self.producer_names: set[str] = set()
@@ -87,14 +90,16 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------------------------
 
-    def publish(self, stored: bytes, publish_time: int, num_messages: int) -> asyncio.Future[Position]:
-        """Queues one entry for the next group commit; the future resolves once it is durable."""
-        fut: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-        self._pending.append((stored, publish_time, num_messages, fut))
+    def publish(self, stored: bytes, publish_time: int, num_messages: int, done: Stored) -> None:
+        """Queues one entry for the next group commit.
+
+        ``done`` gets its position once it is durable (or the error that kept it from being
+        stored), in the order the entries were queued.
+        """
+        self._pending.append((stored, publish_time, num_messages, done))
         if not self._committing:
             self._committing = True
             asyncio.get_running_loop().create_task(self._commit())
-        return fut
 
     async def _commit(self) -> None:
         try:
@@ -107,13 +112,11 @@ class Topic:
                     # few ms holds the loop, and every SEND that arrives meanwhile joins the next).
                     positions = self.log.append(rows)
                 except Exception as e:  # noqa: BLE001 - each send gets the failure
-                    for *_, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(e)
+                    for *_, done in batch:
+                        done(e)
                     continue
-                for (*_, fut), position in zip(batch, positions, strict=True):
-                    if not fut.done():
-                        fut.set_result(position)
+                for (*_, done), position in zip(batch, positions, strict=True):
+                    done(position)
                 self._grew()
                 self.dispatch()
         finally:
