@@ -26,6 +26,7 @@ from cursorkit.proto.pulsar_api_pb2 import (
     BrokerEntryMetadata,
     CommandPing,
     CommandSend,
+    KeyValue,
     MessageMetadata,
     ServerError,
 )
@@ -263,3 +264,20 @@ def test_no_entry_travels_as_the_largest_unsigned_id() -> None:
     mid = commands.message_id(7, -1)
     assert (mid.ledgerId, mid.entryId) == (7, 2**64 - 1)
     assert int.from_bytes(mid.entryId.to_bytes(8, "big"), "big", signed=True) == -1
+
+
+@pytest.mark.parametrize("where", ["producer_name", "property value", "replicate_to"])
+def test_metadata_strings_that_are_not_utf8_are_refused(where: str) -> None:
+    """Non-UTF-8 bytes in a string of the metadata, at the top or nested, fail the SEND's frame."""
+    meta = MessageMetadata(
+        producer_name="pp",
+        sequence_id=1,
+        publish_time=2,
+        replicate_to=["rr"],
+        properties=[KeyValue(key="k", value="vv")],
+    ).SerializeToString()
+    marker = {"producer_name": b"\x02pp", "property value": b"\x02vv", "replicate_to": b"\x02rr"}[where]
+    assert meta.count(marker) == 1
+    bad = meta.replace(marker, b"\x02\xff\xfe")
+    with pytest.raises(ProtocolError, match="UTF-8"):
+        read_stored(struct.pack(">I", len(bad)) + bad + b"payload")

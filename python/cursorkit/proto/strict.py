@@ -78,20 +78,41 @@ def _has_strings(descriptor: Descriptor) -> bool:
     return walk(descriptor)
 
 
+_SKIP, _TEXT, _TEXTS, _NESTED, _NESTEDS = range(5)
+
+
+@cache
+def _kind(field: FieldDescriptor) -> int:
+    """What the UTF-8 walk does with a field: skip it, check its string(s), or walk its message(s)."""
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return _TEXTS if field.is_repeated else _TEXT
+    if (
+        field.type == FieldDescriptor.TYPE_MESSAGE
+        and field.message_type is not None
+        and _has_strings(field.message_type)
+        and not field.message_type.GetOptions().map_entry  # no map of ours holds strings
+    ):
+        return _NESTEDS if field.is_repeated else _NESTED
+    return _SKIP
+
+
 def _not_text(msg: Message) -> str | None:
     """The name of the first string field holding non-UTF-8 bytes; only walks where strings live."""
     if not _has_strings(msg.DESCRIPTOR):
         return None
     field: Any
     for field, value in msg.ListFields():
-        values = value if field.is_repeated else [value]
-        if field.type == FieldDescriptor.TYPE_STRING:
-            if any(not isinstance(v, str) for v in values):
+        kind = _kind(field)
+        if kind == _SKIP:
+            continue
+        if kind == _TEXT:
+            if not isinstance(value, str):
                 return str(field.full_name)
-        elif field.type == FieldDescriptor.TYPE_MESSAGE and _has_strings(field.message_type):
-            if field.message_type.GetOptions().map_entry:
-                continue  # no map of ours holds strings
-            for sub in values:
+        elif kind == _TEXTS:
+            if any(not isinstance(v, str) for v in value):
+                return str(field.full_name)
+        else:
+            for sub in value if kind == _NESTEDS else (value,):
                 bad = _not_text(sub)
                 if bad is not None:
                     return bad
