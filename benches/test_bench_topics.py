@@ -1,7 +1,8 @@
 """The many-topic rebuild (issue 13) on ``local[2]``: a cluster of 1,000 topics at 10M and 40M messages.
 
 Each rebuild runs in a process of its own (``topics_driver.py``: a fresh ``local[2]`` session, one
-untimed warm-up job) so its driver's peak memory is the rebuild's alone. Measured:
+untimed warm-up job) so its driver's peak memory is the rebuild's alone; the smoke run sends all its
+rebuilds to one such process (``topics_driver.py --jobs``) to start Python and the JVM once. Measured:
 
 - 1,000 topics (20 of them partitioned × 16: 1,300 topics in all), 3 subscriptions each, at 10M and
   40M messages: wall time, messages per second, the Python driver's and the JVM's peak RSS;
@@ -10,7 +11,8 @@ untimed warm-up job) so its driver's peak memory is the rebuild's alone. Measure
   tiny) against 200,000 messages in one topic, the difference divided by the topic count.
 
 The smoke run (``--benchmark-disable``, part of ``make test``) uses 50 topics and tiny sizes and
-judges nothing. The closing table is printed by ``conftest.py`` from this module's ``TABLE``.
+judges nothing; its peaks are each job's high-water marks over what the shared session already held.
+The closing table is printed by ``conftest.py`` from this module's ``TABLE``.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -34,6 +39,9 @@ pytestmark = pytest.mark.spark
 
 HERE = Path(__file__).parent
 GB = 1e9
+
+Drive = Callable[[Path, Path, Path, str], dict[str, Any]]
+"""Runs one rebuild (messages, acks, out, mode ``topics`` or ``single``) and returns its figures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,20 +116,86 @@ def scale(smoke: bool) -> Scale:
     return SMOKE if smoke else FULL
 
 
+def _figures(line: str) -> dict[str, Any] | None:
+    """The figures of a ``FIGURES`` line of topics_driver.py, None for any other line."""
+    if not line.startswith("FIGURES "):
+        return None
+    figures: dict[str, Any] = json.loads(line.removeprefix("FIGURES "))
+    return figures
+
+
+def _driver_env() -> dict[str, str]:
+    return dict(os.environ, OPENBLAS_NUM_THREADS="1")
+
+
 def _drive(messages: Path, acks: Path, out: Path, mode: str) -> dict[str, Any]:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    """One rebuild in a driver process of its own (the measured mode)."""
     done = subprocess.run(
         [sys.executable, str(HERE / "topics_driver.py"), str(messages), str(acks), str(out), mode],
         capture_output=True,
         text=True,
-        env=env,
+        env=_driver_env(),
         check=False,
     )
     for line in done.stdout.splitlines():
-        if line.startswith("FIGURES "):
-            figures: dict[str, Any] = json.loads(line.removeprefix("FIGURES "))
+        if (figures := _figures(line)) is not None:
             return figures
     raise AssertionError(f"the rebuild failed ({done.returncode}):\n{done.stderr[-4000:]}")
+
+
+def _tail(file: IO[bytes], start: int) -> str:
+    """The last 4,000 characters a process wrote to ``file`` from byte ``start`` on (no seek)."""
+    end = os.fstat(file.fileno()).st_size
+    return os.pread(file.fileno(), end - start, start).decode(errors="replace")[-4000:]
+
+
+@contextmanager
+def _shared_driver() -> Iterator[Drive]:
+    """One ``topics_driver.py --jobs`` process for every rebuild of the module (the smoke mode)."""
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "topics_driver.py"), "--jobs"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=_driver_env(),
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+
+        def run(messages: Path, acks: Path, out: Path, mode: str) -> dict[str, Any]:
+            start = 0  # a driver that died before this job: all it wrote
+            if proc.poll() is None:
+                start = os.fstat(stderr.fileno()).st_size
+                stdin.write(json.dumps([str(messages), str(acks), str(out), mode]) + "\n")
+                stdin.flush()
+                for line in iter(stdout.readline, ""):
+                    if (figures := _figures(line)) is not None:
+                        return figures
+                    if line.startswith("FAILED"):
+                        break
+            raise AssertionError(f"the rebuild failed ({proc.poll()}):\n{_tail(stderr, start)}")
+
+        try:
+            yield run
+        finally:
+            try:
+                proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise
+
+
+@pytest.fixture(scope="module")
+def drive(smoke: bool) -> Iterator[Drive]:
+    """Runs a rebuild: in a process of its own, or in the module's shared driver in the smoke run."""
+    if not smoke:
+        yield _drive
+        return
+    with _shared_driver() as shared:
+        yield shared
 
 
 def _cluster(root: Path, topics: int, n: int, *, seed: int = 1) -> tuple[Path, Path, int]:
@@ -151,15 +225,17 @@ def _single(root: Path, n: int) -> tuple[Path, Path]:
     return g.messages_path, g.acks_path
 
 
-def test_many_topics(benchmark: Any, scale: Scale, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_many_topics(
+    benchmark: Any, scale: Scale, drive: Drive, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     root = tmp_path_factory.mktemp("topics-bench")
 
     def run_all() -> None:
         for n in scale.sizes:
             m, a, topics = _cluster(root, scale.topics, n)
-            RUNS.runs[f"cluster at {n:,}"] = (n, topics, _drive(m, a, root / f"out-{n}", "topics"))
+            RUNS.runs[f"cluster at {n:,}"] = (n, topics, drive(m, a, root / f"out-{n}", "topics"))
         m, a = _single(root, scale.single)
-        RUNS.runs["single topic"] = (scale.single, 1, _drive(m, a, root / "out-single", "single"))
+        RUNS.runs["single topic"] = (scale.single, 1, drive(m, a, root / "out-single", "single"))
 
     benchmark.pedantic(run_all, rounds=1, iterations=1)
     small, large = (RUNS.runs[f"cluster at {n:,}"] for n in scale.sizes)
@@ -172,15 +248,17 @@ def test_many_topics(benchmark: Any, scale: Scale, tmp_path_factory: pytest.Temp
     TABLE.record(JVM, cw.CURSORKIT, large[2]["jvm_peak_rss"] / GB)
 
 
-def test_per_topic_overhead(benchmark: Any, scale: Scale, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_per_topic_overhead(
+    benchmark: Any, scale: Scale, drive: Drive, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     root = tmp_path_factory.mktemp("topics-overhead")
     n = scale.overhead_topics * scale.overhead_messages
     m, a, topics = _cluster(root, scale.overhead_topics, n)
 
     def run_both() -> None:
-        RUNS.runs["many small topics"] = (n, topics, _drive(m, a, root / "out-many", "topics"))
+        RUNS.runs["many small topics"] = (n, topics, drive(m, a, root / "out-many", "topics"))
         sm, sa = _single(root, n)
-        RUNS.runs["the same as one topic"] = (n, 1, _drive(sm, sa, root / "out-one", "single"))
+        RUNS.runs["the same as one topic"] = (n, 1, drive(sm, sa, root / "out-one", "single"))
 
     benchmark.pedantic(run_both, rounds=1, iterations=1)
     many = RUNS.runs["many small topics"][2]["seconds"]
