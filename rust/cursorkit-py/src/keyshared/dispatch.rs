@@ -59,19 +59,6 @@ fn positions<'py>(py: Python<'py>, ps: Vec<Position>) -> PyResult<Bound<'py, PyL
     PyList::new(py, ps.into_iter().map(PyPosition))
 }
 
-impl PyDispatchCore {
-    /// Runs `f` on the dispatcher and the cursor (see [`with_cursor`]).
-    fn with_cursor<R: Send>(
-        &self,
-        cursor: &Bound<'_, PyAny>,
-        method: &'static str,
-        large: bool,
-        f: impl FnOnce(&mut DispatchCore, &mut Cursor) -> Result<R, CoreError> + Send,
-    ) -> PyResult<R> {
-        with_cursor(self, cursor, method, large, f)
-    }
-}
-
 /// A core call taking entries as ledger, entry and slot columns (and the cursor).
 type EntriesCall = fn(&mut DispatchCore, &[i64], &[i64], &[i64], &Cursor) -> Result<(), CoreError>;
 
@@ -89,7 +76,7 @@ impl PyDispatchCore {
         let (ls, es) = columns(ledgers, entries)?;
         let ss = column(slots, "slots")?;
         let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
-        self.with_cursor(cursor, method, ls.len() > SMALL, |d, c| {
+        with_cursor(self, cursor, method, ls.len() > SMALL, |d, c| {
             call(d, ls, es, ss, c)
         })
     }
@@ -108,7 +95,7 @@ impl PyDispatchCore {
         let id = u32_arg(consumer_id, "consumer id")?;
         let (ls, es) = columns(ledgers, entries)?;
         let (ls, es) = (ls.as_slice(), es.as_slice());
-        self.with_cursor(cursor, method, ls.len() > SMALL, |d, c| {
+        with_cursor(self, cursor, method, ls.len() > SMALL, |d, c| {
             call(d, id, ls, es, c)
         })
     }
@@ -157,7 +144,7 @@ impl PyDispatchCore {
     ) -> PyResult<()> {
         let id = u32_arg(consumer_id, "consumer id")?;
         let n = permits_arg(permits)?;
-        self.with_cursor(cursor, "add_consumer", false, |d, c| {
+        with_cursor(self, cursor, "add_consumer", false, |d, c| {
             d.add_consumer(id, n, c)
         })
     }
@@ -169,7 +156,7 @@ impl PyDispatchCore {
         cursor: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let id = u32_arg(consumer_id, "consumer id")?;
-        let ps = self.with_cursor(cursor, "remove_consumer", true, |d, c| {
+        let ps = with_cursor(self, cursor, "remove_consumer", true, |d, c| {
             d.remove_consumer(id, c)
         })?;
         positions(consumer_id.py(), ps)
@@ -277,7 +264,7 @@ impl PyDispatchCore {
     /// Sends what can be sent: `[(consumer id, ledgers, entries), ...]`, int64 arrays.
     fn dispatch<'py>(&self, cursor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let py = cursor.py();
-        let out = self.with_cursor(cursor, "dispatch", true, |d, c| d.dispatch(c))?;
+        let out = with_cursor(self, cursor, "dispatch", true, |d, c| d.dispatch(c))?;
         let list = PyList::empty(py);
         for d in out {
             let row = PyTuple::new(
@@ -324,8 +311,10 @@ impl PyDispatchCore {
         let id = u32_arg(consumer_id, "consumer id")?;
         let l = int_arg(ledger_id, "ledger_id")?;
         let e = int_arg(entry_id, "entry_id")?;
-        self.with_cursor(cursor, "ack_one", false, |d, c| d.ack_one(id, l, e, c))
-            .map(outcome)
+        with_cursor(self, cursor, "ack_one", false, |d, c| {
+            d.ack_one(id, l, e, c)
+        })
+        .map(outcome)
     }
 
     /// Negative acks; returns how many were pending on the consumer.
@@ -353,7 +342,7 @@ impl PyDispatchCore {
         cursor: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let id = u32_arg(consumer_id, "consumer id")?;
-        let ps = self.with_cursor(cursor, "redeliver", true, |d, c| d.redeliver(id, c))?;
+        let ps = with_cursor(self, cursor, "redeliver", true, |d, c| d.redeliver(id, c))?;
         positions(consumer_id.py(), ps)
     }
 

@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use cursorkit_core::{AckCounts, CoreError, Cursor, Position, SharedCore, ROUND_ROBIN_BATCH};
+use cursorkit_core::{AckCounts, CoreError, Position, SharedCore, ROUND_ROBIN_BATCH};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -40,16 +40,6 @@ fn counts(py: Python<'_>, c: AckCounts) -> PyResult<Bound<'_, PyTuple>> {
 }
 
 impl PySharedCore {
-    fn with_cursor<R: Send>(
-        &self,
-        cursor: &Bound<'_, PyAny>,
-        method: &'static str,
-        large: bool,
-        f: impl FnOnce(&mut SharedCore, &mut Cursor) -> Result<R, CoreError> + Send,
-    ) -> PyResult<R> {
-        with_cursor(self, cursor, method, large, f)
-    }
-
     fn plain<R>(
         &self,
         py: Python<'_>,
@@ -125,7 +115,7 @@ impl PySharedCore {
         cursor: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyList>> {
         let id = u32_arg(consumer_id, "consumer id")?;
-        let ps = self.with_cursor(cursor, "remove_consumer", true, |d, c| {
+        let ps = with_cursor(self, cursor, "remove_consumer", true, |d, c| {
             d.remove_consumer(id, c)
         })?;
         PyList::new(cursor.py(), ps.into_iter().map(PyPosition))
@@ -173,7 +163,7 @@ impl PySharedCore {
         let (ls, es) = ids.slices();
         let ms = column(messages, "messages")?;
         let ms = ms.as_slice();
-        self.with_cursor(cursor, "add_read", ls.len() > SMALL, |d, c| {
+        with_cursor(self, cursor, "add_read", ls.len() > SMALL, |d, c| {
             d.add_read(ls, es, ms, c)
         })
     }
@@ -189,16 +179,20 @@ impl PySharedCore {
         let (ls, es) = columns(ledger_ids, entry_ids)?;
         let ms = column(messages, "messages")?;
         let (ls, es, ms) = (ls.as_slice(), es.as_slice(), ms.as_slice());
-        self.with_cursor(cursor, "add_read_columns", ls.len() > SMALL, |d, c| {
-            d.add_read(ls, es, ms, c)
-        })
+        with_cursor(
+            self,
+            cursor,
+            "add_read_columns",
+            ls.len() > SMALL,
+            |d, c| d.add_read(ls, es, ms, c),
+        )
     }
 
     /// Sends what can be sent: `(consumer id, [Position], [redelivery count])` per consumer.
     fn dispatch<'py>(&self, cursor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let py = cursor.py();
         let large = self.lock(py).queue_len() > SMALL;
-        let sent = self.with_cursor(cursor, "dispatch", large, |d, c| d.dispatch(c))?;
+        let sent = with_cursor(self, cursor, "dispatch", large, |d, c| d.dispatch(c))?;
         let out = PyList::empty(py);
         for s in sent {
             let ps = PyList::new(
@@ -224,7 +218,9 @@ impl PySharedCore {
         let mut ids = Ids::empty();
         ids.read(positions)?;
         let (ls, es) = ids.slices();
-        let c = self.with_cursor(cursor, "ack", ls.len() > SMALL, |d, k| d.ack(ls, es, k))?;
+        let c = with_cursor(self, cursor, "ack", ls.len() > SMALL, |d, k| {
+            d.ack(ls, es, k)
+        })?;
         counts(cursor.py(), c)
     }
 
@@ -235,7 +231,7 @@ impl PySharedCore {
         cursor: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let p = position.0;
-        let c = self.with_cursor(cursor, "ack_cumulative", true, |d, k| {
+        let c = with_cursor(self, cursor, "ack_cumulative", true, |d, k| {
             d.ack_cumulative(p.ledger_id, p.entry_id, k)
         })?;
         counts(cursor.py(), c)
@@ -252,7 +248,7 @@ impl PySharedCore {
         let mut ids = Ids::empty();
         ids.read(positions)?;
         let (ls, es) = ids.slices();
-        self.with_cursor(cursor, "nack", ls.len() > SMALL, |d, c| {
+        with_cursor(self, cursor, "nack", ls.len() > SMALL, |d, c| {
             d.nack(id, ls, es, c)
         })
     }
@@ -264,7 +260,9 @@ impl PySharedCore {
         cursor: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
         let id = u32_arg(consumer_id, "consumer id")?;
-        self.with_cursor(cursor, "redeliver_all", true, |d, c| d.redeliver_all(id, c))
+        with_cursor(self, cursor, "redeliver_all", true, |d, c| {
+            d.redeliver_all(id, c)
+        })
     }
 
     /// Forgets everything sent or waiting (a seek).
