@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from cursorkit.ackstate import Cursor, DispatchPausePolicy
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
 from cursorkit.keyshared.hashing import sticky_key_hash
+from cursorkit.keyshared.hooks import DelayedTracker, Selector
 from cursorkit.keyshared.selectors import AutoSplitSelector, ConsistentHashingSelector, ExclusiveRangeSelector
 
 Mode = Literal["draining", "last-sent", "out-of-order"]
@@ -45,43 +46,6 @@ MAX_UNACKED_PER_SUBSCRIPTION = 200_000
 """``maxUnackedMessagesPerSubscription``: likewise (0 = no limit)."""
 UNLIMITED = 2**63 - 1
 """``look_ahead_limit`` when no limit applies (every limit of the rule is 0)."""
-
-
-class Selector(Protocol):
-    """What the dispatcher needs of a selector (all three in ``cursorkit.keyshared`` qualify)."""
-
-    def add_consumer(self, consumer: Any) -> Any:
-        """Adds a consumer; returns the impact (``.removed``: consumer → ranges moved away)."""
-        ...
-
-    def remove_consumer(self, consumer: Any) -> Any:
-        """Removes a consumer; returns the impact."""
-        ...
-
-    def select(self, slot: int) -> Any:
-        """The consumer owning ``slot``, or None."""
-        ...
-
-    def select_many(self, slots: Any) -> Any:
-        """Owner indices of many slots (-1: none), to be read through ``consumers_by_index``."""
-        ...
-
-    @property
-    def consumers_by_index(self) -> tuple[Any, ...]:
-        """Consumer of each index, with a final None for index -1."""
-        ...
-
-
-class DelayedTracker(Protocol):
-    """The tracker hook: held messages are never dispatched before their time."""
-
-    def add_message(self, ledger_id: int, entry_id: int, deliver_at: int) -> bool:
-        """True: the tracker holds it (do not dispatch now)."""
-        ...
-
-    def get_scheduled_messages(self, max_messages: int) -> Any:
-        """Due messages as (ledger, entry) rows."""
-        ...
 
 
 class Entry(NamedTuple):
@@ -324,9 +288,7 @@ class KeySharedDispatcher(KeySharedBase):
         consumer's permits as it holds messages (an entry with fewer permits left still goes, as
         in Pulsar). Entries never given a size count as one message.
         """
-        ledgers = np.fromiter((p.ledger_id for p in positions), dtype=np.int64, count=len(positions))
-        entries = np.fromiter((p.entry_id for p in positions), dtype=np.int64, count=len(positions))
-        self._core.set_batch_sizes(ledgers, entries, np.asarray(messages, dtype=np.int64))
+        self._core.set_batch_sizes(*_columns(positions), np.asarray(messages, dtype=np.int64))
 
     def add_entries(
         self, entries: Iterable[Entry | tuple[Position, bytes | str]], *, replay: bool = False

@@ -22,7 +22,7 @@ import numpy as np
 from cursorkit._core import Position, SharedCore
 from cursorkit.ackstate import Cursor
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
-from cursorkit.keyshared.dispatcher import DelayedTracker
+from cursorkit.keyshared.hooks import DelayedTracker
 
 __all__ = [
     "MAX_UNACKED_PER_CONSUMER",

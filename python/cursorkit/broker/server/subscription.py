@@ -28,8 +28,8 @@ from cursorkit.broker.server.delayed_trackers import open_tracker
 from cursorkit.delayed import BucketDelayedDeliveryTracker
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
-from cursorkit.keyshared.dispatcher import Selector
 from cursorkit.keyshared.hashing import hash_many, slots
+from cursorkit.keyshared.hooks import Selector
 from cursorkit.proto import pulsar_api_pb2 as api
 from cursorkit.shared import SharedDispatcher
 
