@@ -748,6 +748,38 @@ class PendingAcks:
     def memory_usage(self) -> int:
         """Exact heap bytes held (capacities, not lengths)."""
 
+@final
+class FrameScanner:
+    """A client's byte stream into Pulsar frames, SEND/ACK/FLOW decoded (see ``cursorkit.broker``).
+
+    ``feed`` returns one tuple per frame, its first item the command type:
+    ``(6, producer_id, sequence_id, stored, publish_time, num_messages)`` for a SEND,
+    ``(10, consumer_id, cumulative, [Position])`` for an ACK, ``(11, consumer_id, permits)`` for a
+    FLOW, ``(0, frame)`` for any other frame (its bytes after ``totalSize``, for the full decoder).
+    """
+
+    def __init__(self, max_frame_size: int) -> None: ...
+    @property
+    def buffered(self) -> int:
+        """Bytes held of a frame not yet complete."""
+    def feed(self, data: bytes) -> list[tuple[Any, ...]]:
+        """The frames ``data`` completes, in stream order; ``ProtocolError`` at a size that cannot be."""
+
+def message_frames(
+    consumer_id: int,
+    positions: list[Position],
+    redelivery_counts: list[int],
+    datas: list[bytes],
+    ack_sets: list[list[int] | None] | None = None,
+) -> bytes:
+    """The MESSAGE frames delivering ``datas`` at ``positions`` to ``consumer_id``, concatenated."""
+
+def send_receipts(producer_id: int, sequence_ids: list[int], positions: list[Position]) -> bytes:
+    """The SEND_RECEIPT frames of ``sequence_ids`` stored at ``positions``, concatenated."""
+
+def entry_fields(datas: list[bytes]) -> tuple[list[int], list[bytes]]:
+    """Each stored entry's ``deliver_at_time`` (0 when absent) and key (ordering, else partition key)."""
+
 def heap_allocated() -> int:
     """Bytes currently allocated on the Rust heap by this extension (for memory benchmarks)."""
 

@@ -41,6 +41,10 @@ pub enum CoreError {
     /// message); the caller may raise the budget to accept it.
     #[error("{0}")]
     Budget(String),
+    /// Bytes that break Pulsar's wire protocol past recovery (a frame over the size limit, a size
+    /// field that does not fit): the connection they came on has no frame boundary left.
+    #[error("{0}")]
+    Protocol(String),
     /// Persisted bytes of a format version this build does not read.
     #[error("unsupported format version {found} (this build reads version {supported})")]
     UnsupportedVersion {

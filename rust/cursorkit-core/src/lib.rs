@@ -3,6 +3,7 @@
 
 pub mod ackstate;
 pub mod bits;
+pub mod broker;
 pub mod delayed;
 mod error;
 pub mod keyshared;
@@ -22,6 +23,7 @@ pub use ackstate::wire::{
     long_list_map_field, message_range_field, parse_message_ranges, varint_len,
 };
 pub use bits::{pack_bits, set_bits};
+pub use broker::{Frame, FrameScanner};
 pub use delayed::delay_queue::{DelayQueue, Popped, MAX_LIVE_LEDGERS};
 pub use delayed::snapshot::{
     bitmap_cardinality, cut_segments, decode_segment, encode_segment, segment_bitmaps,

@@ -12,6 +12,7 @@ pyo3::import_exception!(cursorkit.errors, InvalidArgument);
 pyo3::import_exception!(cursorkit.errors, InvalidInputType);
 pyo3::import_exception!(cursorkit.errors, InvalidPosition);
 pyo3::import_exception!(cursorkit.errors, LengthMismatch);
+pyo3::import_exception!(cursorkit.errors, ProtocolError);
 pyo3::import_exception!(cursorkit.errors, TrackerClosed);
 pyo3::import_exception!(cursorkit.errors, UnknownConsumer);
 pyo3::import_exception!(cursorkit.errors, UnknownLedger);
@@ -31,6 +32,7 @@ pub fn to_py(_py: Python<'_>, e: CoreError) -> PyErr {
         CoreError::ConsumerAssign(_) => ConsumerAssignError::new_err(message),
         CoreError::Budget(_) => BudgetExceeded::new_err(message),
         CoreError::Internal(_) => InternalError::new_err(message),
+        CoreError::Protocol(_) => ProtocolError::new_err(message),
     }
 }
 

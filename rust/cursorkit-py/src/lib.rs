@@ -14,6 +14,7 @@ mod ackstate;
 mod alloc;
 mod args;
 mod arrow;
+mod broker;
 mod delayed;
 mod errors;
 mod keyshared;
@@ -40,6 +41,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dispatch::PyDispatchCore>()?;
     m.add_class::<dispatcher::PyKeySharedBase>()?;
     m.add_class::<shared::core::PySharedCore>()?;
+    m.add_class::<broker::scanner::PyFrameScanner>()?;
+    m.add_function(wrap_pyfunction!(broker::frames::message_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(broker::frames::send_receipts, m)?)?;
+    m.add_function(wrap_pyfunction!(broker::frames::entry_fields, m)?)?;
     m.add_class::<pending_acks::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;

@@ -12,15 +12,15 @@ memory, as in Pulsar).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import cast
 
 from cursorkit import Cursor, Position
 from cursorkit.broker.log import Entry, MessageLog
 from cursorkit.broker.protocol import commands
-from cursorkit.broker.protocol.frames import encode_command, stored_metadata
-from cursorkit.broker.protocol.hot_frames import message_frame
+from cursorkit.broker.protocol.frames import encode_command
+from cursorkit.broker.protocol.hot_frames import entry_fields, message_frames
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
@@ -49,10 +49,6 @@ _SUB_TYPES: dict[int, str] = {
     api.CommandSubscribe.Key_Shared: "Key_Shared",
 }
 _ONE_ACTIVE = (api.CommandSubscribe.Exclusive, api.CommandSubscribe.Failover)
-
-
-def _metadata(entry: Entry) -> api.MessageMetadata:
-    return stored_metadata(entry.data)
 
 
 class Subscription:
@@ -201,26 +197,31 @@ class Subscription:
     def ack(self, consumer: Consumer, ack: api.CommandAck) -> None:
         """Individual or cumulative acks, whole entries or batch indexes (``ack_set``: the unacked bits)."""
         cumulative = ack.ack_type == api.CommandAck.Cumulative
-        if cumulative and self.sub_type not in _ONE_ACTIVE:
-            raise ProtocolError(
-                f"cumulative acks are not allowed on {self.type_name} subscriptions",
-                server_error=api.NotAllowedError,
-            )
         whole: list[Position] = []
         for mid in ack.message_id:
             position = Position(mid.ledgerId, mid.entryId)
-            if cumulative:
-                self._shared.ack_cumulative(position)
-                continue
-            if len(mid.ack_set) and self._ack_batch_indexes(position, mid.ack_set):
+            if not cumulative and len(mid.ack_set) and self._ack_batch_indexes(position, mid.ack_set):
                 continue
             whole.append(position)
-        if whole:
+        self.ack_positions(consumer, whole, cumulative=cumulative)
+
+    def ack_positions(self, consumer: Consumer, positions: list[Position], *, cumulative: bool) -> None:
+        """Acks whole entries: individually, or cumulatively up to each (Exclusive and Failover only)."""
+        if cumulative:
+            if self.sub_type not in _ONE_ACTIVE:
+                raise ProtocolError(
+                    f"cumulative acks are not allowed on {self.type_name} subscriptions",
+                    server_error=api.NotAllowedError,
+                )
+            for position in positions:
+                self._shared.ack_cumulative(position)
+            return
+        if positions:
             ks = self._ks
             if ks is not None:
-                ks.ack_many(consumer, whole)
+                ks.ack_many(consumer, positions)
             else:
-                self._shared.ack(whole)
+                self._shared.ack(positions)
 
     def _ack_batch_indexes(self, position: Position, ack_set: Iterable[int]) -> bool:
         """Acks the batch indexes an ``ack_set`` leaves unset; False when it leaves none (the whole entry)."""
@@ -270,31 +271,30 @@ class Subscription:
         except Exception:  # noqa: BLE001 - a trimmed or unknown entry: count it as one
             return 1
 
-    @staticmethod
-    def _delayed_until(meta: api.MessageMetadata) -> int:
-        return meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
-
-    @staticmethod
-    def _key_of(meta: api.MessageMetadata) -> bytes:
-        if meta.HasField("ordering_key"):
-            return meta.ordering_key
-        return meta.partition_key.encode() if meta.HasField("partition_key") else b""
-
-    def _send(self, consumer: Consumer, entry: Entry, redelivery_count: int) -> None:
-        ack_set = None
-        batch = self.cursor.batch(entry.position)
-        if batch is not None:
-            words = batch[1]
-            ack_set = [
-                int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)
-            ]
-        consumer.permits -= entry.num_messages
-        p = entry.position
+    def _send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
+        """Sends a dispatch round's entries to one consumer: their frames built in one call."""
+        entries = [self._entry(p) for p in positions]
+        ack_sets: list[list[int] | None] | None = None
+        if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
+            ack_sets = [self._ack_set(e.position) for e in entries]
+        consumer.permits -= sum(e.num_messages for e in entries)
         consumer.send(
-            message_frame(
-                consumer.consumer_id, p.ledger_id, p.entry_id, redelivery_count, entry.data, ack_set
+            message_frames(
+                consumer.consumer_id,
+                [e.position for e in entries],
+                list(counts),
+                [e.data for e in entries],
+                ack_sets,
             )
         )
+
+    def _ack_set(self, position: Position) -> list[int] | None:
+        """The ``ack_set`` words of a partly acked batch (bits set: not yet acked), else None."""
+        batch = self.cursor.batch(position)
+        if batch is None:
+            return None
+        words = batch[1]
+        return [int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)]
 
     def _read_before_damage(self, n: int) -> list[Entry]:
         """The entries of a read that come before its damaged one, one by one; raises at the damage."""
@@ -358,18 +358,13 @@ class Subscription:
                 shared.set_paused(c, paused)
         while True:
             for consumer, positions, counts in shared.dispatch():
-                for p, count in zip(positions, counts, strict=True):
-                    self._send(consumer, self._entry(p), count)
+                self._send(consumer, positions, counts)
             n = shared.entries_to_read(self._read_batch * 1000)  # messages: _read makes them entries
             entries = self._read(n) if n else []
             if not entries:
                 return
-            metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
-            shared.add_read(
-                [e.position for e in entries],
-                [e.num_messages for e in entries],
-                [self._delayed_until(m) for m in metas],
-            )
+            due, _keys = entry_fields([e.data for e in entries])  # one call for the read
+            shared.add_read([e.position for e in entries], [e.num_messages for e in entries], due)
 
     def _dispatch_key_shared(self) -> None:
         ks = self._key_shared
@@ -379,17 +374,16 @@ class Subscription:
             entries = self._read(n) if n else []
             if not entries:
                 break
-            metas = [_metadata(e) for e in entries]  # each entry's metadata parsed once
+            due, keys = entry_fields([e.data for e in entries])  # one call for the read
             if any(e.num_messages > 1 for e in entries):
                 ks.set_batch_sizes([e.position for e in entries], [e.num_messages for e in entries])
             ks.add_read(
                 [e.position for e in entries],
-                slots(hash_many([self._key_of(m) for m in metas]), ks.slot_kind),  # one call for the read
-                [self._delayed_until(m) for m in metas],
+                slots(hash_many(keys), ks.slot_kind),
+                due,
             )
         for consumer, positions, counts in ks.dispatch_with_counts():
-            for p, count in zip(positions, counts.tolist(), strict=True):
-                self._send(consumer, self._entry(p), count)
+            self._send(consumer, positions, counts.tolist())
 
     def _arm_delayed(self) -> None:
         nxt = self.delayed.next_delivery_time()

@@ -22,10 +22,14 @@ from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.errors import CursorkitError, PersistFailed
 
-__all__ = ["Stored", "Topic"]
+__all__ = ["Row", "Stored", "StoredMany", "Topic"]
 
 Stored = Callable[[Position | Exception], None]
 """Told where a published entry was stored, once it is durable, or why it was not."""
+StoredMany = Callable[[list[Position] | Exception], None]
+"""Told where published entries were stored, once durable, or why they were not."""
+Row = tuple[bytes, int, int]
+"""One entry to append: its stored bytes, publish time (ms) and message count."""
 
 log = logging.getLogger("cursorkit.broker")
 
@@ -48,7 +52,7 @@ class Topic:
             self.directory / "log", segment_bytes=config.segment_bytes, sync=config.sync
         )
         self.subscriptions: dict[str, Subscription] = {}
-        self._pending: list[tuple[bytes, int, int, Stored]] = []
+        self._pending: list[tuple[list[Row], StoredMany]] = []
         self._committing = False
         self._timer: asyncio.TimerHandle | None = None
         self.producer_names: set[str] = set()
@@ -91,12 +95,20 @@ class Topic:
     # -- publishing ----------------------------------------------------------------------------------
 
     def publish(self, stored: bytes, publish_time: int, num_messages: int, done: Stored) -> None:
-        """Queues one entry for the next group commit.
+        """Queues one entry for the next group commit (see :meth:`publish_many`)."""
 
-        ``done`` gets its position once it is durable (or the error that kept it from being
-        stored), in the order the entries were queued.
+        def one(result: list[Position] | Exception) -> None:
+            done(result if isinstance(result, Exception) else result[0])
+
+        self.publish_many([(stored, publish_time, num_messages)], one)
+
+    def publish_many(self, rows: list[Row], done: StoredMany) -> None:
+        """Queues entries for the next group commit, in order.
+
+        ``done`` gets their positions once they are durable (or the error that kept them from
+        being stored); the topic calls its ``done``s in the order the entries were queued.
         """
-        self._pending.append((stored, publish_time, num_messages, done))
+        self._pending.append((rows, done))
         if not self._committing:
             self._committing = True
             asyncio.get_running_loop().create_task(self._commit())
@@ -106,17 +118,19 @@ class Topic:
             while self._pending:
                 await asyncio.sleep(0)  # let the SENDs already read from sockets join this commit
                 batch, self._pending = self._pending, []
-                rows = [(data, t, n) for data, t, n, _ in batch]
+                rows = batch[0][0] if len(batch) == 1 else [row for group, _ in batch for row in group]
                 try:
                     # On the loop thread: the log is not shared with other threads (an fsync of a
                     # few ms holds the loop, and every SEND that arrives meanwhile joins the next).
                     positions = self.log.append(rows)
                 except Exception as e:  # noqa: BLE001 - each send gets the failure
-                    for *_, done in batch:
+                    for _, done in batch:
                         done(e)
                     continue
-                for (*_, done), position in zip(batch, positions, strict=True):
-                    done(position)
+                at = 0
+                for group, done in batch:
+                    done(positions[at : at + len(group)])
+                    at += len(group)
                 self._grew()
                 self.dispatch()
         finally:

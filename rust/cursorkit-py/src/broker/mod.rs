@@ -1,0 +1,4 @@
+//! Bindings of the reference broker's byte work: the frame scanner and the per-message frames.
+
+pub mod frames;
+pub mod scanner;

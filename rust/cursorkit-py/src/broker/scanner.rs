@@ -1,0 +1,99 @@
+//! `cursorkit._core.FrameScanner`: a client's byte stream into frames, SEND/ACK/FLOW decoded.
+//!
+//! `feed` returns one tuple per frame, its first item the command type (0 for a frame left whole):
+//! `(6, producer_id, sequence_id, stored, publish_time, num_messages)` for a SEND,
+//! `(10, consumer_id, cumulative, [Position])` for an ACK, `(11, consumer_id, permits)` for a
+//! FLOW, `(0, frame)` for any other frame (its bytes after `totalSize`, for the full decoder).
+
+use std::sync::Mutex;
+
+use cursorkit_core::{broker::Frame, FrameScanner, Position};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use crate::ackstate::position::untracked_position;
+use crate::args::int_arg;
+use crate::errors::to_py;
+use crate::sync::Shared;
+
+/// A client's byte stream into frames (see `cursorkit_core::broker::FrameScanner`).
+#[pyclass(name = "FrameScanner", module = "cursorkit._core", frozen)]
+pub struct PyFrameScanner {
+    inner: Mutex<FrameScanner>,
+}
+
+crate::shared!(PyFrameScanner, FrameScanner, "FrameScanner");
+
+fn frame_tuple<'py>(py: Python<'py>, frame: &Frame<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    match frame {
+        Frame::Send {
+            producer_id,
+            sequence_id,
+            stored,
+            publish_time,
+            num_messages,
+            ..
+        } => (
+            6u8,
+            *producer_id,
+            *sequence_id,
+            PyBytes::new(py, stored),
+            *publish_time,
+            *num_messages,
+        )
+            .into_pyobject(py),
+        Frame::Ack {
+            consumer_id,
+            cumulative,
+            ids,
+        } => {
+            let positions = PyList::empty(py);
+            for &(ledger, entry) in ids {
+                // the scanner takes only ids that fit a Position
+                let p = Position::new(ledger as i64, entry as i64).map_err(|e| to_py(py, e))?;
+                positions.append(untracked_position(py, p)?)?;
+            }
+            (10u8, *consumer_id, *cumulative, positions).into_pyobject(py)
+        }
+        Frame::Flow {
+            consumer_id,
+            permits,
+        } => (11u8, *consumer_id, *permits).into_pyobject(py),
+        Frame::Other(body) => (0u8, PyBytes::new(py, body)).into_pyobject(py),
+    }
+}
+
+#[pymethods]
+impl PyFrameScanner {
+    /// A scanner refusing frames whose ``totalSize`` passes ``max_frame_size`` (at least 8).
+    #[new]
+    fn new(max_frame_size: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = max_frame_size.py();
+        let size = int_arg(max_frame_size, "max_frame_size")?;
+        let scanner =
+            FrameScanner::new(u64::try_from(size).unwrap_or(0)).map_err(|e| to_py(py, e))?;
+        Ok(Self {
+            inner: Mutex::new(scanner),
+        })
+    }
+
+    /// Bytes held of a frame not yet complete.
+    #[getter]
+    fn buffered(&self, py: Python<'_>) -> usize {
+        self.lock(py).buffered()
+    }
+
+    /// The frames ``data`` completes, in stream order, as tuples (see the module).
+    ///
+    /// Raises ``ProtocolError`` for a size over the limit or one that does not fit; the stream has
+    /// no frame boundary left then, and every later feed raises it again.
+    fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let mut scanner = self.lock(py);
+        let frames = scanner.feed(data).map_err(|e| to_py(py, e))?;
+        let out = PyList::empty(py);
+        for frame in &frames {
+            out.append(frame_tuple(py, frame)?)?;
+        }
+        Ok(out)
+    }
+}
