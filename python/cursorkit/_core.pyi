@@ -780,6 +780,12 @@ def send_receipts(producer_id: int, sequence_ids: list[int], positions: list[Pos
 def entry_fields(datas: list[bytes]) -> tuple[list[int], list[bytes]]:
     """Each stored entry's ``deliver_at_time`` (0 when absent) and key (ordering, else partition key)."""
 
+def encode_records(entries: Any) -> tuple[bytes, list[int], list[int]]:
+    """The message log's records of ``(data, publish_time_ms, num_messages)``: blob, offsets, times."""
+
+def decode_records(ledger_id: int, first: int, data: bytes) -> list[tuple[Position, bytes, int, int]]:
+    """The entries of consecutive log records, checked against their CRCs."""
+
 def heap_allocated() -> int:
     """Bytes currently allocated on the Rust heap by this extension (for memory benchmarks)."""
 

@@ -45,6 +45,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(broker::frames::message_frames, m)?)?;
     m.add_function(wrap_pyfunction!(broker::frames::send_receipts, m)?)?;
     m.add_function(wrap_pyfunction!(broker::frames::entry_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(broker::records::encode_records, m)?)?;
+    m.add_function(wrap_pyfunction!(broker::records::decode_records, m)?)?;
     m.add_class::<pending_acks::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;

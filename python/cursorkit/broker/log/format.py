@@ -16,9 +16,11 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from cursorkit import _core
 from cursorkit._core import Position
-from cursorkit.errors import CorruptSnapshot, InvalidArgument, InvalidInputType, UnsupportedVersion
+from cursorkit.errors import UnsupportedVersion
 
 __all__ = [
     "FORMAT_VERSION",
@@ -28,7 +30,6 @@ __all__ = [
     "RECORD",
     "Entry",
     "SegmentHeader",
-    "check_entries",
     "decode_records",
     "encode_header",
     "encode_records",
@@ -46,13 +47,14 @@ NO_LEDGER = (1 << 64) - 1
 """``previous ledger`` of a log's first ledger."""
 MAX_ENTRY_BYTES = 1 << 30
 """The largest entry a segment holds (a longer length field is damage, never an allocation)."""
-_MAX_U32 = (1 << 32) - 1
 _I64 = (-(1 << 63), (1 << 63) - 1)
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One stored entry: where it is, its bytes (a message's metadata and payload), its publish time."""
+class Entry(NamedTuple):
+    """One stored entry: where it is, its bytes (a message's metadata and payload), its publish time.
+
+    A named tuple: a read makes one per entry, and a tuple is the cheapest immutable record.
+    """
 
     position: Position
     data: bytes
@@ -108,40 +110,15 @@ def parse_header(data: bytes) -> tuple[SegmentHeader | None, str]:
     return SegmentHeader(ledger, prev, prev_entries, prev_end), ""
 
 
-def check_entries(entries: Sequence[tuple[bytes, int, int]]) -> None:
-    """Refuses what ``append`` cannot store: typed errors naming the entry."""
-    for i, raw in enumerate(entries):
-        item: object = raw
-        if not isinstance(item, tuple) or len(item) != 3:
-            raise InvalidInputType(f"entry {i}: expected (data, publish_time_ms, num_messages)")
-        data, when, count = item
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise InvalidInputType(f"entry {i}: data must be bytes, got {type(data).__name__}")
-        for name, value in (("publish_time_ms", when), ("num_messages", count)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInputType(f"entry {i}: {name} must be an int, got {type(value).__name__}")
-        size = memoryview(data).nbytes
-        if size > MAX_ENTRY_BYTES:
-            raise InvalidArgument(f"entry {i}: {size} bytes (at most {MAX_ENTRY_BYTES})")
-        if not _I64[0] <= when <= _I64[1]:
-            raise InvalidArgument(f"entry {i}: publish_time_ms {when} does not fit in 64 bits")
-        if not 1 <= count <= _MAX_U32:
-            raise InvalidArgument(f"entry {i}: num_messages {count} is not in 1..2^32-1")
+def encode_records(entries: Sequence[tuple[bytes, int, int]]) -> tuple[bytes, list[int], list[int]]:
+    """The records of ``entries`` as one blob, each record's offset within it, each publish time.
 
-
-def encode_records(entries: Sequence[tuple[bytes, int, int]]) -> tuple[bytes, list[int]]:
-    """The records of ``entries`` as one blob, and each record's offset within it."""
-    parts: list[bytes] = []
-    offsets: list[int] = []
-    pos = 0
-    for raw, when, count in entries:
-        data = bytes(raw)
-        fields = RECORD.pack(0, len(data), when, count)[4:]
-        crc = zlib.crc32(data, zlib.crc32(fields))
-        offsets.append(pos)
-        parts += (struct.pack("<I", crc), fields, data)
-        pos += RECORD.size + len(data)
-    return b"".join(parts), offsets
+    Encoded in Rust; every entry is checked first and nothing is encoded when one is refused:
+    ``InvalidInputType`` (not a ``(data, publish_time_ms, num_messages)`` tuple of bytes and ints)
+    or ``InvalidArgument`` (over ``MAX_ENTRY_BYTES``, a time outside 64 bits, a count outside
+    1..2^32-1), naming the entry.
+    """
+    return _core.encode_records(entries)
 
 
 def record_problem(head: bytes, remaining: int) -> tuple[int, str, bool]:
@@ -163,20 +140,10 @@ def record_problem(head: bytes, remaining: int) -> tuple[int, str, bool]:
 def decode_records(ledger_id: int, first: int, data: bytes) -> list[Entry]:
     """The entries of consecutive records ``data`` holds, the first being entry ``first``.
 
-    ``CorruptSnapshot`` when one no longer matches its checksum (the file changed under the log).
+    ``CorruptSnapshot`` when one is cut short or no longer matches its checksum (the file changed
+    under the log). Checked and split in Rust.
     """
-    out: list[Entry] = []
-    view = memoryview(data)
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < RECORD.size:
-            raise CorruptSnapshot(f"ledger {ledger_id}: entry {first + len(out)} is cut short")
-        crc, length, when, count = RECORD.unpack_from(data, pos)
-        end = pos + RECORD.size + length
-        if end > len(data) or zlib.crc32(view[pos + 4 : end]) != crc:
-            raise CorruptSnapshot(f"ledger {ledger_id}: entry {first + len(out)} fails its checksum")
-        out.append(
-            Entry(Position(ledger_id, first + len(out)), bytes(view[pos + RECORD.size : end]), when, count)
-        )
-        pos = end
-    return out
+    return list(map(_make_entry, _core.decode_records(ledger_id, first, data)))
+
+
+_make_entry = Entry._make

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 from cursorkit._core import Position
-from cursorkit.broker.log.format import NO_LEDGER, Entry, SegmentHeader, check_entries, encode_records
+from cursorkit.broker.log.format import NO_LEDGER, Entry, SegmentHeader, encode_records
 from cursorkit.broker.log.recovery import LogRecoveryReport, recover_directory
 from cursorkit.broker.log.segment import Segment
 from cursorkit.errors import InvalidArgument, InvalidInputType, InvalidPosition, PersistFailed, UnknownLedger
@@ -181,11 +181,9 @@ class MessageLog:
         given: object = entries
         if not isinstance(given, Sequence) or isinstance(given, str | bytes | bytearray | memoryview):
             raise InvalidInputType(f"entries must be a sequence of tuples, got {type(given).__name__}")
-        check_entries(entries)
-        if not entries:
+        blob, offsets, times = encode_records(entries)  # checks every entry first
+        if not offsets:
             return []
-        blob, offsets = encode_records(entries)
-        times = [when for _, when, _ in entries]
         with self._append_lock:
             self._check_open()
             current = self._segments[self._ids[-1]]
@@ -284,13 +282,8 @@ class MessageLog:
             for lid in self._ids[k:]:
                 segment = self._segments[lid]
                 first = max(position.entry_id, 0) if lid == position.ledger_id else 0
-                count = 0
-                while first + count < segment.entries and len(out) + count < max_entries:
-                    size = segment.data_bytes(first + count)
-                    if size > budget and (out or count):
-                        break
-                    budget -= size
-                    count += 1
+                count, size = segment.fit(first, max_entries - len(out), budget, take_one=not out)
+                budget -= size
                 out += segment.read(first, count)
                 if len(out) >= max_entries or (first + count < segment.entries):
                     break

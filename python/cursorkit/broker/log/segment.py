@@ -9,10 +9,12 @@ next append. Reads verify each record's checksum again; an append is one write a
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import re
 from array import array
+from itertools import accumulate
 from pathlib import Path
 
 from cursorkit.broker.log.format import RECORD, Entry, SegmentHeader, decode_records, encode_header
@@ -86,10 +88,27 @@ class Segment:
         """Entries this ledger serves."""
         return len(self.offsets)
 
-    def data_bytes(self, entry: int) -> int:
-        """Length of entry ``entry``'s data (from the index: nothing is read)."""
-        nxt = self.offsets[entry + 1] if entry + 1 < len(self.offsets) else self.end
-        return nxt - self.offsets[entry] - RECORD.size
+    def fit(self, first: int, max_count: int, budget: int, *, take_one: bool) -> tuple[int, int]:
+        """How many entries from ``first`` (at most ``max_count``) fit ``budget`` data bytes, and their bytes.
+
+        With ``take_one``, one entry even when it alone is larger. A binary search over the index
+        (records are at least ``RECORD.size`` bytes each, so data bytes grow with the count):
+        nothing is read.
+        """
+        limit = max(0, min(max_count, len(self.offsets) - first))
+        if limit == 0:
+            return 0, 0
+        start = self.offsets[first]
+        offsets, n, end = self.offsets, len(self.offsets), self.end
+
+        def span(k: int) -> int:
+            stop = offsets[first + k] if first + k < n else end
+            return stop - start - k * RECORD.size
+
+        count = bisect.bisect_right(range(1, limit + 1), budget, key=span)
+        if count == 0 and take_one:
+            count = 1
+        return count, span(count)
 
     def read(self, first: int, count: int) -> list[Entry]:
         """Entries ``first .. first+count-1`` (in range), read in one ``pread`` and checked again."""
@@ -132,10 +151,9 @@ class Segment:
         """Serves the records written at ``start`` (``offsets`` within them); the first new entry id."""
         first = len(self.offsets)
         top = self.max_times[-1] if self.max_times else times[0]
-        for off, when in zip(offsets, times, strict=True):
-            top = max(top, when)
-            self.offsets.append(start + off)
-            self.max_times.append(top)
+        self.offsets.extend([start + off for off in offsets])
+        self.max_times.extend(accumulate(times, max, initial=top))
+        del self.max_times[first]  # the running maximum's seed
         self.end = start + length
         return first
 

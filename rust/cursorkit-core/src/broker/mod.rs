@@ -8,7 +8,9 @@ pub mod entries;
 pub mod frames;
 pub mod out;
 mod reader;
+pub mod records;
 
 pub use entries::entry_fields;
 pub use frames::{Frame, FrameScanner};
 pub use out::{put_message_frame, put_send_receipt};
+pub use records::{put_record, read_records, Record, MAX_ENTRY_BYTES, RECORD_HEADER};

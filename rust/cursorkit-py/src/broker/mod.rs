@@ -1,4 +1,5 @@
 //! Bindings of the reference broker's byte work: the frame scanner and the per-message frames.
 
 pub mod frames;
+pub mod records;
 pub mod scanner;
