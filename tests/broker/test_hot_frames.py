@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import FrameDecoder, encode_command, encode_payload_command, pack_stored
-from cursorkit.broker.protocol.hot_frames import message_frame, send_receipt_frame
+from cursorkit.broker.protocol.hot_frames import entry_fields, message_frame, send_receipt_frame
 from cursorkit.proto import pulsar_api_pb2 as api
 
 u64 = st.integers(0, 2**64 - 1)
@@ -38,3 +38,25 @@ def test_message_frame_is_protobufs(
 def test_send_receipt_frame_is_protobufs(producer_id: int, sequence_id: int, ledger: int, entry: int) -> None:
     ours = send_receipt_frame(producer_id, sequence_id, ledger, entry)
     assert ours == encode_command(commands.send_receipt(producer_id, sequence_id, ledger, entry))
+
+
+@given(
+    partition_key=st.one_of(st.none(), st.text(max_size=8)),
+    ordering_key=st.one_of(st.none(), st.binary(max_size=8)),
+    deliver_at=st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+    payload=st.binary(max_size=16),
+)
+def test_entry_fields_are_what_protobuf_reads(
+    partition_key: str | None, ordering_key: bytes | None, deliver_at: int | None, payload: bytes
+) -> None:
+    meta = api.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
+    meta.properties.add(key="k", value="v")
+    if partition_key is not None:
+        meta.partition_key = partition_key
+    if ordering_key is not None:
+        meta.ordering_key = ordering_key
+    if deliver_at is not None:
+        meta.deliver_at_time = deliver_at
+    stored = pack_stored(meta, payload)
+    key = ordering_key if ordering_key is not None else (partition_key or "").encode()
+    assert entry_fields([stored, b"\x00\x00\x00\x09\x0a"]) == ([deliver_at or 0, 0], [key, b""])
