@@ -199,16 +199,20 @@ def cursor_holes(data: Path, topic: str) -> int:
 
 # -- profile --------------------------------------------------------------------------------------
 
-CURSORKIT = "cursorkit calls (ackstate, delayed, keyshared, _core)"
-LOG = "message log (broker/log)"
+CURSORKIT = "cursorkit calls (ackstate, delayed, keyshared, shared, their _core classes)"
+LOG = "message log (broker/log, its records in _core)"
 SERVER = "broker server (broker/server)"
-PROTOCOL = "protocol (broker/protocol, protobuf, CRC-32C)"
+PROTOCOL = "protocol (broker/protocol, its framing in _core, protobuf)"
 OTHER = "asyncio, sockets, the rest"
 CATEGORIES = (CURSORKIT, LOG, SERVER, PROTOCOL, OTHER)
 LEAVES = (CURSORKIT, LOG, PROTOCOL)
 """The parts the server calls into: their inclusive time is the broker's time spent in them."""
 
 Func = tuple[str, int, str]
+
+_CORE_PROTOCOL = ("FrameScanner", "message_frames", "send_receipts", "entry_fields")
+_CORE_LOG = ("encode_records", "decode_records")
+"""The broker's own byte work in ``cursorkit._core``: counted with its part, not as cursorkit's calls."""
 
 
 def category(func: Func) -> str:
@@ -217,11 +221,15 @@ def category(func: Func) -> str:
     path = path.replace(os.sep, "/")
     if path == "~":
         if "cursorkit._core" in name:
+            if any(f in name for f in _CORE_PROTOCOL):
+                return PROTOCOL
+            if any(f in name for f in _CORE_LOG):
+                return LOG
             return CURSORKIT
         if "google._upb" in name or "crc32c" in name:
             return PROTOCOL
         return OTHER
-    for part in ("ackstate", "delayed", "keyshared"):
+    for part in ("ackstate", "delayed", "keyshared", "shared"):
         if f"/cursorkit/{part}/" in path:
             return CURSORKIT
     if "/cursorkit/broker/log/" in path:

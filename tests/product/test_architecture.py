@@ -84,6 +84,7 @@ RUST_ALLOWED = {
     "delayed": {"delayed", "ackstate"},
     "keyshared": {"keyshared", "ackstate"},
     "shared": {"shared", "ackstate"},
+    "broker": {"broker", "ackstate"},
 }
 RUST_BASE = {"bits", "error", "mem", "testing"}
 _PATH = re.compile(r"\b(crate|super|use (?!crate\b|super\b|self\b|std\b)\w+)((?:::\w+)*)(::\{([^}]*)\})?")
