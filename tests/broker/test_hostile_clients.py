@@ -211,3 +211,45 @@ def test_a_reader_that_never_reads_costs_a_bounded_buffer(broker: BrokerProcess)
     finally:
         c.close()
         slow.close()
+
+
+def test_an_ack_with_a_request_id_gets_its_receipt(broker: BrokerProcess) -> None:
+    """A client with ack receipts on gets ACK_RESPONSE for each ACK with a request id.
+
+    An error for a consumer that is not there or an ack that is refused; the connection stays.
+    """
+    raw = Raw(broker.url)
+    raw.connect()
+    raw.send(
+        api.BaseCommand(
+            type=api.BaseCommand.SUBSCRIBE,
+            subscribe=api.CommandSubscribe(
+                topic="ack-receipts",
+                subscription="s",
+                subType=api.CommandSubscribe.Shared,
+                consumer_id=1,
+                request_id=1,
+            ),
+        )
+    )
+    assert raw.receive().type == api.BaseCommand.SUCCESS
+    producer(raw, "ack-receipts")
+    raw.sock.sendall(send_frame(0, b"m"))
+    stored = raw.receive().send_receipt.message_id
+
+    def ack(consumer_id: int, request_id: int, ledger: int, ack_type: int = api.CommandAck.Individual) -> int:
+        cmd = api.CommandAck(consumer_id=consumer_id, ack_type=ack_type, request_id=request_id)
+        cmd.message_id.add(ledgerId=ledger, entryId=stored.entryId)
+        raw.send(api.BaseCommand(type=api.BaseCommand.ACK, ack=cmd))
+        reply = raw.receive()
+        assert reply.type == api.BaseCommand.ACK_RESPONSE
+        assert reply.ackResponse.request_id == request_id
+        return reply.ackResponse.error if reply.ackResponse.HasField("error") else -1
+
+    assert ack(1, 7, stored.ledgerId) == -1
+    assert ack(9, 8, stored.ledgerId) == api.ConsumerNotFound
+    assert ack(1, 9, stored.ledgerId, api.CommandAck.Cumulative) == api.NotAllowedError
+    assert ack(1, 10, stored.ledgerId + 1000) == api.UnknownError  # a ledger it never had
+    raw.send(api.BaseCommand(type=api.BaseCommand.PING, ping=api.CommandPing()))
+    assert raw.receive().type == api.BaseCommand.PONG
+    raw.close()

@@ -271,7 +271,12 @@ class Connection:
     def _refuse(self, cmd: api.BaseCommand, error: int, message: str) -> None:
         """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form."""
         kind = cmd.type
-        if kind == _T.LOOKUP:
+        if kind == _T.ACK and cmd.ack.HasField("request_id"):  # an ack receipt: the refusal
+            q = cmd.ack
+            self._reply(
+                commands.ack_response(q.consumer_id, q.request_id, server_error=error, message=message)
+            )
+        elif kind == _T.LOOKUP:
             self._reply(commands.lookup_failed(cmd.lookupTopic.request_id, error, message))
         elif kind == _T.PARTITIONED_METADATA:
             self._reply(
@@ -432,12 +437,26 @@ class Connection:
         topic.dispatch()
 
     def _ack(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+        """An ACK the scanner left whole (batch indexes, a request id...).
+
+        One with a request id (a client with ack receipts on) gets ACK_RESPONSE once applied.
+        """
         q = cmd.ack
         found = self.consumers.get(q.consumer_id)
         if found is None:
-            return  # acks of a closed consumer: the subscription redelivers what they named
+            # acks of a closed consumer: the subscription redelivers what they named
+            if q.HasField("request_id"):
+                message = f"consumer {q.consumer_id} is not subscribed here"
+                self._reply(
+                    commands.ack_response(
+                        q.consumer_id, q.request_id, server_error=api.ConsumerNotFound, message=message
+                    )
+                )
+            return
         sub, consumer, topic = found
         sub.ack(consumer, q)
+        if q.HasField("request_id"):
+            self._reply(commands.ack_response(q.consumer_id, q.request_id))
         topic.dispatch()
 
     def _redeliver(self, cmd: api.BaseCommand, _: Payload | None) -> None:
