@@ -17,6 +17,7 @@ __all__ = [
     "ConsistentHashingSelectorState",
     "ExclusiveRangeSelectorState",
     "CursorState",
+    "FrameScanner",
     "DelayQueue",
     "DispatchCore",
     "DrainingHashes",
@@ -30,13 +31,18 @@ __all__ = [
     "_guard_selftest",
     "bitmap_cardinality",
     "cut_segments",
+    "decode_records",
     "decode_segment",
+    "encode_records",
     "encode_segment",
+    "entry_fields",
     "hash_many",
     "heap_allocated",
     "heap_peak",
+    "message_frames",
     "reset_heap_peak",
     "segment_bitmaps",
+    "send_receipts",
     "slot_for",
     "slots_many",
     "sort_indexes",
@@ -758,7 +764,7 @@ class FrameScanner:
     FLOW, ``(0, frame)`` for any other frame (its bytes after ``totalSize``, for the full decoder).
     """
 
-    def __init__(self, max_frame_size: int) -> None: ...
+    def __new__(cls, max_frame_size: int) -> FrameScanner: ...
     @property
     def buffered(self) -> int:
         """Bytes held of a frame not yet complete."""
