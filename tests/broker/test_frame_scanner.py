@@ -180,3 +180,17 @@ def test_a_frame_left_whole_decodes_as_before() -> None:
     (item,) = FrameScanner(1 << 20).feed(frame)
     assert item == (0, frame[4:])
     assert decode_frame(item[1]).command.type == _T.PING
+
+
+def test_the_check_sees_a_wrong_value_or_a_frame_taken_wrongly() -> None:
+    """The comparison above can fail: a value off by one, or a decoded frame the full decoder refuses."""
+    meta = api.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
+    cmd = _T(type=_T.SEND, send=api.CommandSend(producer_id=1, sequence_id=2))
+    frame = encode_payload_command(cmd, pack_stored(meta, b"x"))
+    (item,) = FrameScanner(1 << 20).feed(frame)
+    _check(item, frame)
+    with pytest.raises(AssertionError):
+        _check((*item[:4], 6, *item[5:]), frame)  # another publish time
+    damaged = frame[:-1] + bytes([frame[-1] ^ 1])  # the checksum fails: the full decoder refuses
+    with pytest.raises(AssertionError):
+        _check(item, damaged)
