@@ -42,6 +42,19 @@ def producer(raw: Raw, topic: str = "hostile") -> None:
     assert raw.receive().type == api.BaseCommand.PRODUCER_SUCCESS
 
 
+def subscribe(raw: Raw, topic: str, subscription: str) -> None:
+    """Consumer 1 of a Shared ``subscription`` on ``topic``."""
+    cmd = api.CommandSubscribe(
+        topic=topic,
+        subscription=subscription,
+        subType=api.CommandSubscribe.Shared,
+        consumer_id=1,
+        request_id=1,
+    )
+    raw.send(api.BaseCommand(type=api.BaseCommand.SUBSCRIBE, subscribe=cmd))
+    assert raw.receive().type == api.BaseCommand.SUCCESS
+
+
 def send_frame(sequence_id: int, body: bytes, *, corrupt: bool = False) -> bytes:
     meta = api.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1)
     cmd = api.BaseCommand(
@@ -174,19 +187,7 @@ def test_a_reader_that_never_reads_costs_a_bounded_buffer(broker: BrokerProcess)
     """It asks for a million messages and reads none: the others keep their pace, the broker its memory."""
     slow = Raw(broker.url)
     slow.connect()
-    slow.send(
-        api.BaseCommand(
-            type=api.BaseCommand.SUBSCRIBE,
-            subscribe=api.CommandSubscribe(
-                topic="busy",
-                subscription="slow",
-                subType=api.CommandSubscribe.Shared,
-                consumer_id=1,
-                request_id=1,
-            ),
-        )
-    )
-    assert slow.receive().type == api.BaseCommand.SUCCESS
+    subscribe(slow, "busy", "slow")
     slow.send(
         api.BaseCommand(
             type=api.BaseCommand.FLOW, flow=api.CommandFlow(consumer_id=1, messagePermits=1_000_000)
@@ -220,19 +221,7 @@ def test_an_ack_with_a_request_id_gets_its_receipt(broker: BrokerProcess) -> Non
     """
     raw = Raw(broker.url)
     raw.connect()
-    raw.send(
-        api.BaseCommand(
-            type=api.BaseCommand.SUBSCRIBE,
-            subscribe=api.CommandSubscribe(
-                topic="ack-receipts",
-                subscription="s",
-                subType=api.CommandSubscribe.Shared,
-                consumer_id=1,
-                request_id=1,
-            ),
-        )
-    )
-    assert raw.receive().type == api.BaseCommand.SUCCESS
+    subscribe(raw, "ack-receipts", "s")
     producer(raw, "ack-receipts")
     raw.sock.sendall(send_frame(0, b"m"))
     stored = raw.receive().send_receipt.message_id
