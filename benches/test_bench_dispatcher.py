@@ -45,6 +45,9 @@ ZIPF = "simulation, draining, 100 consumers, 100k Zipf keys, churn / 10k msgs"
 UNIFORM = "same, uniform keys"
 RATIO = "simulation (Zipf): cursorkit / naive Python"
 CHECKED = "same, ordering checker on"
+KEY_CAP = 1_000
+CAPPED = f"same, max_unacked_per_key = {KEY_CAP:,} (beyond Pulsar)"
+CAP_RATIO = "simulation (Zipf): cap on / cap off"
 LATENCY = "dispatch of one 1,000-entry read, p99"
 MEMORY = "memory per pending ack (1M unacked, 100 consumers)"
 
@@ -54,6 +57,8 @@ TABLE = dw.DelayedTable(
         cw.Row(UNIFORM, "k msgs/s", True, None),
         cw.Row(RATIO, "×", True, 5.0),
         cw.Row(CHECKED, "k msgs/s", True, None),
+        cw.Row(CAPPED, "k msgs/s", True, None),
+        cw.Row(CAP_RATIO, "×", True, 0.9),
         cw.Row(LATENCY, "ms", False, 1.0),
         cw.Row(MEMORY, "B", False, 16.0),
     ],
@@ -101,6 +106,24 @@ def test_dispatcher_throughput(benchmark: Any, smoke: bool) -> None:
     assert not sim.checker.violations, sim.checker.violations[:3]
     assert sim.checker.acked == {p for p, _ in sim.log}
     TABLE.record(CHECKED, CURSORKIT, check_n / seconds / 1e3, lower=False)
+
+
+def test_per_key_cap_cost(benchmark: Any, smoke: bool) -> None:
+    """The same loop with the per-key in-flight cap on, beside it off, alternately: its cost."""
+    n, churn = (SMOKE_N, SMOKE_CHURN_EVERY) if smoke else (N, CHURN_EVERY)
+    benchmark.group = "keyshared dispatcher"
+    off: list[float] = []
+    on: list[float] = []
+
+    def timed() -> None:
+        off.append(simulate(n, churn, check=False)[0])
+        seconds, sim = simulate(n, churn, check=False, max_unacked_per_key=KEY_CAP)
+        assert sim.acked_count == n
+        on.append(seconds)
+
+    benchmark.pedantic(timed, rounds=1 if smoke else 3, iterations=1)
+    TABLE.record(CAPPED, CURSORKIT, n / min(on) / 1e3, lower=False)
+    TABLE.record(CAP_RATIO, CURSORKIT, min(off) / min(on), lower=False)
 
 
 def test_dispatch_latency(benchmark: Any, smoke: bool) -> None:

@@ -448,6 +448,12 @@ class DispatchCore:
         """How many messages entries hold (int64 columns): sending one takes that many permits."""
     def add_permits(self, consumer_id: int, n: int) -> None:
         """A flow request of `n` permits."""
+    def set_max_unacked_per_key(self, cap: int) -> None:
+        """Beyond Pulsar: at most ``cap`` unacknowledged messages per slot (0: no cap)."""
+    def max_unacked_per_key(self) -> int:
+        """The per-key cap (0: none)."""
+    def key_unacked(self, slot: int) -> int:
+        """Unacknowledged messages of ``slot`` (counted while the cap is on)."""
     def permits_total(self) -> int:
         """Permits available over all consumers."""
     def add_read(self, ledgers: Any, entries: Any, slots: Any, cursor: CursorState) -> None:

@@ -313,15 +313,22 @@ class _Consumer:
 
 
 def simulate(
-    n: int, churn_every: int, *, naive: bool = False, check: bool = False, distribution: str = "zipf"
+    n: int,
+    churn_every: int,
+    *,
+    naive: bool = False,
+    check: bool = False,
+    distribution: str = "zipf",
+    max_unacked_per_key: int = 0,
 ) -> tuple[float, Any]:
     """The Key_Shared broker loop with churn; returns (seconds, the ``Simulation``).
 
     Publishes ``n`` messages in churn-sized chunks, one consumer leaving and one joining after
     each, and drains them. 100 consumers with 1,000 permits that ack at once, 100,000 keys,
     consistent hashing, reads of 5,000 entries; cursorkit's dispatcher in draining mode, or the
-    naive peer. The producers' random draws happen before the clock starts, and set-up objects are
-    frozen out of the cyclic GC's way, as a long-running broker's are after start-up.
+    naive peer (``max_unacked_per_key``: cursorkit's per-key cap). The producers' random draws
+    happen before the clock starts, and set-up objects are frozen out of the cyclic GC's way, as a
+    long-running broker's are after start-up.
     """
     from cursorkit.keyshared.dispatcher import KeySharedDispatcher
     from cursorkit.keyshared.selectors import ConsistentHashingSelector
@@ -332,7 +339,9 @@ def simulate(
     d: Any = (
         NaiveDispatcher(selector=selector, cursor=cursor)
         if naive
-        else KeySharedDispatcher(selector=selector, cursor=cursor, mode="draining")
+        else KeySharedDispatcher(
+            selector=selector, cursor=cursor, mode="draining", max_unacked_per_key=max_unacked_per_key
+        )
     )
     sim = Simulation(
         d,

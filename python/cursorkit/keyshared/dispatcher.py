@@ -60,7 +60,16 @@ class Entry(NamedTuple):
 class Blocked:
     """Why a hash could not be dispatched at the last attempt (beyond Pulsar's stats)."""
 
-    reason: Literal["no-consumer", "no-permits", "draining", "recently-joined", "replay-order", "look-ahead"]
+    reason: Literal[
+        "no-consumer",
+        "no-permits",
+        "draining",
+        "recently-joined",
+        "replay-order",
+        "look-ahead",
+        "key-unacked-limit",
+    ]
+    """``key-unacked-limit``: the key has ``max_unacked_per_key`` messages unacknowledged."""
     consumer: str | None = None
     """The target consumer's name."""
     owner: str | None = None
@@ -166,6 +175,11 @@ class KeySharedDispatcher(KeySharedBase):
     into Rust with no Python frame or lock around it (``Position`` lists are read there, results
     made there). Membership changes and stats are Python, under a lock of their own. Every call is
     safe from any thread.
+
+    ``max_unacked_per_key`` (beyond Pulsar, off by default): a key with that many messages sent and
+    not acknowledged is held — nothing more of it goes to anyone, shown as ``key-unacked-limit`` —
+    until acks or nacks bring it below. Keys are counted by sticky-key hash slot (keys sharing a
+    slot share the cap); a batch counts as its messages, and one still goes when none is out.
     """
 
     def __init__(
@@ -181,6 +195,7 @@ class KeySharedDispatcher(KeySharedBase):
         look_ahead_per_subscription: int = LOOK_AHEAD_PER_SUBSCRIPTION,
         max_unacked_per_consumer: int = MAX_UNACKED_PER_CONSUMER,
         max_unacked_per_subscription: int = MAX_UNACKED_PER_SUBSCRIPTION,
+        max_unacked_per_key: int = 0,
     ) -> None:
         # The cursor, mode, policy, delayed tracker and look-ahead settings were taken (and
         # checked) by KeySharedBase.__new__, which holds them for the per-event calls.
@@ -196,6 +211,13 @@ class KeySharedDispatcher(KeySharedBase):
         self._consumers: dict[Any, _Consumer] = {}
         self._by_cid: dict[int, _Consumer] = {}
         self._next_cid = 1
+        if max_unacked_per_key:
+            self._core.set_max_unacked_per_key(max_unacked_per_key)
+
+    @property
+    def max_unacked_per_key(self) -> int:
+        """The per-key in-flight cap (0: none; beyond Pulsar)."""
+        return int(self._core.max_unacked_per_key())
 
     # --- consumers --------------------------------------------------------------------------------
 

@@ -89,6 +89,14 @@ def add_parser(
         metavar="N",
         help="delayed messages per sealed bucket (Pulsar's delayedDeliveryMinIndexCountPerBucket)",
     )
+    b.add_argument(
+        "--max-unacked-per-key",
+        type=int,
+        default=0,
+        metavar="N",
+        help="beyond Pulsar: a Key_Shared key with N messages unacknowledged gets no more until some are "
+        "acked or nacked (default 0: no cap, as Pulsar)",
+    )
     b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
 
 
@@ -135,6 +143,7 @@ def run_broker(args: argparse.Namespace) -> int:
         segment_bytes=args.segment_bytes,
         delayed_tracker=args.delayed_tracker,
         bucket_min_index_count=args.bucket_min_index_count,
+        max_unacked_per_key=args.max_unacked_per_key,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

@@ -45,6 +45,9 @@ class BrokerConfig:
     recovers them); ``memory``: Pulsar's in-memory tracker (a restart re-reads the backlog)."""
     bucket_min_index_count: int = 50_000
     """Pulsar's ``delayedDeliveryMinIndexCountPerBucket``: delayed messages sealed per bucket."""
+    max_unacked_per_key: int = 0
+    """Beyond Pulsar: a Key_Shared key with this many messages unacknowledged gets no more until
+    acks or nacks bring it below (0: no cap, as Pulsar)."""
     advertised: str = field(default="")
     """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
     metadata: str = ""
@@ -68,6 +71,9 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
+        cap = self.max_unacked_per_key
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise InvalidArgument(f"max_unacked_per_key must be an int >= 0, got {cap!r}")
         if self.metadata and not self.metadata.startswith("zk://"):
             raise InvalidArgument(f"metadata must be a zk:// location, got {self.metadata!r}")
         if self.session_timeout_s <= 0:

@@ -94,6 +94,7 @@ class Subscription:
         """Exclusive and Failover: the active consumer, the only one the dispatcher knows."""
         self._read_at = self._after(self.cursor.mark_delete_position)
         self._read_batch = config.read_batch
+        self._max_unacked_per_key = config.max_unacked_per_key
         self._entries: dict[Position, Entry] = {}
         """Entries of the last reads not sent yet (sent from here instead of read again)."""
         self._per_entry = 1.0
@@ -139,6 +140,7 @@ class Subscription:
                     if key_shared is not None and key_shared.allowOutOfOrderDelivery
                     else "draining",
                     delayed=self.delayed,
+                    max_unacked_per_key=self._max_unacked_per_key,
                 )
             self._key_shared.add_consumer(consumer, permits=0)
         elif sub_type == api.CommandSubscribe.Shared:

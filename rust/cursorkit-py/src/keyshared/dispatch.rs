@@ -112,6 +112,7 @@ fn reason(r: BlockReason) -> &'static str {
         BlockReason::Draining => "draining",
         BlockReason::RecentlyJoined => "recently-joined",
         BlockReason::ReplayOrder => "replay-order",
+        BlockReason::KeyUnackedLimit => "key-unacked-limit",
     }
 }
 
@@ -218,6 +219,27 @@ impl PyDispatchCore {
         let id = u32_arg(consumer_id, "consumer id")?;
         let k = permits_arg(n)?;
         self.call(py, "add_permits", |d| d.add_permits(id, k))
+    }
+
+    /// Beyond Pulsar (opt-in): at most ``cap`` unacknowledged messages per sticky-key hash slot
+    /// (0: no cap); a held slot is reported as ``key-unacked-limit``.
+    fn set_max_unacked_per_key(&self, py: Python<'_>, cap: &Bound<'_, PyAny>) -> PyResult<()> {
+        let cap = int_arg(cap, "max_unacked_per_key")?;
+        let cap = u64::try_from(cap).map_err(|_| {
+            InvalidArgument::new_err(format!("max_unacked_per_key must be >= 0, got {cap}"))
+        })?;
+        self.lock(py).set_max_unacked_per_key(cap);
+        Ok(())
+    }
+
+    /// The per-key cap (0: none).
+    fn max_unacked_per_key(&self, py: Python<'_>) -> u64 {
+        self.lock(py).max_unacked_per_key()
+    }
+
+    /// Unacknowledged messages of ``slot`` (counted while the cap is on).
+    fn key_unacked(&self, py: Python<'_>, slot: u16) -> u64 {
+        self.lock(py).key_unacked(slot)
     }
 
     /// Permits available over all consumers.

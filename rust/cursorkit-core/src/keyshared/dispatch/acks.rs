@@ -78,6 +78,7 @@ impl DispatchCore {
                     self.inflight.insert(p, holder, slot);
                     return Err(e);
                 }
+                self.key_released(p, slot);
                 self.acked_in_flight(seat, holder, slot, out)?;
             }
             None => {
@@ -164,7 +165,12 @@ impl DispatchCore {
                 }
                 return Err(e);
             }
-            for &(holder, slot) in &taken {
+            for ((&ledger_id, &entry_id), &(holder, slot)) in ls.iter().zip(&es).zip(&taken) {
+                let p = Position {
+                    ledger_id,
+                    entry_id,
+                };
+                self.key_released(p, slot);
                 self.acked_in_flight(seat, holder, slot, out)?;
             }
             if !self.redeliveries.is_empty() {
@@ -201,6 +207,7 @@ impl DispatchCore {
             let Some(slot) = self.inflight.remove_of(seat, p) else {
                 continue; // not in flight on this consumer: skipped, as Pulsar does
             };
+            self.key_released(p, slot);
             if self.mode == DispatchMode::Draining
                 && !self.draining.is_empty()
                 && self.draining.reduce_ref(id, u32::from(slot), false)?

@@ -59,6 +59,9 @@ impl DispatchCore {
             }
         }
         let returned = self.inflight.remove_seat(seat);
+        for &(p, s) in &returned {
+            self.key_released(p, s);
+        }
         if self.seat_of.is_empty() {
             self.drop_everything_read(cursor.mark_delete());
         } else {

@@ -116,6 +116,8 @@ pub enum BlockReason {
     RecentlyJoined,
     /// An earlier message of the slot waits in the replay queue.
     ReplayOrder,
+    /// The slot has `max_unacked_per_key` messages unacknowledged (beyond Pulsar: opt-in).
+    KeyUnackedLimit,
 }
 
 /// A slot held back: why, on whom, and the first position held.
@@ -310,6 +312,12 @@ pub struct DispatchCore {
     batch_sizes: FastMap<Position, u32>,
     /// `batch_sizes` may hold this many before acknowledged positions are pruned from it.
     batch_sizes_pruned_at: usize,
+    /// Beyond Pulsar: at most this many unacknowledged messages per slot (0: no cap).
+    max_unacked_per_key: u64,
+    /// With the cap on: unacknowledged messages per slot (empty when off).
+    key_unacked: Vec<u64>,
+    /// With the cap on: the weight each batch entry in flight was counted with (others count 1).
+    key_weights: FastMap<Position, u64>,
 }
 
 /// Acks at most this many go one by one (bulk set-up costs more than it saves).
@@ -397,7 +405,65 @@ impl DispatchCore {
             inflight: InFlight::default(),
             batch_sizes: FastMap::default(),
             batch_sizes_pruned_at: 1024,
+            max_unacked_per_key: 0,
+            key_unacked: Vec::new(),
+            key_weights: FastMap::default(),
         }
+    }
+
+    /// Beyond Pulsar (opt-in): a slot with `cap` messages sent and not acknowledged is held —
+    /// nothing more of it is sent to anyone ([`BlockReason::KeyUnackedLimit`]) until acks or
+    /// nacks bring it below. Keys are counted by their sticky-key hash slot: keys sharing a slot
+    /// share the cap. A batch counts as its messages; one still goes when the slot has none out.
+    /// 0 turns the cap off. Messages already in flight are counted when it is turned on.
+    pub fn set_max_unacked_per_key(&mut self, cap: u64) {
+        self.max_unacked_per_key = cap;
+        if cap == 0 {
+            self.key_unacked = Vec::new();
+            self.key_weights = FastMap::default();
+            return;
+        }
+        if self.key_unacked.is_empty() {
+            let mut counts = vec![0u64; SLOTS];
+            for seat in 0..self.seats.len() {
+                for (p, slot) in self.inflight.of_seat(seat) {
+                    let weight = self.batch_sizes.get(&p).map_or(1, |&m| u64::from(m));
+                    counts[usize::from(slot)] += weight;
+                    if weight > 1 {
+                        self.key_weights.insert(p, weight);
+                    }
+                }
+            }
+            self.key_unacked = counts;
+        }
+    }
+
+    /// The per-key cap (0: none).
+    pub fn max_unacked_per_key(&self) -> u64 {
+        self.max_unacked_per_key
+    }
+
+    /// Messages of `slot` sent and not acknowledged (counted only while the cap is on).
+    pub fn key_unacked(&self, slot: u16) -> u64 {
+        self.key_unacked
+            .get(usize::from(slot))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A position of `slot` left flight (acked, nacked, its consumer gone): the cap's count drops.
+    #[inline]
+    fn key_released(&mut self, p: Position, slot: u16) {
+        if self.key_unacked.is_empty() {
+            return;
+        }
+        let weight = if self.key_weights.is_empty() {
+            1
+        } else {
+            self.key_weights.remove(&p).unwrap_or(1)
+        };
+        let count = &mut self.key_unacked[usize::from(slot)];
+        *count = count.saturating_sub(weight);
     }
 
     /// The ordering mode.

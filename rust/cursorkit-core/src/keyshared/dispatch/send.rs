@@ -140,6 +140,12 @@ impl DispatchCore {
             self.block(slot, BlockReason::NoPermits, Some(id), None, pos);
             return Ok(None);
         }
+        if self.max_unacked_per_key != 0
+            && self.key_unacked[usize::from(slot)] >= self.max_unacked_per_key
+        {
+            self.block(slot, BlockReason::KeyUnackedLimit, Some(id), None, pos);
+            return Ok(None);
+        }
         match self.mode {
             DispatchMode::Draining => {
                 if !self.draining.is_empty() && self.draining.should_block(id, u32::from(slot))? {
@@ -179,6 +185,12 @@ impl DispatchCore {
         self.permits -= u128::from(taken);
         let id = state.id;
         self.inflight.insert(pos, seat, slot);
+        if !self.key_unacked.is_empty() {
+            self.key_unacked[usize::from(slot)] += weight;
+            if weight > 1 {
+                self.key_weights.insert(pos, weight);
+            }
+        }
         let mut at = self.out_index[seat];
         if at == usize::MAX {
             at = out.len();
