@@ -71,7 +71,7 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
-        cap = self.max_unacked_per_key
+        cap: object = self.max_unacked_per_key
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise InvalidArgument(f"max_unacked_per_key must be an int >= 0, got {cap!r}")
         if self.metadata and not self.metadata.startswith("zk://"):
