@@ -52,9 +52,9 @@ impl Run {
     /// Slots `1..=SLOTS_USED` split between the consumers in turn.
     fn owners(&mut self) {
         let mut table = vec![-1i64; 1 + SLOTS_USED as usize];
-        for slot in 1..=SLOTS_USED as usize {
-            if !self.consumers.is_empty() {
-                table[slot] = i64::from(self.consumers[slot % self.consumers.len()]);
+        if !self.consumers.is_empty() {
+            for (slot, owner) in table.iter_mut().enumerate().skip(1) {
+                *owner = i64::from(self.consumers[slot % self.consumers.len()]);
             }
         }
         self.core.set_owners(&table).unwrap();
