@@ -189,7 +189,11 @@ class Connection:
     def _stored_many(
         self, producer_id: int, sequence_ids: list[int], result: list[Position] | Exception
     ) -> None:
-        """The receipts of a group of SENDs once their entries are durable (see :meth:`_stored`)."""
+        """The receipts of a group of SENDs once their entries are durable (the topic calls in send order).
+
+        After a failed append the producer gets one error and no further receipts: the client
+        closes it, reconnects and sends again from its first unreceipted message.
+        """
         if producer_id in self._failed:
             return
         if isinstance(result, Exception):
@@ -368,26 +372,8 @@ class Connection:
         topic, _name = found
         meta = payload.metadata
         count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-        topic.publish(
-            payload.stored,
-            meta.publish_time,
-            max(1, count),
-            partial(self._stored, q.producer_id, q.sequence_id),
-        )
-
-    def _stored(self, producer_id: int, sequence_id: int, result: Position | Exception) -> None:
-        """A SEND's receipt once its entry is durable (the topic calls in send order).
-
-        After a failed append the producer gets one error and no further receipts: the client
-        closes it, reconnects and sends again from its first unreceipted message.
-        """
-        if producer_id in self._failed:
-            return
-        if isinstance(result, Exception):
-            self._failed.add(producer_id)
-            self._reply(commands.send_error(producer_id, sequence_id, api.PersistenceError, str(result)))
-            return
-        self.send(send_receipts(producer_id, [sequence_id], [result]))
+        row = (payload.stored, meta.publish_time, max(1, count))
+        topic.publish_many([row], partial(self._stored_many, q.producer_id, [q.sequence_id]))
 
     def _close_producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.close_producer
