@@ -26,6 +26,7 @@ __all__ = [
     "PendingAcks",
     "Position",
     "RangeSet",
+    "RedeliveryCounts",
     "SharedCore",
     "__version__",
     "_guard_selftest",
@@ -319,6 +320,51 @@ class CursorState:
         """
 
 _Popped = tuple[Int64Array, Int64Array, Int64Array]
+
+@final
+class RedeliveryCounts:
+    """How many times each position went back for redelivery, as run-length ranges (beyond Pulsar)."""
+
+    def __new__(cls, max_runs: int | None = None) -> RedeliveryCounts: ...
+    @staticmethod
+    def decode(data: bytes, max_runs: int | None = None) -> RedeliveryCounts:
+        """Counts decoded from a snapshot (``encode``) or a delta (``take_delta``)."""
+    @property
+    def max_runs(self) -> int:
+        """The budget of runs."""
+    def __len__(self) -> int: ...
+    @property
+    def run_count(self) -> int:
+        """Runs held (neighbouring positions with one count share one)."""
+    def memory_usage(self) -> int:
+        """Bytes held, approximately."""
+    def get(self, position: Position) -> int:
+        """A position's count (0 when it has none)."""
+    def get_many(self, ledger_ids: Any, entry_ids: Any) -> npt.NDArray[np.uint32]:
+        """Counts of many positions, as a uint32 array."""
+    def set(self, position: Position, count: int) -> None:
+        """Sets a position's count (0 forgets it)."""
+    def increment(self, position: Position) -> int:
+        """Raises a position's count by one and returns it."""
+    def set_many(self, ledger_ids: Any, entry_ids: Any, counts: Any) -> None:
+        """Sets the counts of many positions (checked first: a bad row changes nothing)."""
+    def forget_through(self, position: Position) -> None:
+        """Forgets every count at or below ``position`` (mark-delete moved)."""
+    def prune(self, cursor: CursorState) -> int:
+        """Forgets the counts of everything the cursor acknowledged; returns how many went."""
+    def clear(self) -> None:
+        """Forgets every count."""
+    @property
+    def has_changes(self) -> bool:
+        """Whether anything changed since the last ``take_delta``."""
+    def take_delta(self) -> bytes:
+        """The changed positions with their counts (0: forgotten), encoded; clears the changes."""
+    def encode(self) -> bytes:
+        """Every run, encoded (a snapshot)."""
+    def apply(self, data: bytes) -> None:
+        """Applies a delta or snapshot over these counts (damaged bytes change nothing)."""
+    def runs(self, min_count: int = 1) -> list[tuple[Position, Position, int]]:
+        """Runs with a count of at least ``min_count`` as ``(first, last, count)``, in position order."""
 
 @final
 class DelayQueue:

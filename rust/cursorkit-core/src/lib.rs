@@ -19,6 +19,7 @@ pub use ackstate::codec::{FORMAT_VERSION, MAGIC};
 pub use ackstate::cursor::{Cursor, CursorCounters, MAX_NEXT_UNACKED};
 pub use ackstate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
 pub use ackstate::rangeset::{Range, RangeSet, MAX_DECODED_CHUNKS};
+pub use ackstate::redeliveries::{RedeliveryCounts, DEFAULT_MAX_RUNS, REDELIVERY_FORMAT_VERSION};
 pub use ackstate::wire::{
     long_list_map_field, message_range_field, parse_message_ranges, varint_len,
 };

@@ -22,7 +22,7 @@ mod shared;
 mod sync;
 mod views;
 
-use ackstate::{cursor, position, rangeset};
+use ackstate::{cursor, position, rangeset, redeliveries};
 use delayed::{delay_queue, snapshot, tracker};
 use keyshared::{dispatch, dispatcher, draining, hash, pending_acks, selector};
 
@@ -35,6 +35,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<position::PyPosition>()?;
     m.add_class::<rangeset::PyRangeSet>()?;
     m.add_class::<cursor::PyCursorState>()?;
+    m.add_class::<redeliveries::PyRedeliveryCounts>()?;
     m.add_class::<delay_queue::PyDelayQueue>()?;
     m.add_class::<tracker::PyInMemoryTrackerState>()?;
     m.add_class::<draining::PyDrainingHashes>()?;

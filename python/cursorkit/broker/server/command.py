@@ -97,6 +97,12 @@ def add_parser(
         help="beyond Pulsar: a Key_Shared key with N messages unacknowledged gets no more until some are "
         "acked or nacked (default 0: no cap, as Pulsar)",
     )
+    b.add_argument(
+        "--durable-redelivery-counts",
+        action="store_true",
+        help="beyond Pulsar: redelivery counts survive restarts, hand-overs and reconnects, so dead-letter "
+        "policies fire (default: in memory, as Pulsar)",
+    )
     b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
 
 
@@ -144,6 +150,7 @@ def run_broker(args: argparse.Namespace) -> int:
         delayed_tracker=args.delayed_tracker,
         bucket_min_index_count=args.bucket_min_index_count,
         max_unacked_per_key=args.max_unacked_per_key,
+        durable_redelivery_counts=args.durable_redelivery_counts,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

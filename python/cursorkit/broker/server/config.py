@@ -48,6 +48,10 @@ class BrokerConfig:
     max_unacked_per_key: int = 0
     """Beyond Pulsar: a Key_Shared key with this many messages unacknowledged gets no more until
     acks or nacks bring it below (0: no cap, as Pulsar)."""
+    durable_redelivery_counts: bool = False
+    """Beyond Pulsar: redelivery counts survive restarts, hand-overs and reconnects (a journal beside
+    the cursor), and a consumer lost while holding messages counts as a redelivery of them; off:
+    memory only, as Pulsar."""
     advertised: str = field(default="")
     """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
     metadata: str = ""

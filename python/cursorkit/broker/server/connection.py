@@ -119,7 +119,7 @@ class Connection:
             pass
         finally:
             keep_alive.cancel()
-            self.close()
+            self.close(lost=True)
 
     def _frames(self, data: bytes) -> None:
         """Handles the frames ``data`` completes, in order: SEND, ACK and FLOW decoded in Rust.
@@ -232,14 +232,17 @@ class Connection:
             if silent >= interval:
                 self._reply(commands.ping())
 
-    def close(self) -> None:
-        """Detaches the producers and consumers and closes the socket."""
+    def close(self, *, lost: bool = False) -> None:
+        """Detaches the producers and consumers and closes the socket.
+
+        ``lost``: the client went away (or broke the protocol) with its consumers still open.
+        """
         if self._closed:
             return
         self._flush_out()  # what was queued (an error's answer) goes before the close
         self._closed = True
         for sub, consumer, topic in self.consumers.values():
-            sub.remove_consumer(consumer)
+            sub.remove_consumer(consumer, lost=lost)
             topic.dispatch()
         self.consumers.clear()
         for topic, name in self.producers.values():

@@ -7,7 +7,7 @@ receives from the oldest on); Key_Shared through ``KeySharedDispatcher``. Entrie
 the topic's log after the cursor's mark-delete, skipping what was acknowledged individually; a
 message with a deliver-at time waits in the delayed tracker and comes back through the
 dispatcher's queue when due. Redelivery counts rise with every nack or redelivery request (in
-memory, as in Pulsar).
+memory, as in Pulsar; durable with ``durable_redelivery_counts``, see ``redeliveries.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.delayed_trackers import open_tracker
+from cursorkit.broker.server.redeliveries import DurableCounts
 from cursorkit.delayed import BucketDelayedDeliveryTracker
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
@@ -85,6 +86,10 @@ class Subscription:
             self.cursor.set_ledger_sizes(log.ledger_sizes())
             self.store.flush(self.cursor, full=True)
         self.delayed = open_tracker(config, directory, self.store, self.cursor, topic=topic, clock=clock)
+        self.durable: DurableCounts | None = None
+        """The redelivery counts kept across restarts (``durable_redelivery_counts``), or None."""
+        if config.durable_redelivery_counts:
+            self.durable = DurableCounts(directory, self.cursor, sync=config.sync)
         self._trimmed = self.cursor.mark_delete_position
         self.consumers: list[Consumer] = []
         self._shared = SharedDispatcher(
@@ -150,40 +155,49 @@ class Subscription:
                 self.consumers.sort(key=lambda c: (c.priority, c.name))
             self._activate(announce=False)  # the connection announces after its SUCCESS
 
-    def remove_consumer(self, consumer: Consumer) -> None:
-        """Drops a consumer; what it held unacked goes to the others (redelivery counts unchanged)."""
+    def remove_consumer(self, consumer: Consumer, *, lost: bool = False) -> None:
+        """Drops a consumer; what it held unacked goes to the others.
+
+        Redelivery counts are unchanged, as in Pulsar, unless they are durable and the consumer's
+        connection was ``lost`` (it crashed holding them): then each message it held counts one more.
+        """
         if consumer not in self.consumers:
             return
         self.consumers.remove(consumer)
         consumer.connected = False
         ks = self._ks
+        returned: list[Position] = []
         if ks is not None:
-            ks.remove_consumer(consumer)
+            returned = ks.remove_consumer(consumer)
             rewind = ks.take_rewind()  # the last consumer left: read again after mark-delete
             if rewind is not None:
                 self._read_at = self._after(rewind)
         elif self.sub_type == api.CommandSubscribe.Shared:
-            self._shared.remove_consumer(consumer)
+            returned = self._shared.remove_consumer(consumer)
         else:
-            self._activate(announce=True)
+            returned = self._activate(announce=True)
+        if lost and self.durable is not None:
+            self.durable.raise_counts(returned)
 
-    def _activate(self, *, announce: bool) -> None:
+    def _activate(self, *, announce: bool) -> list[Position]:
         """Exclusive and Failover: registers the active consumer (the first) with the dispatcher.
 
         The previous active consumer's messages go back to the queue and reach the new one from
-        the oldest unacknowledged on, as after Pulsar's rewind on a Failover change.
+        the oldest unacknowledged on, as after Pulsar's rewind on a Failover change; they are returned.
         """
         active = self.consumers[0] if self.consumers else None
         if active is self._registered:
-            return
+            return []
+        returned: list[Position] = []
         if self._registered is not None:
-            self._shared.remove_consumer(self._registered)
+            returned = self._shared.remove_consumer(self._registered)
         self._registered = active
         if active is not None:
             self._shared.add_consumer(active, max(active.permits, 0))
             if announce and self.sub_type == api.CommandSubscribe.Failover:
                 for c in self.consumers:
                     c.send(_active_change(c.consumer_id, c is active))
+        return returned
 
     # -- flow, acks, redelivery ----------------------------------------------------------------------
 
@@ -238,24 +252,35 @@ class Subscription:
         return True
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
-        """Sends unacked messages again (all the consumer's when ``positions`` is None), counting each."""
+        """Sends unacked messages again (all the consumer's when ``positions`` is None), counting each.
+
+        Only messages the consumer holds go back (and count), as in Pulsar.
+        """
         ks = self._ks
+        named = None if positions is None else list(positions)
+        if ks is None and self.sub_type in _ONE_ACTIVE and consumer is not self._registered:
+            return
+        if self.durable is not None:
+            taken = ks.unacked(consumer) if ks is not None else self._shared.held_by(consumer)
+            if named is not None:
+                held = set(taken)
+                taken = [p for p in named if p in held]
+            self.durable.raise_counts(taken)
         if ks is not None:
-            if positions is None:
+            if named is None:
                 ks.redeliver(consumer)
             else:
-                ks.nack(consumer, list(positions))
-            return
-        if self.sub_type in _ONE_ACTIVE and consumer is not self._registered:
-            return
-        if positions is None:
+                ks.nack(consumer, named)
+        elif named is None:
             self._shared.redeliver_all(consumer)
         else:
-            self._shared.nack(consumer, list(positions))
+            self._shared.nack(consumer, named)
 
     def seek(self, position: Position) -> None:
         """Delivers ``position`` next, forgetting acks after it (the caller reconnects the consumers)."""
         self.cursor.reset(position)
+        if self.durable is not None:
+            self.durable.reset()
         self._shared.reset()
         self._entries.clear()
         self._read_at = position
@@ -276,6 +301,8 @@ class Subscription:
     def _send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
         """Sends a dispatch round's entries to one consumer: their frames built in one call."""
         entries = [self._entry(p) for p in positions]
+        if self.durable is not None:
+            counts = self.durable.counts_for(positions) or [0] * len(positions)
         ack_sets: list[list[int] | None] | None = None
         if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
             ack_sets = [self._ack_set(e.position) for e in entries]
@@ -345,6 +372,8 @@ class Subscription:
         """Sends what can be sent now: due delayed messages and redeliveries first, then new entries."""
         if not self.consumers:
             return
+        if self.durable is not None and self.durable.dirty:
+            self.durable.write_ahead()
         if self._ks is not None:
             self._dispatch_key_shared()
         else:
@@ -403,6 +432,8 @@ class Subscription:
         if self.cursor.mutations != self._flushed:
             self.store.flush(self.cursor)
             self._flushed = self.cursor.mutations
+            if self.durable is not None:
+                self.durable.prune(self.cursor)
         if isinstance(self.delayed, BucketDelayedDeliveryTracker):
             md = self.cursor.mark_delete_position
             if md != self._trimmed:
@@ -416,12 +447,16 @@ class Subscription:
         try:
             if not self.store.closed:
                 self.flush()
+            if self.durable is not None:
+                self.durable.close()
         finally:
             self.store.close()
             self.delayed.close()
 
     def delete(self) -> None:
         """Unsubscribe: the store and its directory go."""
+        if self.durable is not None:
+            self.durable.journal.close()
         self.store.close()
         self.delayed.close()
         self._stores.delete(self.directory, self.name)

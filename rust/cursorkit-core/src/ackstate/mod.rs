@@ -1,9 +1,9 @@
 //! Ack state: which positions of a topic a cursor has acknowledged.
 //!
 //! [`position`] addresses, `ledger_bits` (private) one ledger's roaring bitmap, [`rangeset`] the set of
-//! acknowledged positions, [`batch`] partial batches, [`cursor`] mark-delete + all of them, and
-//! the byte forms: [`codec`] (compact, roaring portable, `LongListMap` words) and [`wire`]
-//! (Pulsar's `PositionInfo` fields on the wire).
+//! acknowledged positions, [`batch`] partial batches, [`cursor`] mark-delete + all of them,
+//! [`redeliveries`] durable redelivery counts, and the byte forms: [`codec`] (compact, roaring
+//! portable, `LongListMap` words) and [`wire`] (Pulsar's `PositionInfo` fields on the wire).
 
 pub mod batch;
 pub mod codec;
@@ -11,4 +11,5 @@ pub mod cursor;
 pub(crate) mod ledger_bits;
 pub mod position;
 pub mod rangeset;
+pub mod redeliveries;
 pub mod wire;

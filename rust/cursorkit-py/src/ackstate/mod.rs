@@ -1,5 +1,6 @@
-//! Bindings of the ack state: `Position`, `RangeSet` and the `Cursor` state.
+//! Bindings of the ack state: `Position`, `RangeSet`, the `Cursor` state and redelivery counts.
 
 pub mod cursor;
 pub mod position;
 pub mod rangeset;
+pub mod redeliveries;
