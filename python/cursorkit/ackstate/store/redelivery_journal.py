@@ -10,12 +10,14 @@ cursor after loading, and a compaction leaves them out.
 File layout (little endian)::
 
     magic (8 bytes: 0x89 "CKREDL" LF) | version u16 | flags u16 (0)
-    records: payload length u32 | kind u8 | payload | CRC-32 u32 of length, kind and payload
+    records: payload length u32 | kind u8 | CRC-32 u32 of length and kind | payload
+             | CRC-32 u32 of everything before it
     kind 1: snapshot, kind 2: delta; payloads zlib-compressed ``RedeliveryCounts`` bytes
 
-Recovery applies every intact record in order; a torn last record (a flush that never returned)
-is cut off; anything else unreadable is reported as damage (``report.damaged``) and the journal
-is rewritten from what was read, so the damage is passed over once and said.
+Recovery applies every intact record in order; a torn last record (an intact header, its payload
+cut short: a flush that never returned) is cut off; anything else unreadable is reported as damage
+(``report.damaged``) and the journal is rewritten from what was read, so the damage is passed over
+once and said. The header's own checksum keeps a damaged length from passing for a torn record.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cursorkit._core import RedeliveryCounts
-from cursorkit.errors import BudgetExceeded, CorruptSnapshot, PersistFailed
+from cursorkit.errors import BudgetExceeded, CorruptSnapshot, PersistFailed, UnsupportedVersion
 from cursorkit.fsio import Opener, StoreFile, atomic_write, datasync, default_opener, read_regular, write_all
 
 __all__ = ["JOURNAL_VERSION", "JournalReport", "RedeliveryJournal"]
@@ -38,7 +40,7 @@ JOURNAL_VERSION = 1
 
 _MAGIC = b"\x89CKREDL\n"
 _HEAD = struct.Struct("<8sHH")
-_REC = struct.Struct("<IB")
+_REC = struct.Struct("<IBI")  # payload length, kind, CRC-32 of the two
 _CRC = struct.Struct("<I")
 _SNAPSHOT, _DELTA = 1, 2
 _BYTES_PER_RUN = 32
@@ -213,7 +215,7 @@ class RedeliveryJournal:
 
 def _record(kind: int, payload: bytes) -> bytes:
     body = zlib.compress(payload, 1)
-    head = _REC.pack(len(body), kind)
+    head = _REC.pack(len(body), kind, zlib.crc32(struct.pack("<IB", len(body), kind)))
     return head + body + _CRC.pack(zlib.crc32(body, zlib.crc32(head)))
 
 
@@ -237,8 +239,11 @@ def _read(data: bytes, counts: RedeliveryCounts, report: JournalReport, where: s
     if magic != _MAGIC or flags != 0:
         report.problems.append(f"{where}: not a redelivery journal (bad magic)")
         return False
+    if version > JOURNAL_VERSION:  # a newer build's journal: refused, never rewritten
+        raise UnsupportedVersion(f"{where}: journal version {version}, this build reads {JOURNAL_VERSION}")
     if version != JOURNAL_VERSION:
-        raise CorruptSnapshot(f"{where}: journal version {version}, this build reads {JOURNAL_VERSION}")
+        report.problems.append(f"{where}: journal version {version} is not one any build wrote")
+        return False
     limit = _BYTES_PER_RUN * counts.max_runs + 64
     pos = _HEAD.size
     first = True
@@ -248,16 +253,17 @@ def _read(data: bytes, counts: RedeliveryCounts, report: JournalReport, where: s
                 break  # the snapshot is written whole (atomically): a short one is damage
             report.torn_bytes = len(data) - pos
             break
-        length, kind = _REC.unpack_from(data, pos)
+        length, kind, head_crc = _REC.unpack_from(data, pos)
+        if zlib.crc32(data[pos : pos + 5]) != head_crc or kind not in (_SNAPSHOT, _DELTA) or length > limit:
+            report.problems.append(f"{where}: a bad record header at byte {pos}")
+            break
         end = pos + _REC.size + length
         if end + _CRC.size > len(data):
-            if not first and kind == _DELTA and length <= limit:
+            if not first:
                 report.torn_bytes = len(data) - pos
-            else:
-                report.problems.append(f"{where}: a bad record header at byte {pos}")
             break
         (stored,) = _CRC.unpack_from(data, end)
-        if zlib.crc32(memoryview(data)[pos:end]) != stored or kind not in (_SNAPSHOT, _DELTA):
+        if zlib.crc32(memoryview(data)[pos:end]) != stored:
             report.problems.append(f"{where}: the record at byte {pos} fails its checksum")
             break
         if first != (kind == _SNAPSHOT):
