@@ -28,6 +28,7 @@ TABLE_MODULES = (
     "test_bench_shared_stores",
     "test_bench_message_log",
     "test_bench_broker",
+    "test_bench_redeliveries",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

@@ -98,7 +98,11 @@ class CountsMachine(RuleBasedStateMachine):
         assert len(self.counts) == len(self.model)
         runs = self.counts.runs()
         for (_, a_last, a_n), (b_first, _, b_n) in zip(runs, runs[1:], strict=False):
-            assert not (a_last.ledger_id == b_first.ledger_id and a_last.entry_id + 1 == b_first.entry_id and a_n == b_n)
+            assert not (
+                a_last.ledger_id == b_first.ledger_id
+                and a_last.entry_id + 1 == b_first.entry_id
+                and a_n == b_n
+            )
 
 
 TestCounts = CountsMachine.TestCase

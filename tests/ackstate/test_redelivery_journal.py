@@ -110,7 +110,9 @@ def _journal_with_history(path: Path) -> dict[tuple[int, int], int]:
 
 @settings(max_examples=200)
 @given(st.data())
-def test_a_flipped_bit_is_damage_or_changes_nothing(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject) -> None:
+def test_a_flipped_bit_is_damage_or_changes_nothing(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
     path = tmp_path_factory.mktemp("flip") / "redeliveries"
     truth = _journal_with_history(path)
     raw = bytearray(path.read_bytes())

@@ -56,7 +56,9 @@ def test_a_killed_flush_leaves_the_last_state_or_the_next(tmp_path: Path) -> Non
         assert not j.report.damaged, (kill, j.report)
         got = j.counts.encode()
         j.close()
-        assert got in (model.encode(), after_next.encode()), f"kill {kill}: neither flush {reported} nor the next"
+        assert got in (model.encode(), after_next.encode()), (
+            f"kill {kill}: neither flush {reported} nor the next"
+        )
         if got == after_next.encode():
             model, reported = after_next, reported + 1
         done = reported + 1

@@ -69,9 +69,7 @@ def test_a_dead_letter_policy_fires_across_restarts(tmp_path: Path, durable: boo
         # The third delivery has count 2 = the policy's limit: its nack sends it to the dead letters.
         c = client(broker.url)
         try:
-            dlq = c.subscribe(
-                f"{_TOPIC}-s-DLQ", "dlq", initial_position=pulsar.InitialPosition.Earliest
-            )
+            dlq = c.subscribe(f"{_TOPIC}-s-DLQ", "dlq", initial_position=pulsar.InitialPosition.Earliest)
             consumer = _consumer(c, 2)
             msg = consumer.receive(timeout_millis=TIMEOUT_MS)
             assert msg.redelivery_count() == 2

@@ -1,7 +1,9 @@
-"""Ack state: the Cursor, its persisted forms, durable cursor stores (files, ZooKeeper) and PIP-299."""
+"""Ack state: the Cursor, its persisted forms, durable cursor stores (files, ZooKeeper), PIP-299 and
+redelivery counts kept across restarts (beyond Pulsar)."""
 
 from __future__ import annotations
 
+from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate.cursor import Cursor, CursorStats, TruncationCounters
 from cursorkit.ackstate.limits import NETTY_MAX_FRAME_BYTES, PersistLimits
 from cursorkit.ackstate.persist import ENCODINGS, PersistResult
@@ -13,8 +15,10 @@ from cursorkit.ackstate.store import (
     FileCursorProperties,
     FileCursorStore,
     FlushResult,
+    JournalReport,
     MemoryCursorProperties,
     RecoveryReport,
+    RedeliveryJournal,
     StoreFlush,
     StoreOptions,
     StoreReport,
@@ -38,11 +42,14 @@ __all__ = [
     "FileCursorProperties",
     "FileCursorStore",
     "FlushResult",
+    "JournalReport",
     "MemoryCursorProperties",
     "Opener",
     "PersistLimits",
     "PersistResult",
     "RecoveryReport",
+    "RedeliveryCounts",
+    "RedeliveryJournal",
     "StoreFile",
     "StoreFlush",
     "StoreOptions",

@@ -22,6 +22,7 @@ once and said. The header's own checksum keeps a damaged length from passing for
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import struct
@@ -196,10 +197,8 @@ class RedeliveryJournal:
 
     def _drop_writer(self) -> None:
         if self._file is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._file.close()
-            except OSError:
-                pass
             self._file = None
 
     def _cut(self, size: int) -> None:

@@ -50,7 +50,9 @@ class DurableCounts:
         self.journal = RedeliveryJournal.open(directory / JOURNAL_NAME, sync=sync)
         self.counts = self.journal.counts
         if self.journal.report.damaged:
-            log.warning("redelivery counts damaged, some may be lower: %s", "; ".join(self.journal.report.problems))
+            log.warning(
+                "redelivery counts damaged, some may be lower: %s", "; ".join(self.journal.report.problems)
+            )
         self.counts.prune(cursor)
         self.journal.compact()  # a new owner's file: a writer still holding the old one writes into nothing
         self.dirty = False
