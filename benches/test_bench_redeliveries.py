@@ -24,7 +24,7 @@ import numpy as np
 import cursor_workloads as cw
 import delayed_workloads as dw
 from cursorkit import Position
-from cursorkit.ackstate import RedeliveryCounts, RedeliveryJournal
+from cursorkit.ackstate import RedeliveryJournal
 
 IN_FLIGHT = 1_000_000
 SMOKE_IN_FLIGHT = 20_000

@@ -1,5 +1,6 @@
 """Ack state: the Cursor, its persisted forms, durable cursor stores (files, ZooKeeper), PIP-299 and
-redelivery counts kept across restarts (beyond Pulsar)."""
+redelivery counts kept across restarts (beyond Pulsar).
+"""
 
 from __future__ import annotations
 
