@@ -1,6 +1,4 @@
-"""Ack state: the Cursor, its persisted forms, durable cursor stores (files, ZooKeeper), PIP-299 and
-redelivery counts kept across restarts (beyond Pulsar).
-"""
+"""Ack state: the Cursor, its persisted forms, durable stores (files, ZooKeeper), PIP-299, redelivery counts."""
 
 from __future__ import annotations
 
