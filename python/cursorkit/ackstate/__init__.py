@@ -1,4 +1,4 @@
-"""Ack state: the Cursor, its persisted forms, durable stores (files, ZooKeeper), PIP-299, redelivery counts."""
+"""Ack state: the Cursor, its persisted forms, durable stores (files, ZooKeeper), PIP-299, redeliveries."""
 
 from __future__ import annotations
 
