@@ -353,14 +353,14 @@ class RedeliveryCounts:
     def prune(self, cursor: CursorState) -> int:
         """Forgets the counts of everything the cursor acknowledged; returns how many went."""
     def clear(self) -> None:
-        """Forgets every count."""
+        """Forgets every count (the next delta forgets them too)."""
     @property
     def has_changes(self) -> bool:
         """Whether anything changed since the last ``take_delta``."""
     def take_delta(self) -> bytes:
         """The changed positions with their counts (0: forgotten), encoded; clears the changes."""
-    def encode(self) -> bytes:
-        """Every run, encoded (a snapshot)."""
+    def encode(self, first_runs: int | None = None) -> bytes:
+        """Every run, encoded (a snapshot); ``first_runs``: only that many, from the lowest position."""
     def apply(self, data: bytes) -> None:
         """Applies a delta or snapshot over these counts (damaged bytes change nothing)."""
     def runs(self, min_count: int = 1) -> list[tuple[Position, Position, int]]:

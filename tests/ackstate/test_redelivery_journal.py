@@ -211,3 +211,18 @@ def test_a_symlink_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(PersistFailed):
         RedeliveryJournal.open(tmp_path / "sub" / "redeliveries", sync=False)
     assert outside.read_bytes() == b"keep"
+
+
+def test_a_file_store_keeps_its_counts_beside_its_log(tmp_path: Path) -> None:
+    from cursorkit.ackstate import Cursor, CursorStore
+
+    with CursorStore.create(tmp_path / "cursor", name="s") as store:
+        cursor = Cursor(Position(1, -1), name="s")
+        store.flush(cursor, full=True)
+        store.redelivery_counts.increment(Position(1, 3))
+        store.redelivery_counts.increment(Position(1, 3))
+        assert store.flush(cursor).skipped  # the ack state did not change; the counts went to their journal
+        store.redelivery_counts.increment(Position(1, 4))  # never flushed: lost with the process
+    with CursorStore.open(tmp_path / "cursor") as again:
+        assert not again.redelivery_report.damaged
+        assert again.redelivery_counts.runs() == [(Position(1, 3), Position(1, 3), 2)]

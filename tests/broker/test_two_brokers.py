@@ -375,3 +375,40 @@ def test_a_broker_whose_cursor_is_taken_over_gives_the_topic_up(
 
     still_open, store_closed = asyncio.run(scenario())
     assert not still_open and store_closed
+
+
+def test_durable_redelivery_counts_survive_a_hand_over(zk_server: Any, tmp_path: Path, root: str) -> None:
+    """A nack counted by the owner comes back counted from the next owner (beyond Pulsar)."""
+    metadata = f"zk://{zk_server.hosts}{root}"
+    flags = ("--metadata", metadata, "--durable-redelivery-counts")
+    a = BrokerProcess(tmp_path / "data", *flags, name="a")
+    b = BrokerProcess(tmp_path / "data", *flags, name="b")
+    a.start()
+    b.start()
+    try:
+        own(a, "poison")
+        c = client(a.url)
+        try:
+            consumer = c.subscribe(
+                "poison", "s", consumer_type=pulsar.ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+            )
+            c.create_producer("poison", batching_enabled=False).send(b"p")
+            msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+            assert msg.redelivery_count() == 0
+            consumer.negative_acknowledge(msg)
+            again = consumer.receive(timeout_millis=TIMEOUT_MS)  # counted, and durable before it came
+            assert again.redelivery_count() == 1
+        finally:
+            c.close()
+        a.kill()
+        c = client(both(a, b))
+        try:
+            consumer = c.subscribe("poison", "s", consumer_type=pulsar.ConsumerType.Shared)
+            msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+            assert msg.data() == b"p" and msg.redelivery_count() == 1
+            consumer.acknowledge(msg)
+        finally:
+            c.close()
+    finally:
+        for broker in (a, b):
+            broker.kill()

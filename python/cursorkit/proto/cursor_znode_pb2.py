@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"cursorkit/proto/cursor_znode.proto\x12\x0f\x63ursorkit.znode\"\xfd\x01\n\x0e\x43ursorkitState\x12\x16\n\x0e\x66ormat_version\x18\x01 \x02(\r\x12\x13\n\x0bowner_epoch\x18\x02 \x02(\x04\x12\x10\n\x08sequence\x18\x03 \x02(\x04\x12\r\n\x05owner\x18\x04 \x01(\t\x12+\n\x05state\x18\x05 \x01(\x0b\x32\x1c.cursorkit.znode.StateObject\x12\x14\n\x0cranges_total\x18\x06 \x01(\x04\x12\x15\n\rbatches_total\x18\x07 \x01(\x04\x12\x15\n\rwritten_at_ms\x18\x08 \x01(\x03\x12\x13\n\x0b\x63ursor_name\x18\t \x01(\t\x12\x17\n\x0b\x62\x61tch_sizes\x18\n \x03(\rB\x02\x10\x01\"8\n\x0bStateObject\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x0c\n\x04size\x18\x02 \x02(\x04\x12\x0e\n\x06sha256\x18\x03 \x02(\x0c')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"cursorkit/proto/cursor_znode.proto\x12\x0f\x63ursorkit.znode\"\xba\x02\n\x0e\x43ursorkitState\x12\x16\n\x0e\x66ormat_version\x18\x01 \x02(\r\x12\x13\n\x0bowner_epoch\x18\x02 \x02(\x04\x12\x10\n\x08sequence\x18\x03 \x02(\x04\x12\r\n\x05owner\x18\x04 \x01(\t\x12+\n\x05state\x18\x05 \x01(\x0b\x32\x1c.cursorkit.znode.StateObject\x12\x14\n\x0cranges_total\x18\x06 \x01(\x04\x12\x15\n\rbatches_total\x18\x07 \x01(\x04\x12\x15\n\rwritten_at_ms\x18\x08 \x01(\x03\x12\x13\n\x0b\x63ursor_name\x18\t \x01(\t\x12\x17\n\x0b\x62\x61tch_sizes\x18\n \x03(\rB\x02\x10\x01\x12\x19\n\x11redelivery_counts\x18\x0b \x01(\x0c\x12 \n\x18redelivery_runs_left_out\x18\x0c \x01(\x04\"8\n\x0bStateObject\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\x0c\n\x04size\x18\x02 \x02(\x04\x12\x0e\n\x06sha256\x18\x03 \x02(\x0c')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,7 +34,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CURSORKITSTATE'].fields_by_name['batch_sizes']._loaded_options = None
   _globals['_CURSORKITSTATE'].fields_by_name['batch_sizes']._serialized_options = b'\020\001'
   _globals['_CURSORKITSTATE']._serialized_start=56
-  _globals['_CURSORKITSTATE']._serialized_end=309
-  _globals['_STATEOBJECT']._serialized_start=311
-  _globals['_STATEOBJECT']._serialized_end=367
+  _globals['_CURSORKITSTATE']._serialized_end=370
+  _globals['_STATEOBJECT']._serialized_start=372
+  _globals['_STATEOBJECT']._serialized_end=428
 # @@protoc_insertion_point(module_scope)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CursorkitState(_message.Message):
-    __slots__ = ("format_version", "owner_epoch", "sequence", "owner", "state", "ranges_total", "batches_total", "written_at_ms", "cursor_name", "batch_sizes")
+    __slots__ = ("format_version", "owner_epoch", "sequence", "owner", "state", "ranges_total", "batches_total", "written_at_ms", "cursor_name", "batch_sizes", "redelivery_counts", "redelivery_runs_left_out")
     FORMAT_VERSION_FIELD_NUMBER: _ClassVar[int]
     OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,8 @@ class CursorkitState(_message.Message):
     WRITTEN_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_NAME_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    REDELIVERY_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    REDELIVERY_RUNS_LEFT_OUT_FIELD_NUMBER: _ClassVar[int]
     format_version: int
     owner_epoch: int
     sequence: int
@@ -28,7 +30,9 @@ class CursorkitState(_message.Message):
     written_at_ms: int
     cursor_name: str
     batch_sizes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, format_version: _Optional[int] = ..., owner_epoch: _Optional[int] = ..., sequence: _Optional[int] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[StateObject, _Mapping]] = ..., ranges_total: _Optional[int] = ..., batches_total: _Optional[int] = ..., written_at_ms: _Optional[int] = ..., cursor_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ...) -> None: ...
+    redelivery_counts: bytes
+    redelivery_runs_left_out: int
+    def __init__(self, format_version: _Optional[int] = ..., owner_epoch: _Optional[int] = ..., sequence: _Optional[int] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[StateObject, _Mapping]] = ..., ranges_total: _Optional[int] = ..., batches_total: _Optional[int] = ..., written_at_ms: _Optional[int] = ..., cursor_name: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., redelivery_counts: _Optional[bytes] = ..., redelivery_runs_left_out: _Optional[int] = ...) -> None: ...
 
 class StateObject(_message.Message):
     __slots__ = ("key", "size", "sha256")

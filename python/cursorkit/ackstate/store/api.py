@@ -15,9 +15,11 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol, Self, cast
 
+from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.ackstate.store.properties import CursorProperties
+from cursorkit.ackstate.store.redelivery_journal import JournalReport
 from cursorkit.errors import InvalidArgument, InvalidInputType
 
 __all__ = ["CursorStore", "StoreFlush", "StoreReport"]
@@ -144,6 +146,21 @@ class CursorStore(abc.ABC):
         The bucket delayed-delivery tracker keeps its bucket keys here, as Pulsar does. A change
         after :meth:`close` is refused (``InvalidArgument``).
         """
+
+    @property
+    @abc.abstractmethod
+    def redelivery_counts(self) -> RedeliveryCounts:
+        """This cursor's redelivery counts, made durable by :meth:`flush` (beyond Pulsar).
+
+        Loaded on first use from where the store keeps them (a file store: a journal beside its
+        log; a ZooKeeper store: its znode). Only changes are written; prune the counts of what
+        the cursor acknowledged with ``redelivery_counts.prune(cursor)``.
+        """
+
+    @property
+    @abc.abstractmethod
+    def redelivery_report(self) -> JournalReport:
+        """What loading :attr:`redelivery_counts` found (``damaged``: some counts may be lower)."""
 
     @abc.abstractmethod
     def recover(

@@ -2,16 +2,16 @@
 
 Pulsar counts redeliveries in memory: a restart, an unload, a hand-over or the last consumer
 leaving resets them, so a client's dead-letter policy may never fire (pulsar-site#1117). Here the
-counts are a :class:`~cursorkit.ackstate.store.redelivery_journal.RedeliveryJournal` in the
-subscription's directory, and they are what MESSAGE frames carry:
+counts are the cursor store's own (``CursorStore.redelivery_counts``: a journal beside a file
+store's log, or the cursor znode's record), and they are what MESSAGE frames carry:
 
 - a nack or a redelivery request raises the count of every message it takes back from the
   consumer (as Pulsar); so does a consumer whose connection is lost holding messages (a crash:
   Pulsar does not count those, so a message that kills its consumers is never dead-lettered,
   apache/pulsar#5881). A consumer that closes, a seek's or a hand-over's reconnect, a broker
   stopping: no raise;
-- the raised counts are durable before any message is sent after them (write-ahead), so a count
-  a client saw never goes back after a crash;
+- the raised counts are flushed with the cursor before any message is sent after them
+  (write-ahead), so a count a client saw never goes back after a crash;
 - a seek starts counting again; counts of acknowledged messages are pruned at each cursor flush.
 """
 
@@ -19,23 +19,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
-from cursorkit import Cursor, Position
-from cursorkit.ackstate.store.redelivery_journal import RedeliveryJournal
+from cursorkit import Cursor, CursorStore, Position
 from cursorkit.errors import BudgetExceeded, PersistFailed
 
-__all__ = ["JOURNAL_NAME", "DurableCounts"]
+__all__ = ["DurableCounts"]
 
 log = logging.getLogger("cursorkit.broker")
 
-JOURNAL_NAME = "redeliveries"
-"""The journal's file name in the subscription's directory."""
 
-
-def _columns(positions: Sequence[Position]) -> tuple[np.ndarray, np.ndarray]:
+def _columns(positions: Sequence[Position]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     n = len(positions)
     ls = np.fromiter((p.ledger_id for p in positions), np.int64, n)
     es = np.fromiter((p.entry_id for p in positions), np.int64, n)
@@ -43,19 +39,18 @@ def _columns(positions: Sequence[Position]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class DurableCounts:
-    """The counts of one subscription, journaled; every method runs on the broker's event loop."""
+    """The counts of one subscription, kept by its cursor store; every method runs on the event loop."""
 
-    def __init__(self, directory: Path, cursor: Cursor, *, sync: bool) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.journal = RedeliveryJournal.open(directory / JOURNAL_NAME, sync=sync)
-        self.counts = self.journal.counts
-        if self.journal.report.damaged:
-            log.warning(
-                "redelivery counts damaged, some may be lower: %s", "; ".join(self.journal.report.problems)
-            )
+    def __init__(self, store: CursorStore, cursor: Cursor) -> None:
+        self.store = store
+        self.cursor = cursor
+        self.counts = store.redelivery_counts
+        report = store.redelivery_report
+        if report.damaged:
+            log.warning("redelivery counts damaged, some may be lower: %s", "; ".join(report.problems))
         self.counts.prune(cursor)
-        self.journal.compact()  # a new owner's file: a writer still holding the old one writes into nothing
         self.dirty = False
+        """Counts raised since the last write-ahead."""
         self.not_counted = 0
         """Raises refused past the counts' budget (those messages keep their in-memory count)."""
 
@@ -85,26 +80,19 @@ class DurableCounts:
         self.dirty = True
 
     def write_ahead(self) -> None:
-        """Makes raised counts durable (before the messages carrying them go out)."""
+        """Makes raised counts durable with the cursor (before the messages carrying them go out)."""
         self.dirty = False
         try:
-            self.journal.flush()
-        except PersistFailed as e:  # sent anyway: the next flush writes a whole snapshot
+            self.store.flush(self.cursor)
+        except PersistFailed as e:  # sent anyway: the next flush writes them
             log.warning("redelivery counts not persisted: %s", e)
 
-    def prune(self, cursor: Cursor) -> None:
-        """Forgets the counts of what the cursor acknowledged (a compaction leaves them out)."""
+    def prune(self) -> None:
+        """Forgets the counts of what the cursor acknowledged."""
         if len(self.counts):
-            self.counts.prune(cursor)
+            self.counts.prune(self.cursor)
 
     def reset(self) -> None:
-        """A seek: every count starts again, durably."""
-        self.dirty = False
-        self.journal.reset()
-
-    def close(self) -> None:
-        """Persists what changed and releases the journal."""
-        try:
-            self.journal.flush()
-        finally:
-            self.journal.close()
+        """A seek: every count starts again (durable at the next write-ahead)."""
+        self.counts.clear()
+        self.dirty = True

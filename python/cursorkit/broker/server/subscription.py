@@ -89,7 +89,7 @@ class Subscription:
         self.durable: DurableCounts | None = None
         """The redelivery counts kept across restarts (``durable_redelivery_counts``), or None."""
         if config.durable_redelivery_counts:
-            self.durable = DurableCounts(directory, self.cursor, sync=config.sync)
+            self.durable = DurableCounts(self.store, self.cursor)
         self._trimmed = self.cursor.mark_delete_position
         self.consumers: list[Consumer] = []
         self._shared = SharedDispatcher(
@@ -433,7 +433,7 @@ class Subscription:
             self.store.flush(self.cursor)
             self._flushed = self.cursor.mutations
             if self.durable is not None:
-                self.durable.prune(self.cursor)
+                self.durable.prune()
         if isinstance(self.delayed, BucketDelayedDeliveryTracker):
             md = self.cursor.mark_delete_position
             if md != self._trimmed:
@@ -446,17 +446,15 @@ class Subscription:
         """Flushes and closes the store."""
         try:
             if not self.store.closed:
+                if self.durable is not None and self.durable.dirty:
+                    self.durable.write_ahead()
                 self.flush()
-            if self.durable is not None:
-                self.durable.close()
         finally:
             self.store.close()
             self.delayed.close()
 
     def delete(self) -> None:
         """Unsubscribe: the store and its directory go."""
-        if self.durable is not None:
-            self.durable.journal.close()
         self.store.close()
         self.delayed.close()
         self._stores.delete(self.directory, self.name)

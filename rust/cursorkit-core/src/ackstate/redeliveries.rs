@@ -230,10 +230,13 @@ impl RedeliveryCounts {
         Ok(before - self.positions)
     }
 
-    /// Forgets every count (a seek's replay starts counting again); the next delta is empty.
+    /// Forgets every count (a seek's replay starts counting again); the next delta forgets them
+    /// too (`O(positions counted)`).
     pub fn clear(&mut self) {
-        self.runs.clear();
-        self.changed.clear();
+        for (k, r) in std::mem::take(&mut self.runs) {
+            self.changed
+                .extend((k.entry_id..=r.last).map(|e| at(k.ledger_id, e)));
+        }
         self.positions = 0;
     }
 
@@ -265,6 +268,11 @@ impl RedeliveryCounts {
     /// Every run, encoded (a snapshot).
     pub fn encode(&self) -> Vec<u8> {
         encode_runs(self.runs())
+    }
+
+    /// The first `n` runs in position order, encoded (a snapshot cut to a budget).
+    pub fn encode_first(&self, n: usize) -> Vec<u8> {
+        encode_runs(self.runs().take(n))
     }
 
     /// Counts decoded from [`encode`](Self::encode) or [`take_delta`](Self::take_delta) bytes.
@@ -394,9 +402,12 @@ fn check_columns(ledger_ids: &[i64], entry_ids: &[i64]) -> Result<()> {
     crate::ackstate::position::check_entries(ledger_ids, entry_ids)
 }
 
+/// One run of one ledger: first entry, last entry, count.
+type LedgerRun = (i64, i64, u32);
+
 /// Encodes runs given in position order (each ledger's runs ascending and apart).
 fn encode_runs(runs: impl Iterator<Item = (i64, i64, i64, u32)>) -> Vec<u8> {
-    let mut ledgers: Vec<(i64, Vec<(i64, i64, u32)>)> = Vec::new();
+    let mut ledgers: Vec<(i64, Vec<LedgerRun>)> = Vec::new();
     for (l, a, b, c) in runs {
         match ledgers.last_mut() {
             Some((id, rs)) if *id == l => rs.push((a, b, c)),

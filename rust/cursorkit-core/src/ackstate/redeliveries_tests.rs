@@ -137,6 +137,21 @@ fn a_delta_holds_only_what_changed() {
 }
 
 #[test]
+fn a_clear_reaches_a_replica_through_the_delta() {
+    let mut c = RedeliveryCounts::default();
+    for e in 0..50 {
+        c.increment(2, e * 3).unwrap();
+    }
+    let mut replica = RedeliveryCounts::decode(&c.take_delta(), 0).unwrap();
+    assert_eq!(replica.positions(), 50);
+    c.clear();
+    c.increment(2, 3).unwrap();
+    replica.apply(&c.take_delta()).unwrap();
+    assert_eq!(model_of(&replica), model_of(&c));
+    assert_eq!(replica.positions(), 1);
+}
+
+#[test]
 fn neighbours_merge_into_one_run() {
     let mut c = RedeliveryCounts::default();
     for e in 0..1000 {

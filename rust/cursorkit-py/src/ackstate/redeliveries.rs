@@ -167,7 +167,7 @@ impl PyRedeliveryCounts {
         .map_err(|e| to_py(py, e))
     }
 
-    /// Forgets every count.
+    /// Forgets every count (the next delta forgets them too).
     fn clear(&self, py: Python<'_>) {
         self.lock(py).clear();
     }
@@ -184,9 +184,17 @@ impl PyRedeliveryCounts {
         PyBytes::new(py, &data)
     }
 
-    /// Every run, encoded (a snapshot).
-    fn encode<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let data = self.detached_if_large(py, |c| c.run_count() as u64, |c| c.encode());
+    /// Every run, encoded (a snapshot); ``first_runs``: only that many, from the lowest position.
+    #[pyo3(signature = (first_runs = None))]
+    fn encode<'py>(&self, py: Python<'py>, first_runs: Option<usize>) -> Bound<'py, PyBytes> {
+        let data = self.detached_if_large(
+            py,
+            |c| c.run_count() as u64,
+            |c| match first_runs {
+                Some(n) => c.encode_first(n),
+                None => c.encode(),
+            },
+        );
         PyBytes::new(py, &data)
     }
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from cursorkit._core import RangeSet
+from cursorkit._core import RangeSet, RedeliveryCounts
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.ackstate.persist import checked_properties
@@ -37,13 +37,16 @@ from cursorkit.ackstate.store.file.log import (
 )
 from cursorkit.ackstate.store.file.reports import FlushResult, RecoveryReport, StoreOptions
 from cursorkit.ackstate.store.properties import FileCursorProperties
+from cursorkit.ackstate.store.redelivery_journal import JournalReport, RedeliveryJournal
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed
 from cursorkit.fsio import Opener, default_opener, read_regular
 
-__all__ = ["PROPERTIES_FILE", "FileCursorStore"]
+__all__ = ["PROPERTIES_FILE", "REDELIVERIES_FILE", "FileCursorStore"]
 
 PROPERTIES_FILE = "cursor.properties"
 """The file of a file store's cursor properties, in the store directory."""
+REDELIVERIES_FILE = "redeliveries"
+"""The journal of a file store's redelivery counts, in the store directory (made on first use)."""
 
 
 class _StoreProperties(FileCursorProperties):
@@ -97,6 +100,7 @@ class FileCursorStore(CursorStore):
         self._name = ""
         self._log = LogFiles(path, self._dir_fd, self._opener, sync=self._options.sync)
         self._properties: FileCursorProperties | None = None
+        self._journal: RedeliveryJournal | None = None
         self._bound: Cursor | None = None
         self._bound_mutations = -1
         self._bitmaps: list[tuple[int, bytes]] | None = None
@@ -256,6 +260,28 @@ class FileCursorStore(CursorStore):
                 )
             return self._properties
 
+    def _redelivery_journal(self) -> RedeliveryJournal:
+        with self._lock:
+            self._check_open()
+            if self._journal is None:
+                self._journal = RedeliveryJournal.open(
+                    self._path / REDELIVERIES_FILE, opener=self._opener, sync=self._options.sync
+                )
+            return self._journal
+
+    @property
+    def redelivery_counts(self) -> RedeliveryCounts:
+        """The cursor's redelivery counts, journaled in ``redeliveries`` beside the log (made on first use).
+
+        :meth:`flush` appends what changed before it writes the ack state.
+        """
+        return self._redelivery_journal().counts
+
+    @property
+    def redelivery_report(self) -> JournalReport:
+        """What reading the redelivery journal found."""
+        return self._redelivery_journal().report
+
     @property
     def generation(self) -> int:
         """Current log generation."""
@@ -354,8 +380,13 @@ class FileCursorStore(CursorStore):
         Writes every ledger when ``full``, when ``cursor`` is not the one last flushed or recovered,
         or when the log rolls into a new generation (compaction, or after damage). Skips the write
         when nothing changed unless ``force``. A failed write raises ``PersistFailed``, leaves the
-        previous flush recoverable and marks the ledgers dirty again.
+        previous flush recoverable and marks the ledgers dirty again. Changed redelivery counts are
+        appended to their journal first.
         """
+        with self._lock:
+            self._check_open()
+            if self._journal is not None:
+                self._journal.flush()
         return self._flush(cursor, full=full, force=force, roll=False)
 
     def compact(self, cursor: Cursor | None = None) -> FlushResult:
@@ -483,6 +514,8 @@ class FileCursorStore(CursorStore):
     def _release(self) -> None:
         self._closed = True
         self._log.close()
+        if self._journal is not None:
+            self._journal.close()
         with contextlib.suppress(OSError):
             os.close(self._dir_fd)
 

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from cursorkit._core import Position, RangeSet
+from cursorkit._core import Position, RangeSet, RedeliveryCounts
 from cursorkit.ackstate import persist
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.store.zookeeper.node import CursorZnode, now_ms
+from cursorkit.ackstate.store.zookeeper.redeliveries import budget_of, encode_counts
 from cursorkit.ackstate.store.zookeeper.reports import ZkFlushResult
 from cursorkit.ackstate.store.zookeeper.znode import EncodedZnode, cursor_info_bytes, encode_znode, fit_record
 from cursorkit.errors import InvalidArgument, InvalidInputType, PersistFailed
@@ -47,6 +48,7 @@ class PendingFlush:
         started: float,
         skipped: ZkFlushResult | None = None,
         compression: str | None = None,
+        counts_left_out: int | None = None,
     ) -> None:
         self.writer = writer
         self.call: IAsyncResult | None = None
@@ -59,6 +61,8 @@ class PendingFlush:
         self.sizes = sizes  # object bytes, ranges total, ranges inline, ranges cut, batches cut
         self.started = started
         self.compression = compression
+        self.counts_left_out = counts_left_out
+        """Runs of redelivery counts the write leaves out; None when it holds no counts."""
         self.outcome: ZkFlushResult | BaseException | None = skipped
 
     def result(self) -> ZkFlushResult:
@@ -97,6 +101,10 @@ class FlushWriter:
         self._bound: Cursor | None = None
         self._bound_mutations = -1
         self._bound_props: dict[str, int] | None = None
+        self.counts: RedeliveryCounts | None = None
+        """The store's redelivery counts once loaded: every write then carries them."""
+        self._counts_unsaved = False
+        self._left_out: int | None = None
 
     def bind(self, cursor: Cursor, mutations: int, props: dict[str, int]) -> None:
         """Records ``cursor`` as in the znode at ``mutations``: an unchanged cursor's flush is skipped."""
@@ -119,6 +127,7 @@ class FlushWriter:
                 and cursor is self._bound
                 and cursor.mutations == self._bound_mutations
                 and props == self._bound_props
+                and not (self.counts is not None and (self._counts_unsaved or self.counts.has_changes))
             ):
                 done = ZkFlushResult(
                     skipped=True,
@@ -148,6 +157,9 @@ class FlushWriter:
                     skipped=done,
                 )
             md, acked, batches, mutations, _ = _snapshot(cursor, blobs=False)
+            if self.counts is not None and self.counts.has_changes:
+                self.counts.take_delta()
+                self._counts_unsaved = True
             sequence = node.next_sequence()
             encoded = self._encode(md, acked, batches, props, cursor, sequence, None)
             ref: zpb.StateObject | None = None
@@ -188,6 +200,7 @@ class FlushWriter:
                 sizes=(object_bytes, encoded.ranges_total, encoded.ranges_inline, ranges_cut, batches_cut),
                 started=started,
                 compression=encoded.compression,
+                counts_left_out=self._left_out,
             )
             self._inflight = pending
             return pending
@@ -260,13 +273,22 @@ class FlushWriter:
         sequence: int,
         ref: zpb.StateObject | None,
     ) -> EncodedZnode:
+        record = self.node.record(sequence, ref)
+        self._left_out = None
+        if self.counts is not None and len(self.counts):
+            blob, self._left_out = encode_counts(self.counts, budget_of(self.max_bytes))
+            record.redelivery_counts = blob
+            if self._left_out:
+                record.redelivery_runs_left_out = self._left_out
+        elif self.counts is not None:
+            self._left_out = 0
         return encode_znode(
             mark_delete=md,
             acked=acked,
             batches=batches,
             properties=props,
             string_properties=self.strings,
-            cursorkit=self.node.record(sequence, ref),
+            cursorkit=record,
             limits=cursor.limits,
             max_bytes=self.max_bytes,
             last_active_ms=now_ms(),
@@ -288,6 +310,8 @@ class FlushWriter:
         )
         node.confirm(stat.version, pending.sequence, pending.data, pending.ref, replace_ref=True)
         self.bind(pending.cursor, pending.mutations, pending.properties)
+        if pending.counts_left_out is not None and not (self.counts is not None and self.counts.has_changes):
+            self._counts_unsaved = False
         object_bytes, total, inline, ranges_cut, batches_cut = pending.sizes
         return ZkFlushResult(
             skipped=False,
@@ -303,6 +327,7 @@ class FlushWriter:
             conflicts=conflicts,
             duration_s=time.perf_counter() - pending.started,
             compression=pending.compression,
+            redelivery_runs_left_out=pending.counts_left_out or 0,
         )
 
 

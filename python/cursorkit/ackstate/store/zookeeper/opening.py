@@ -205,6 +205,9 @@ def _ownership_record(
         record.ranges_total = ck.ranges_total
         record.batches_total = ck.batches_total
         record.batch_sizes.extend(ck.batch_sizes)
+        if ck.HasField("redelivery_counts"):  # carried over to the new owner as they are
+            record.redelivery_counts = ck.redelivery_counts
+            record.redelivery_runs_left_out = ck.redelivery_runs_left_out
     info = ml.ManagedCursorInfo()
     info.CopyFrom(content.info)
     info.cursorkit.CopyFrom(record)

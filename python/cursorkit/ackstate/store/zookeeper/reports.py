@@ -90,6 +90,8 @@ class ZkFlushResult:
     duration_s: float
     compression: str | None = None
     """``ZLIB`` when the znode was written in Pulsar's compressed form (the plain one passed the budget)."""
+    redelivery_runs_left_out: int = 0
+    """Runs of redelivery counts past their share of the znode, not written (beyond Pulsar)."""
 
     @property
     def truncated(self) -> bool:

@@ -7,14 +7,17 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate.cursor import Cursor
 from cursorkit.ackstate.limits import PersistLimits
 from cursorkit.ackstate.store.api import CursorStore
+from cursorkit.ackstate.store.redelivery_journal import JournalReport
 from cursorkit.ackstate.store.zookeeper.claims import DEFAULT_OWNERS_ROOT, Claims
 from cursorkit.ackstate.store.zookeeper.flush import FlushWriter, PendingFlush, send_together
 from cursorkit.ackstate.store.zookeeper.node import CursorZnode, owner_label
 from cursorkit.ackstate.store.zookeeper.opening import Opened, create_node, open_node
 from cursorkit.ackstate.store.zookeeper.properties import ZkCursorProperties
+from cursorkit.ackstate.store.zookeeper.redeliveries import read_counts
 from cursorkit.ackstate.store.zookeeper.reports import ZkFlushResult, ZkRecoveryReport
 from cursorkit.ackstate.store.zookeeper.state_objects import StateObjects
 from cursorkit.ackstate.store.zookeeper.znode import CursorState, read_znode
@@ -91,6 +94,7 @@ class ZkCursorStore(CursorStore):
         self._state: CursorState | None = None
         self._report: ZkRecoveryReport | None = None
         self._properties = ZkCursorProperties(str(location), {}, self._writer.write_strings)
+        self._counts: tuple[RedeliveryCounts, JournalReport] | None = None
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -250,6 +254,36 @@ class ZkCursorStore(CursorStore):
         The bucket delayed-delivery tracker keeps its bucket keys here, as Pulsar does.
         """
         return self._properties
+
+    def _load_counts(self) -> tuple[RedeliveryCounts, JournalReport]:
+        with self._lock:
+            if self._closed:
+                raise InvalidArgument(f"{self._node.who}: the store is closed")
+            if self._counts is None:
+                record = None
+                if self._node.last_data:
+                    try:
+                        record = read_znode(self._node.last_data, self._node.who).cursorkit
+                    except CorruptSnapshot:
+                        record = None
+                self._counts = read_counts(record, self._node.who)
+                self._writer.counts = self._counts[0]
+            return self._counts
+
+    @property
+    def redelivery_counts(self) -> RedeliveryCounts:
+        """The cursor's redelivery counts, in the znode's cursorkit record (loaded on first use).
+
+        Once loaded, every flush writes them (compressed, within a quarter of ``max_znode_bytes``;
+        a cut is counted in ``ZkFlushResult.redelivery_runs_left_out``), and a flush is not skipped
+        while they changed. An ownership take-over carries them to the new owner.
+        """
+        return self._load_counts()[0]
+
+    @property
+    def redelivery_report(self) -> JournalReport:
+        """What reading the znode's redelivery counts found."""
+        return self._load_counts()[1]
 
     def _check_writable(self) -> None:
         if self._closed:
