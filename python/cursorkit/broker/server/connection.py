@@ -3,7 +3,8 @@
 A command the protocol refuses gets Pulsar's ERROR (or SEND_ERROR, or a lookup's failed response)
 and the connection stays; bytes that are not a frame, a frame past the size limit or a first command
 other than CONNECT close it. A SEND with a bad checksum is refused with ChecksumError and stored
-nowhere. Receipts go out in send order, each once its entry is durable.
+nowhere. Receipts go out in send order, each once its entry is durable. The consumer commands
+(subscribe, flow, ack, redeliver, close, unsubscribe, seek) are in ``consumer_commands.py``.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from cursorkit._core import FrameScanner
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
-from cursorkit.broker.server.consumer import Consumer
+from cursorkit.broker.server import consumer_commands
 from cursorkit.broker.server.names import topic_name
 from cursorkit.broker.server.services import Lookup
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
+    from cursorkit.broker.server.consumer import Consumer
     from cursorkit.broker.server.services import BrokerServices
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Row, Topic
@@ -95,11 +97,13 @@ class Connection:
         """Whether the client has read enough of what was sent to be sent more (see ``WRITE_BUFFER``)."""
         return self.writer.transport.get_write_buffer_size() + self._out_bytes < WRITE_BUFFER
 
-    def _reply(self, cmd: api.BaseCommand) -> None:
+    def reply(self, cmd: api.BaseCommand) -> None:
+        """Queues one command to the client."""
         self.send(encode_command(cmd))
 
-    def _success(self, request_id: int) -> None:
-        self._reply(commands.success(request_id))
+    def success(self, request_id: int) -> None:
+        """Answers request ``request_id`` with SUCCESS."""
+        self.reply(commands.success(request_id))
 
     async def serve(self) -> None:
         """Reads and handles frames until the client leaves or breaks the protocol."""
@@ -199,7 +203,7 @@ class Connection:
         if isinstance(result, Exception):
             self._failed.add(producer_id)
             message = str(result)
-            self._reply(commands.send_error(producer_id, sequence_ids[0], api.PersistenceError, message))
+            self.reply(commands.send_error(producer_id, sequence_ids[0], api.PersistenceError, message))
             return
         self.send(send_receipts(producer_id, sequence_ids, result))
 
@@ -230,7 +234,7 @@ class Connection:
                 self.writer.close()
                 return
             if silent >= interval:
-                self._reply(commands.ping())
+                self.reply(commands.ping())
 
     def close(self, *, lost: bool = False) -> None:
         """Detaches the producers and consumers and closes the socket.
@@ -280,36 +284,34 @@ class Connection:
         kind = cmd.type
         if kind == _T.ACK and cmd.ack.HasField("request_id"):  # an ack receipt: the refusal
             q = cmd.ack
-            self._reply(
+            self.reply(
                 commands.ack_response(q.consumer_id, q.request_id, server_error=error, message=message)
             )
         elif kind == _T.LOOKUP:
-            self._reply(commands.lookup_failed(cmd.lookupTopic.request_id, error, message))
+            self.reply(commands.lookup_failed(cmd.lookupTopic.request_id, error, message))
         elif kind == _T.PARTITIONED_METADATA:
-            self._reply(
-                commands.partitioned_metadata_failed(cmd.partitionMetadata.request_id, error, message)
-            )
+            self.reply(commands.partitioned_metadata_failed(cmd.partitionMetadata.request_id, error, message))
         else:
             request_id = _request_id(cmd)
             if request_id is None:  # no request to fail (ACK, FLOW, SEND...): the client broke the protocol
                 raise ProtocolError(message)
-            self._reply(commands.error(request_id, error, message))
+            self.reply(commands.error(request_id, error, message))
 
     def _connect(self, c: api.CommandConnect) -> None:
         self.connected = True
         version = min(commands.PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
         size = self.broker.config.max_message_size
-        self._reply(commands.connected(SERVER_VERSION, protocol_version=version, max_message_size=size))
+        self.reply(commands.connected(SERVER_VERSION, protocol_version=version, max_message_size=size))
 
     def _ping(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        self._reply(commands.pong())
+        self.reply(commands.pong())
 
     def _pong(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         pass
 
     def _partitioned_metadata(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         q = cmd.partitionMetadata
-        self._reply(
+        self.reply(
             commands.partitioned_metadata(q.request_id, self.broker.partitions_of(topic_name(q.topic)))
         )
 
@@ -323,20 +325,20 @@ class Connection:
 
     def _answer_lookup(self, request_id: int, answer: Lookup) -> None:
         if answer.redirect:
-            self._reply(commands.lookup_redirect(request_id, answer.url))
+            self.reply(commands.lookup_redirect(request_id, answer.url))
         else:
-            self._reply(commands.lookup_connect(request_id, answer.url))
+            self.reply(commands.lookup_connect(request_id, answer.url))
 
     async def _lookup_later(self, request_id: int, pending: Awaitable[Lookup]) -> None:
         try:
             answer = await pending
         except ProtocolError as e:
-            self._reply(commands.lookup_failed(request_id, e.server_error or api.UnknownError, str(e)))
+            self.reply(commands.lookup_failed(request_id, e.server_error or api.UnknownError, str(e)))
             return
         except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable, a bug: the client looks it up again
             log.warning("lookup failed: %s: %s", type(e).__name__, e)
             message = f"Failed to acquire ownership: {type(e).__name__}: {e}"
-            self._reply(commands.lookup_failed(request_id, api.ServiceNotReady, message))
+            self.reply(commands.lookup_failed(request_id, api.ServiceNotReady, message))
             return
         self._answer_lookup(request_id, answer)
 
@@ -359,7 +361,7 @@ class Connection:
         topic.producer_names.add(name)
         self.producers[q.producer_id] = (topic, name)
         self._failed.discard(q.producer_id)
-        self._reply(commands.producer_success(q.request_id, name))
+        self.reply(commands.producer_success(q.request_id, name))
 
     def _send(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
         q = cmd.send
@@ -370,7 +372,7 @@ class Connection:
             raise ProtocolError("SEND without a message")
         if payload.checksum_ok is False:
             message = "checksum mismatch: the message was not stored"
-            self._reply(commands.send_error(q.producer_id, q.sequence_id, api.ChecksumError, message))
+            self.reply(commands.send_error(q.producer_id, q.sequence_id, api.ChecksumError, message))
             return
         topic, _name = found
         meta = payload.metadata
@@ -383,117 +385,7 @@ class Connection:
         found = self.producers.pop(q.producer_id, None)
         if found is not None:
             found[0].producer_names.discard(found[1])
-        self._success(q.request_id)
-
-    def _subscribe(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.subscribe
-        if q.consumer_id in self.consumers:
-            raise ProtocolError(
-                f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy
-            )
-        topic = self.broker.topic(topic_name(q.topic))
-        earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
-        sub = topic.subscription(q.subscription, q.subType, earliest=earliest)
-        consumer = Consumer(
-            q.consumer_id,
-            q.consumer_name or f"consumer-{q.consumer_id}",
-            self.send,
-            self.writable,
-            priority=q.priority_level,
-        )
-        sub.add_consumer(consumer, q.subType, q.keySharedMeta if q.HasField("keySharedMeta") else None)
-        self.consumers[q.consumer_id] = (sub, consumer, topic)
-        self._success(q.request_id)
-        if q.subType == api.CommandSubscribe.Failover:
-            for c in sub.consumers:
-                c.send(encode_command(commands.active_consumer_change(c.consumer_id, c is sub.consumers[0])))
-
-    def _consumer(self, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
-        found = self.consumers.get(consumer_id)
-        if found is None:
-            raise ProtocolError(
-                f"consumer {consumer_id} was never subscribed here", server_error=api.ConsumerNotFound
-            )
-        return found
-
-    def _flow(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.flow
-        found = self.consumers.get(q.consumer_id)
-        if found is None:
-            return  # a flow racing a close: nothing to give permits to
-        sub, consumer, topic = found
-        sub.flow(consumer, q.messagePermits)
-        topic.dispatch()
-
-    def _ack(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        """An ACK the scanner left whole (batch indexes, a request id...).
-
-        One with a request id (a client with ack receipts on) gets ACK_RESPONSE once applied.
-        """
-        q = cmd.ack
-        found = self.consumers.get(q.consumer_id)
-        if found is None:
-            # acks of a closed consumer: the subscription redelivers what they named
-            if q.HasField("request_id"):
-                message = f"consumer {q.consumer_id} is not subscribed here"
-                self._reply(
-                    commands.ack_response(
-                        q.consumer_id, q.request_id, server_error=api.ConsumerNotFound, message=message
-                    )
-                )
-            return
-        sub, consumer, topic = found
-        sub.ack(consumer, q)
-        if q.HasField("request_id"):
-            self._reply(commands.ack_response(q.consumer_id, q.request_id))
-        topic.dispatch()
-
-    def _redeliver(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.redeliverUnacknowledgedMessages
-        found = self.consumers.get(q.consumer_id)
-        if found is None:
-            return
-        sub, consumer, topic = found
-        ids = [Position(m.ledgerId, m.entryId) for m in q.message_ids] if len(q.message_ids) else None
-        sub.redeliver(consumer, ids)
-        topic.dispatch()
-
-    def _close_consumer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.close_consumer
-        found = self.consumers.pop(q.consumer_id, None)
-        if found is not None:
-            sub, consumer, topic = found
-            sub.remove_consumer(consumer)
-            topic.dispatch()
-        self._success(q.request_id)
-
-    def _unsubscribe(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.unsubscribe
-        sub, consumer, topic = self._consumer(q.consumer_id)
-        if [c for c in sub.consumers if c is not consumer]:
-            raise ProtocolError(
-                f"subscription {sub.name!r} has other consumers", server_error=api.ConsumerBusy
-            )
-        del self.consumers[q.consumer_id]
-        sub.remove_consumer(consumer)
-        topic.unsubscribe(sub.name)
-        self._success(q.request_id)
-
-    def _seek(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.seek
-        sub, _consumer, topic = self._consumer(q.consumer_id)
-        if q.HasField("message_publish_time"):
-            position = topic.log.find_by_time(q.message_publish_time)
-        elif q.HasField("message_id"):
-            position = Position(q.message_id.ledgerId, q.message_id.entryId)
-        else:
-            raise ProtocolError("SEEK names neither a message nor a time", server_error=api.MetadataError)
-        sub.seek(position)
-        self._success(q.request_id)
-        # As Pulsar does: the subscription's consumers are closed and come back from the new position.
-        for c in list(sub.consumers):
-            c.send(encode_command(commands.close_consumer(c.consumer_id, 0)))
-        self.broker.reconnect_consumers(sub)
+        self.success(q.request_id)
 
     def release_topic(self, topic: Topic) -> None:
         """The broker gave ``topic`` up: its producers and consumers here are closed.
@@ -503,11 +395,11 @@ class Connection:
         for pid, (t, _name) in list(self.producers.items()):
             if t is topic:
                 del self.producers[pid]
-                self._reply(commands.close_producer(pid, 0))
+                self.reply(commands.close_producer(pid, 0))
         for cid, (_sub, _consumer, t) in list(self.consumers.items()):
             if t is topic:
                 del self.consumers[cid]
-                self._reply(commands.close_consumer(cid, 0))
+                self.reply(commands.close_consumer(cid, 0))
 
     def detach(self, subscription: Subscription) -> None:
         """Forgets this connection's consumers of ``subscription`` (the client subscribes again)."""
@@ -516,18 +408,9 @@ class Connection:
                 del self.consumers[cid]
                 s.remove_consumer(c)
 
-    def _get_last_message_id(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.getLastMessageId
-        sub, _consumer, topic = self._consumer(q.consumer_id)
-        last = topic.log.last_position
-        md = sub.cursor.mark_delete_position
-        last_id = commands.message_id(last.ledger_id, last.entry_id)
-        md_id = commands.message_id(md.ledger_id, md.entry_id)
-        self._reply(commands.get_last_message_id_response(q.request_id, last_id, mark_delete=md_id))
-
     def _get_schema(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         message = "this broker keeps no schemas"
-        self._reply(commands.get_schema_error(cmd.getSchema.request_id, api.TopicNotFound, message))
+        self.reply(commands.get_schema_error(cmd.getSchema.request_id, api.TopicNotFound, message))
 
 
 def _request_id(cmd: api.BaseCommand) -> int | None:
@@ -553,13 +436,13 @@ _HANDLERS = {
     _T.PRODUCER: Connection._producer,
     _T.SEND: Connection._send,
     _T.CLOSE_PRODUCER: Connection._close_producer,
-    _T.SUBSCRIBE: Connection._subscribe,
-    _T.FLOW: Connection._flow,
-    _T.ACK: Connection._ack,
-    _T.REDELIVER_UNACKNOWLEDGED_MESSAGES: Connection._redeliver,
-    _T.CLOSE_CONSUMER: Connection._close_consumer,
-    _T.UNSUBSCRIBE: Connection._unsubscribe,
-    _T.SEEK: Connection._seek,
-    _T.GET_LAST_MESSAGE_ID: Connection._get_last_message_id,
+    _T.SUBSCRIBE: consumer_commands.subscribe,
+    _T.FLOW: consumer_commands.flow,
+    _T.ACK: consumer_commands.ack,
+    _T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumer_commands.redeliver,
+    _T.CLOSE_CONSUMER: consumer_commands.close_consumer,
+    _T.UNSUBSCRIBE: consumer_commands.unsubscribe,
+    _T.SEEK: consumer_commands.seek,
+    _T.GET_LAST_MESSAGE_ID: consumer_commands.get_last_message_id,
     _T.GET_SCHEMA: Connection._get_schema,
 }
