@@ -429,6 +429,8 @@ class Subscription:
         A bucket tracker's index is trimmed below mark-delete, and what damaged snapshots lost is
         read again from the log.
         """
+        if self.durable is not None and self.durable.dirty:  # raised with no consumer to send to
+            self.durable.write_ahead()
         if self.cursor.mutations != self._flushed:
             self.store.flush(self.cursor)
             self._flushed = self.cursor.mutations
