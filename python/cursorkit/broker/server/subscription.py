@@ -448,8 +448,6 @@ class Subscription:
         """Flushes and closes the store."""
         try:
             if not self.store.closed:
-                if self.durable is not None and self.durable.dirty:
-                    self.durable.write_ahead()
                 self.flush()
         finally:
             self.store.close()
