@@ -64,6 +64,21 @@ def test_counts_survive_reopen_and_take_over(zk_server: Any, zk_client: Any) -> 
         assert len(reader.redelivery_counts) == 0
 
 
+def test_the_inspector_shows_the_counts(zk_server: Any) -> None:
+    from cursorkit.pipeline.inspector.znodes import inspect_zk
+
+    loc = _location(zk_server)
+    with CursorStore.create(loc) as store:
+        cursor = store.recover()
+        for _ in range(3):
+            store.redelivery_counts.increment(Position(2, 9))
+        store.redelivery_counts.increment(Position(2, 10))
+        store.flush(cursor)
+    (found,) = inspect_zk(loc).cursors
+    assert (found.redelivered, found.max_redelivery_count, found.redelivery_runs_left_out) == (2, 3, 0)
+    assert found.redelivery_problem is None and found.status == "ok"
+
+
 def test_counts_past_their_share_are_cut_and_reported(zk_server: Any) -> None:
     loc = _location(zk_server)
     with CursorStore.create(loc, max_znode_bytes=4096) as store:

@@ -23,6 +23,7 @@ from urllib.parse import unquote_plus
 from rich.console import Console
 from rich.table import Table
 
+from cursorkit.ackstate.store.zookeeper.redeliveries import read_counts
 from cursorkit.ackstate.store.zookeeper.znode import object_id, read_state_object, read_znode
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, StoreUnavailable
 from cursorkit.stores.location import MANAGED_LEDGERS, parse_zk_location
@@ -62,6 +63,13 @@ class ZnodeCursor:
     state_object: str | None = None
     state_object_status: str | None = None
     """``ok``, ``missing``, ``damaged: ...`` or ``not checked`` (no object store given)."""
+    redelivered: int = 0
+    """Messages with a durable redelivery count (beyond Pulsar; 0 when none are kept)."""
+    max_redelivery_count: int = 0
+    redelivery_runs_left_out: int = 0
+    """Runs of counts the writer left out of the znode (past their share of it)."""
+    redelivery_problem: str | None = None
+    """Why the counts could not be read (they do not touch the ack state)."""
     problem: str | None = None
 
     @property
@@ -161,6 +169,13 @@ def _summarise(path: str, data: bytes, version: int, objects: ObjectStore | None
     if ck is not None and ck.HasField("state"):
         summary["state_object"] = ck.state.key
         summary["state_object_status"] = _check_object(path, ck, objects)
+    if ck is not None and ck.HasField("redelivery_counts"):
+        counts, report = read_counts(ck, path)
+        summary["redelivered"] = len(counts)
+        summary["max_redelivery_count"] = max((n for _, _, n in counts.runs()), default=0)
+        summary["redelivery_runs_left_out"] = ck.redelivery_runs_left_out
+        if report.records == 0:
+            summary["redelivery_problem"] = "; ".join(report.problems)
     return ZnodeCursor(**base, **summary)
 
 
@@ -253,6 +268,13 @@ def render_zk(inspection: ZnodeInspection, console: Console) -> None:
             ("znode bytes", f"{c.size:,}" + (f" ({c.compression})" if c.compression else "")),
             ("state object", c.state_object or "-"),
             ("state object check", c.state_object_status or "-"),
+            (
+                "redelivered messages (highest count, runs left out)",
+                f"{c.redelivered:,} ({c.max_redelivery_count}, {c.redelivery_runs_left_out:,})"
+                if c.redelivered or c.redelivery_runs_left_out
+                else "-",
+            ),
+            ("redelivery counts problem", c.redelivery_problem or "-"),
             ("problem", c.problem or "-"),
             ("status", c.status),
         ]
