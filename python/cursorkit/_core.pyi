@@ -362,7 +362,7 @@ class RedeliveryCounts:
     def encode(self, first_runs: int | None = None) -> bytes:
         """Every run, encoded (a snapshot); ``first_runs``: only that many, from the lowest position."""
     def apply(self, data: bytes) -> None:
-        """Applies a delta or snapshot over these counts (damaged bytes change nothing)."""
+        """Applies a delta or snapshot over these counts, as changes (damaged bytes change nothing)."""
     def runs(self, min_count: int = 1) -> list[tuple[Position, Position, int]]:
         """Runs with a count of at least ``min_count`` as ``(first, last, count)``, in position order."""
 

@@ -53,6 +53,8 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             seed=11 + i,
             rows_per_file=700,
         )
+    for i, _ in enumerate(TOPICS):
+        _add_nacks(root / f"t{i}")
     for kind in ("messages", "acks"):
         tables = []
         for i, topic in enumerate(TOPICS):
@@ -63,6 +65,25 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / "all" / kind).mkdir(parents=True)
         pq.write_table(both.take(order), root / "all" / kind / "part-0.parquet", row_group_size=500)
     return root
+
+
+def _add_nacks(topic: Path) -> None:
+    """Nack rows (beyond Pulsar) of every 40th message for the first subscription, some twice."""
+    acks = pq.read_table(topic / "acks")
+    msgs = pq.read_table(topic / "messages").slice(0, None)
+    pick = list(range(0, msgs.num_rows, 40))
+    rows = [*pick, *pick[::3]]
+    sub = acks.column("subscription")[0].as_py()
+    nacks = {
+        "subscription": [sub] * len(rows),
+        "ledger_id": [msgs.column("ledger_id")[r].as_py() for r in rows],
+        "entry_id": [msgs.column("entry_id")[r].as_py() for r in rows],
+        "batch_index": [None] * len(rows),
+        "ack_type": ["nack"] * len(rows),
+        "ack_time": [msgs.column("publish_time")[r].as_py() for r in rows],
+    }
+    table = pa.table({n: nacks[n] for n in acks.schema.names}, schema=acks.schema)
+    pq.write_table(table, topic / "acks" / "part-nacks.parquet")
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -81,6 +102,7 @@ def test_each_topic_equals_its_one_topic_rebuild(spark: Any, logs: Path, tmp_pat
         for f in entry["files"]:
             data = (out / entry["dir"] / f["path"]).read_bytes()
             assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"]), (topic, f)
+    stores_with_counts = 0
     for i, topic in enumerate(TOPICS):
         single = tmp_path / f"single{i}"
         alone = rebuild(
@@ -98,6 +120,9 @@ def test_each_topic_equals_its_one_topic_rebuild(spark: Any, logs: Path, tmp_pat
         assert summary.topics[topic]["backlog"] == sum(c.backlog for c in alone.cursors)
         # The library reads a topic of the output as it reads a one-topic output.
         assert read_manifest(out, topic).topic == topic
+        nacked = [c for c in (mine / "cursors").iterdir() if (c / "redeliveries").exists()]
+        assert len(nacked) <= 1, (topic, nacked)  # only the first subscription has nack rows
+        stores_with_counts += len(nacked)
         cursors = read_cursors(out, topic=topic)
         assert {n: str(c.mark_delete_position) for n, c in cursors.items()} == {
             c.subscription: c.mark_delete for c in alone.cursors
@@ -107,6 +132,7 @@ def test_each_topic_equals_its_one_topic_rebuild(spark: Any, logs: Path, tmp_pat
         assert (tracker.number_of_delayed_messages if tracker else 0) == sum(
             b.messages for b in alone.buckets
         )
+    assert stores_with_counts, "no rebuilt store kept the nack rows' redelivery counts"
     with pytest.raises(InvalidArgument, match="holds 4 topics"):
         read_manifest(out)
 

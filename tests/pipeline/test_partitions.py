@@ -30,7 +30,7 @@ from cursorkit.pipeline.partitions.acks import fold_acks
 from cursorkit.pipeline.partitions.buckets import BUCKET_ID_SCHEMA, BUCKETS_SCHEMA, build_buckets, tag_buckets
 from cursorkit.pipeline.partitions.index import index_messages
 from cursorkit.pipeline.plan import PlannedBucket, plan_buckets
-from cursorkit.pipeline.reference import replay_acks
+from cursorkit.pipeline.reference import replay_acks, replay_redeliveries
 
 NOW = 1_000
 
@@ -60,7 +60,11 @@ def topics(draw: st.DrawFn) -> tuple[dict[tuple[int, int], int], list[dict[str, 
                 "ledger_id": pos[0],
                 "entry_id": pos[1],
                 "batch_index": index,
-                "ack_type": draw(st.sampled_from([schema.ACK_INDIVIDUAL] * 3 + [schema.ACK_CUMULATIVE])),
+                "ack_type": draw(
+                    st.sampled_from(
+                        [schema.ACK_INDIVIDUAL] * 3 + [schema.ACK_CUMULATIVE, schema.ACK_NACK, "Nack"]
+                    )
+                ),
                 "ack_time": draw(st.integers(0, NOW + 50)),
             }
         )
@@ -97,7 +101,7 @@ def test_fold_any_partitioning_equals_sequential_replay(
     for chunk in split:
         for out in fold_acks(_batches(chunk, sizes), now_ms=NOW, positions=known.to_bytes()):
             folded.extend(out.to_pylist())
-    cursors, read, problems = merge_ack_folds(folded, ledger_sizes)
+    cursors, read, problems, counts = merge_ack_folds(folded, ledger_sizes)
     assert read == len(rows)
     assert problems.counts.get("acks_after_now", 0) == sum(r["ack_time"] > NOW for r in rows)
 
@@ -109,6 +113,13 @@ def test_fold_any_partitioning_equals_sequential_replay(
         assert got.mark_delete_position == c.mark_delete_position, name
         assert got.individually_deleted == c.individually_deleted, name
         assert got.batches() == c.batches(), name
+    # nack rows (beyond Pulsar): each unacknowledged position's count is how many it has
+    wanted_counts = replay_redeliveries(table, NOW, sizes, want)
+    got_counts = {
+        name: {(a.ledger_id, e): n for a, b, n in c.runs() for e in range(a.entry_id, b.entry_id + 1)}
+        for name, c in counts.items()
+    }
+    assert {k: v for k, v in got_counts.items() if v} == wanted_counts
 
 
 def test_fold_counts_and_samples_bad_rows() -> None:
@@ -136,7 +147,7 @@ def test_fold_counts_and_samples_bad_rows() -> None:
             "ledger_id": 4,
             "entry_id": 3,
             "batch_index": None,
-            "ack_type": "nack",
+            "ack_type": "skip",
             "ack_time": 5,
         },
         {
@@ -167,7 +178,7 @@ def test_fold_counts_and_samples_bad_rows() -> None:
         "acks_batch_index_out_of_range": 1,
         "negative_position": 1,
     }
-    assert samples["bad_ack_type"]["ack_type"] == "nack"
+    assert samples["bad_ack_type"]["ack_type"] == "skip"
     assert samples["acks_batch_index_out_of_range"]["batch_index"] == 3
 
 

@@ -364,10 +364,10 @@ def test_deliver_at_in_microseconds_is_refused(spark: SparkSession, tmp_path: Pa
 def test_bad_ack_type_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     m = _write(tmp_path / "m", _messages())
     a = _write(
-        tmp_path / "a", _acks([("s", 7, 1, None, "individual", 1), ("s", 7, 2, None, "nack", 2)]), ACK_SCHEMA
+        tmp_path / "a", _acks([("s", 7, 1, None, "individual", 1), ("s", 7, 2, None, "skip", 2)]), ACK_SCHEMA
     )
     e = _rebuild_fails(spark, tmp_path, m, a)
-    assert e.column == "ack_type" and e.row is not None and e.row["ack_type"] == "nack"
+    assert e.column == "ack_type" and e.row is not None and e.row["ack_type"] == "skip"
 
 
 def test_rules_are_counted_not_raised(spark: SparkSession, tmp_path: Path) -> None:
@@ -408,6 +408,38 @@ def test_rules_are_counted_not_raised(spark: SparkSession, tmp_path: Path) -> No
         assert tracker.number_of_delayed_messages == 1 and tracker.contains_message(7, 2)
     finally:
         tracker.close()
+
+
+def test_nack_rows_become_the_stores_redelivery_counts(spark: SparkSession, tmp_path: Path) -> None:
+    """Beyond Pulsar: nack rows count redeliveries of what is still unacknowledged, in the rebuilt store."""
+    from cursorkit.ackstate import CursorStore
+    from cursorkit.pipeline.cursors import cursor_dir_name
+
+    now = 1_700_000_000_000 + 39
+    m = _write(tmp_path / "m", _messages())
+    a = _write(
+        tmp_path / "a",
+        _acks(
+            [
+                ("s", 7, 3, None, "nack", now - 9),
+                ("s", 7, 3, None, "Nack", now - 8),
+                ("s", 7, 4, None, "nack", now - 9),
+                ("s", 7, 4, None, "individual", now - 1),  # acknowledged at last: no count kept
+                ("s", 9, 0, 2, "nack", now - 9),  # a batch index is ignored: the entry counts
+                ("s", 9, 1, None, "nack", now + 1),  # after now: skipped, as acks are
+                ("t", 7, 0, None, "individual", now - 1),
+            ]
+        ),
+        ACK_SCHEMA,
+    )
+    out = tmp_path / "out"
+    rebuild(spark, m, a, out, RebuildConfig(now_ms=now, fsync=False))
+    with CursorStore.open(out / "cursors" / cursor_dir_name("s")) as store:
+        assert not store.redelivery_report.damaged
+        runs = store.redelivery_counts.runs()
+    assert runs == [(Position(7, 3), Position(7, 3), 2), (Position(9, 0), Position(9, 0), 1)]
+    assert not (out / "cursors" / cursor_dir_name("t") / "redeliveries").exists()
+    assert read_cursors(out)["s"].is_acked(Position(7, 4))
 
 
 def test_failed_rerun_keeps_the_previous_output(spark: SparkSession, tmp_path: Path) -> None:

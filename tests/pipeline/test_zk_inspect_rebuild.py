@@ -6,6 +6,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from cursorkit import Position
@@ -89,6 +91,19 @@ def test_rebuild_publishes_a_topics_cursors_to_zookeeper(
     logs = generate(
         tmp_path / "logs", messages=20_000, ledgers=4, keys=50, delayed_fraction=0.2, subscriptions=3, seed=5
     )
+    acks = pq.read_table(logs.acks_path)
+    msgs = pq.read_table(logs.messages_path)
+    last = max(msgs.column("publish_time").to_pylist())
+    picked = range(0, msgs.num_rows, 997)
+    nacks = {  # beyond Pulsar: nack rows give the published znodes their redelivery counts
+        "subscription": [acks.column("subscription")[0].as_py()] * len(picked),
+        "ledger_id": [msgs.column("ledger_id")[r].as_py() for r in picked],
+        "entry_id": [msgs.column("entry_id")[r].as_py() for r in picked],
+        "batch_index": [None] * len(picked),
+        "ack_type": ["nack"] * len(picked),
+        "ack_time": [last] * len(picked),
+    }
+    pq.write_table(pa.table(nacks, schema=acks.schema), Path(logs.acks_path) / "part-nacks.parquet")
     topic = f"persistent://t/restored/orders-{uuid.uuid4().hex[:6]}"
     out = tmp_path / "out"
     args = [
@@ -110,6 +125,9 @@ def test_rebuild_publishes_a_topics_cursors_to_zookeeper(
             got = znode.recover()
             assert got.mark_delete_position == cursor.mark_delete_position
             assert got.individually_deleted.ranges() == cursor.individually_deleted.ranges()[:1_000]
+            rebuilt = expected.redeliveries.get(subscription)
+            assert znode.redelivery_counts.runs() == (rebuilt.runs() if rebuilt is not None else [])
+    assert expected.redeliveries, "no rebuilt store kept the nack rows' counts"
     again = publish_cursors(out, store, one_topic=topic)  # existing znodes are kept unless told
     assert len(again.existing) == 3 and not again.published
     replaced = publish_cursors(out, store, one_topic=topic, overwrite=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
+from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate import Cursor
 from cursorkit.pipeline.cursors import merge_ack_folds
 from cursorkit.pipeline.input_problems import raise_problems
@@ -32,17 +33,17 @@ def fold_ack_log(
     now: int,
     index: MessageIndex,
     source: str,
-) -> tuple[dict[str, Cursor], int, Problems]:
-    """The cursors of every subscription, the ack rows read and the problems counted (none: no acks)."""
+) -> tuple[dict[str, Cursor], int, Problems, dict[str, RedeliveryCounts]]:
+    """The cursors, the ack rows read, the problems counted and the ``nack`` rows' redelivery counts."""
     problems = Problems()
     if acks is None:
-        return {}, 0, problems
+        return {}, 0, problems, {}
     both = acks_with_batch_sizes(msgs, acks, index.batch_entries, [])
     fn = partial(fold_acks, now_ms=now, positions=index.positions.to_bytes())
     table = both.mapInArrow(fn, spark_schema(ACKS_SCHEMA)).toArrow()
-    cursors, rows, problems = merge_ack_folds(table.to_pylist(), index.sizes)
+    cursors, rows, problems, counts = merge_ack_folds(table.to_pylist(), index.sizes)
     raise_problems(problems, "ack", source)
-    return cursors, rows, problems
+    return cursors, rows, problems, counts
 
 
 def acks_with_batch_sizes(msgs: DataFrame, acks: DataFrame, batch_entries: int, keys: list[str]) -> DataFrame:

@@ -253,7 +253,9 @@ def _run(
 
     with stages.stage("write topics"):
         topic_state = state.join(
-            cursors.select("topic", "names", "cursors", F.col("stats").alias("ack_stats")), "topic", "left"
+            cursors.select("topic", "names", "cursors", "redeliveries", F.col("stats").alias("ack_stats")),
+            "topic",
+            "left",
         )
         config = {k: v for k, v in asdict(cfg).items() if k not in ("topic", "now_ms", "report", "command")}
         written = (

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from cursorkit._core import Position, RangeSet
+from cursorkit._core import Position, RangeSet, RedeliveryCounts
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore, StoreOptions
 from cursorkit.errors import InvalidInput
@@ -30,12 +30,15 @@ Words = np.ndarray[Any, np.dtype[np.uint64]]
 
 def merge_ack_folds(
     rows_in: Iterable[Mapping[str, Any]], sizes: Mapping[int, int]
-) -> tuple[dict[str, Cursor], int, Problems]:
+) -> tuple[dict[str, Cursor], int, Problems, dict[str, RedeliveryCounts]]:
     """Merges ``fold_acks`` output rows (any partitioning, any order) into one cursor per subscription.
 
-    Returns the cursors, the ack rows read and the problems counted (the caller raises on errors).
+    Returns the cursors, the ack rows read, the problems counted (the caller raises on errors) and,
+    for the subscriptions whose log has ``nack`` rows, the redelivery counts of what is still
+    unacknowledged (beyond Pulsar).
     """
     problems = Problems()
+    nacks: dict[str, list[np.ndarray[Any, np.dtype[np.int64]]]] = {}
     acked: dict[str, RangeSet] = {}
     cumulative: dict[str, tuple[int, int, int, int]] = {}
     batches: dict[str, dict[tuple[int, int], tuple[int, np.ndarray[Any, np.dtype[np.uint64]]]]] = {}
@@ -49,7 +52,9 @@ def merge_ack_folds(
             problems.merge(st["problems"])
             continue
         subs.add(sub)
-        if kind == "acked":
+        if kind == "nacks":
+            nacks.setdefault(sub, []).append(np.frombuffer(r["bitmap"], dtype="<i8").reshape(-1, 3))
+        elif kind == "acked":
             acked.setdefault(sub, RangeSet()).union_ledger_bytes(r["ledger_id"], r["bitmap"])
         elif kind == "cumulative":
             idx = WHOLE_ENTRY if r["batch_index"] == -1 else r["batch_index"]
@@ -71,7 +76,20 @@ def merge_ack_folds(
         cursors[sub] = assemble_cursor(
             sub, sizes, first, acked.get(sub, RangeSet()), cumulative.get(sub), batches.get(sub, {})
         )
-    return cursors, rows, problems
+    counts = {sub: redelivery_counts(parts, cursors[sub]) for sub, parts in sorted(nacks.items())}
+    return cursors, rows, problems, counts
+
+
+def redelivery_counts(parts: list[np.ndarray[Any, np.dtype[np.int64]]], cursor: Cursor) -> RedeliveryCounts:
+    """The counts of ``nack_rows`` parts summed by position, less what ``cursor`` acknowledged."""
+    rows = np.concatenate(parts)
+    keys, where = np.unique(rows[:, :2], axis=0, return_inverse=True)
+    sums = np.bincount(where.ravel(), weights=rows[:, 2], minlength=len(keys)).astype(np.int64)
+    counts = RedeliveryCounts()
+    counts.set_many(keys[:, 0].copy(), keys[:, 1].copy(), np.minimum(sums, 2**32 - 1))
+    counts.prune(cursor)
+    counts.take_delta()
+    return counts
 
 
 _KEPT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -189,11 +207,17 @@ def holes_per_ledger(cursor: Cursor, sizes: Mapping[int, int]) -> dict[int, int]
 
 
 def write_cursors(
-    root: Path, cursors: Mapping[str, Cursor], sizes: Mapping[int, int], *, sync: bool = True
+    root: Path,
+    cursors: Mapping[str, Cursor],
+    sizes: Mapping[int, int],
+    *,
+    sync: bool = True,
+    redeliveries: Mapping[str, RedeliveryCounts] | None = None,
 ) -> list[CursorRow]:
     """Writes each cursor as a ``CursorStore`` under ``root`` and measures it (one ``CursorRow`` each).
 
     ``sync=False`` leaves the stores unsynced, for a caller that syncs the whole tree afterwards.
+    A subscription in ``redeliveries`` gets those counts in its store (its redelivery journal).
     """
     root.mkdir()
     options = StoreOptions(sync=sync)
@@ -202,6 +226,9 @@ def write_cursors(
         path = root / cursor_dir_name(name)
         store = CursorStore.create(path, name=name, options=options)
         try:
+            counts = (redeliveries or {}).get(name)
+            if counts is not None and len(counts):
+                store.redelivery_counts.apply(counts.encode())
             store.flush(cursor, full=True, force=True)
         finally:
             store.close()

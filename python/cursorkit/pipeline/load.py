@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate import Cursor
-from cursorkit.ackstate.store import CursorStore
+from cursorkit.ackstate.store import CursorStore, FileCursorStore
 from cursorkit.ackstate.store.api import StoreReport
+from cursorkit.ackstate.store.file.store import REDELIVERIES_FILE
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
 from cursorkit.errors import CorruptSnapshot, CursorkitError, DamagedStore, InvalidArgument
@@ -234,6 +236,8 @@ class LoadedCursors(dict[str, Cursor]):
         """Each subscription's store recovery report."""
         self.damage: dict[str, str] = {}
         """Damaged subscription -> what was lost."""
+        self.redeliveries: dict[str, RedeliveryCounts] = {}
+        """Subscriptions whose store keeps durable redelivery counts (beyond Pulsar) -> the counts."""
 
 
 def read_cursors(
@@ -272,6 +276,10 @@ def read_cursors(
             continue
         try:
             cursor = store.recover(ledger_sizes=sizes)
+            if isinstance(store, FileCursorStore) and (store.path / REDELIVERIES_FILE).exists():
+                out.redeliveries[name] = store.redelivery_counts
+                if store.redelivery_report.damaged:
+                    lost.append("redelivery counts: " + "; ".join(store.redelivery_report.problems))
         except CursorkitError as e:
             damage[name] = "; ".join([*lost, f"nothing recoverable ({e})"])
             continue

@@ -139,6 +139,12 @@ class _Publisher:
                 except CursorkitError as e:
                     summary.failed[path] = str(e)
                     continue
+                counts = cursors.redeliveries.get(subscription)
+                held = store.redelivery_counts  # an overwritten znode's counts give way to the rebuilt ones
+                if len(held) or counts is not None:
+                    held.clear()
+                    if counts is not None:
+                        held.apply(counts.encode())
                 stores.append((store, cursor))
             for (store, _cursor), result in zip(stores, flush_many(stores), strict=True):
                 if isinstance(result, CursorkitError):

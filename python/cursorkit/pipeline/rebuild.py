@@ -121,14 +121,16 @@ def _run(
     summary.inputs["delayed"] = index.delayed
 
     with stages.stage("fold acks"):
-        cursors, ack_rows, ack_problems = fold_ack_log(msgs, ack_df, now, index, acks_path or "")
+        cursors, ack_rows, ack_problems, redeliveries = fold_ack_log(
+            msgs, ack_df, now, index, acks_path or ""
+        )
     summary.inputs["acks"] = ack_rows
     summary.inputs["subscriptions"] = len(cursors)
     for rule in ("acks_unknown_position", "acks_after_now"):
         summary.rules[rule] = ack_problems.counts.get(rule, 0)
 
     with stages.stage("write cursors"):
-        summary.cursors = write_cursors(tmp / "cursors", cursors, index.sizes)
+        summary.cursors = write_cursors(tmp / "cursors", cursors, index.sizes, redeliveries=redeliveries)
         summary.holes = {name: holes_per_ledger(c, index.sizes) for name, c in cursors.items()}
 
     with stages.stage("delayed index"):

@@ -21,7 +21,7 @@ from cursorkit.ackstate import Cursor
 from cursorkit.pipeline import schema
 from cursorkit.pipeline.inputs import log_format
 
-__all__ = ["ReferenceBucket", "ReferenceRebuild", "rebuild_reference", "replay_acks"]
+__all__ = ["ReferenceBucket", "ReferenceRebuild", "rebuild_reference", "replay_acks", "replay_redeliveries"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,10 @@ def replay_acks(
             cursor = cursors[sub] = Cursor(Position(first, -1), name=sub, ledger_sizes=dict(sizes))
         p = Position(*key)
         index = batch_index[i]
-        if str(acks["ack_type"][i]).lower() == schema.ACK_CUMULATIVE:  # in any case, as the job reads it
+        kind = str(acks["ack_type"][i]).lower()
+        if kind == schema.ACK_NACK:  # a redelivery, not an ack: see replay_redeliveries
+            continue
+        if kind == schema.ACK_CUMULATIVE:  # in any case, as the job reads it
             if index is None:
                 cursor.ack_cumulative(p)
             else:
@@ -138,3 +141,28 @@ def replay_acks(
         else:
             cursor.ack_batch_index(p, index, size_of[key])
     return dict(sorted(cursors.items()))
+
+
+def replay_redeliveries(
+    table: pa.Table, now: int, size_of: Mapping[tuple[int, int], int], cursors: Mapping[str, Cursor]
+) -> dict[str, dict[tuple[int, int], int]]:
+    """Per subscription, the ``nack`` rows of each position its cursor has not acknowledged.
+
+    Rows after ``now`` and of positions not in ``size_of`` are skipped, as the acks are.
+    """
+    acks = table.to_pydict()
+    out: dict[str, dict[tuple[int, int], int]] = {}
+    for i in range(table.num_rows):
+        key = (acks["ledger_id"][i], acks["entry_id"][i])
+        if (
+            str(acks["ack_type"][i]).lower() != schema.ACK_NACK
+            or acks["ack_time"][i] > now
+            or key not in size_of
+        ):
+            continue
+        sub = acks["subscription"][i]
+        if cursors[sub].is_acked(Position(*key)):
+            continue
+        counts = out.setdefault(sub, {})
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(out.items()))

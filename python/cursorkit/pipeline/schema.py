@@ -14,6 +14,7 @@ __all__ = [
     "ACK_COLUMNS",
     "ACK_CUMULATIVE",
     "ACK_INDIVIDUAL",
+    "ACK_NACK",
     "ACK_TYPES",
     "MAX_PLAUSIBLE_MS",
     "MESSAGE_COLUMNS",
@@ -61,7 +62,11 @@ ACK_INDIVIDUAL = "individual"
 """An ack of one entry (or, with ``batch_index``, of one message of a batch entry)."""
 ACK_CUMULATIVE = "cumulative"
 """An ack of everything up to and including the position (with ``batch_index``: up to that message)."""
-ACK_TYPES = (ACK_INDIVIDUAL, ACK_CUMULATIVE)
+ACK_NACK = "nack"
+"""Beyond Pulsar: not an ack but one redelivery of the entry (a negative ack, a redelivery request,
+a consumer lost holding it). The rebuilt cursor's store keeps, per entry still unacknowledged, how
+many such rows it has, as its durable redelivery count (``batch_index`` is ignored)."""
+ACK_TYPES = (ACK_INDIVIDUAL, ACK_CUMULATIVE, ACK_NACK)
 """The ack types, lower case: a log's values are compared in any case, so Pulsar's ``AckType`` names
 (``Individual``, ``Cumulative``) are read as these."""
 
@@ -76,7 +81,11 @@ ACK_COLUMNS: tuple[Column, ...] = (
         nullable=True,
         doc="index inside a batch entry; null = the whole entry",
     ),
-    Column("ack_type", pa.string(), doc="'individual' or 'cumulative', in any case (Pulsar's AckType names)"),
+    Column(
+        "ack_type",
+        pa.string(),
+        doc="'individual' or 'cumulative', in any case (Pulsar's AckType names); 'nack': one redelivery",
+    ),
     Column("ack_time", pa.int64(), doc="ms since the epoch", time=True),
 )
 """Columns of the ack log, in this order when written by ``cursorkit generate``."""

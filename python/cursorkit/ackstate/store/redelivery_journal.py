@@ -105,7 +105,11 @@ class RedeliveryJournal:
         opener: Opener | None = None,
         sync: bool = True,
     ) -> RedeliveryJournal:
-        """The journal at ``path``, read back (or created empty); damage is in :attr:`report`."""
+        """The journal at ``path``, read back; damage is in :attr:`report`.
+
+        A missing journal is empty, and written on the first :meth:`flush` that has counts to keep
+        (reading never creates one).
+        """
         target = Path(path)
         report = JournalReport()
         counts = RedeliveryCounts(max_runs)
@@ -122,6 +126,8 @@ class RedeliveryJournal:
             journal._size = len(data) - report.torn_bytes
             if report.torn_bytes:
                 journal._cut(journal._size)
+        elif data is None:
+            journal._needs_compact = True  # written whole on the first flush with something to keep
         else:
             journal.compact()
         return journal
@@ -144,6 +150,8 @@ class RedeliveryJournal:
         """
         self._check_open()
         if self._needs_compact:
+            if self.report.created and not self._size and not self.counts.has_changes:
+                return 0  # never written, nothing to write
             return self.compact()
         if not self.counts.has_changes:
             return 0
@@ -276,6 +284,7 @@ def _read(data: bytes, counts: RedeliveryCounts, report: JournalReport, where: s
         report.records += 1
         first = False
         pos = end + _CRC.size
+    counts.take_delta()  # what was read is stored already
     if first and not report.problems:
         report.problems.append(f"{where}: no snapshot record (the journal is cut short)")
     if report.problems and pos < len(data):

@@ -16,7 +16,7 @@ from cursorkit.pipeline import schema
 from cursorkit.pipeline.partitions.columns import Int64Array, int_column, null_mask
 from cursorkit.pipeline.partitions.problems import Problems
 
-__all__ = ["ACKS_SCHEMA", "WHOLE_ENTRY", "batch_bits", "fold_acks"]
+__all__ = ["ACKS_SCHEMA", "WHOLE_ENTRY", "batch_bits", "fold_acks", "nack_rows"]
 
 ACKS_SCHEMA = pa.schema(
     [
@@ -32,7 +32,8 @@ ACKS_SCHEMA = pa.schema(
 )
 """Folded acks: ``acked`` (sub, ledger, bitmap of whole entries), ``cumulative`` (sub's highest
 cumulative ack; batch_index -1 = the whole entry), ``batch`` (sub, position, size, acked-index
-bitmap), ``stats`` (counts and samples)."""
+bitmap), ``nacks`` (sub; bitmap: little-endian int64 rows (ledger, entry, nack rows) of the
+partition), ``stats`` (counts and samples)."""
 
 
 @dataclass(slots=True)
@@ -45,6 +46,8 @@ class _SubFold:
     batch_keys: list[Int64Array] = field(default_factory=list)
     batch_sizes: list[Int64Array] = field(default_factory=list)
     batch_index: list[Int64Array] = field(default_factory=list)
+    nacks: list[Int64Array] = field(default_factory=list)
+    """(2, n) ledger / entry rows of ``nack`` rows: one redelivery each."""
 
 
 WHOLE_ENTRY = 2**31
@@ -84,7 +87,8 @@ def fold_acks(
         is_ind = np.asarray(
             pc.equal(types, schema.ACK_INDIVIDUAL).fill_null(False).to_numpy(zero_copy_only=False)
         )
-        unknown_type = ~(is_cum | is_ind) & ~bad
+        is_nack = np.asarray(pc.equal(types, schema.ACK_NACK).fill_null(False).to_numpy(zero_copy_only=False))
+        unknown_type = ~(is_cum | is_ind | is_nack) & ~bad
         problems.note("bad_ack_type", unknown_type, batch)
         bad |= unknown_type
         ledgers = int_column(batch, "ledger_id")
@@ -115,7 +119,8 @@ def fold_acks(
         if index is not None:
             if sizes is None:
                 sizes = np.zeros(n, dtype=np.int64)
-            out_of_range = ok & has_index & ((index < 0) | (index >= np.maximum(sizes, 1)))
+            # (a nack's batch index is ignored: the entry is redelivered whole)
+            out_of_range = ok & has_index & ~is_nack & ((index < 0) | (index >= np.maximum(sizes, 1)))
             problems.note("acks_batch_index_out_of_range", out_of_range, batch)
             ok &= ~out_of_range
         names = batch.column("subscription")
@@ -130,6 +135,9 @@ def fold_acks(
             if not mine.any():
                 continue
             fold = subs.setdefault(name, _SubFold())
+            nacked = mine & is_nack
+            if nacked.any():
+                fold.nacks.append(np.stack([ledgers[nacked], entries[nacked]]))
             whole_ind = mine & is_ind & ~has_index
             if whole_ind.any():
                 fold.acked.add_many(ledgers[whole_ind], entries[whole_ind])
@@ -169,6 +177,8 @@ def fold_acks(
         if fold.batch_keys:
             for lg, e, s, bm in _fold_batches(fold):
                 emit("batch", name, lg, e, -1, s, bm, None)
+        if fold.nacks:
+            emit("nacks", name, -1, -1, -1, 0, nack_rows(np.concatenate(fold.nacks, axis=1)), None)
     emit("stats", None, -1, -1, -1, 0, None, json.dumps({"rows": rows, "problems": problems.to_json()}))
     yield pa.RecordBatch.from_pydict(out, schema=ACKS_SCHEMA)
 
@@ -200,6 +210,13 @@ def _fold_batches(fold: _SubFold) -> Iterator[tuple[int, int, int, bytes]]:
     ends = np.r_[starts[1:], len(ls)]
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         yield int(ls[a]), int(es[a]), int(ss[a]), batch_bits(ix[a:b])
+
+
+def nack_rows(positions: Int64Array) -> bytes:
+    """(2, n) nacked positions as little-endian int64 rows (ledger, entry, how many times), sorted."""
+    keys, counts = np.unique(positions.T, axis=0, return_counts=True)
+    rows = np.column_stack([keys, counts]).astype("<i8")
+    return rows.tobytes()
 
 
 def batch_bits(indexes: Int64Array) -> bytes:

@@ -136,7 +136,7 @@ def _check_ack_types(what: str, path: str, values: pa.Array | pa.ChunkedArray) -
         raise InvalidInput(
             f"{what} log {path}: column 'ack_type' holds {shown}; allowed: "
             f"{' or '.join(repr(t) for t in schema.ACK_TYPES)} in any case (Pulsar's Individual, "
-            "Cumulative)",
+            "Cumulative; nack: a redelivery)",
             source=path,
             column="ack_type",
         )

@@ -23,10 +23,12 @@ TOPIC_CURSORS_SCHEMA = pa.schema(
         ("topic", pa.string()),
         ("names", pa.list_(pa.string())),
         ("cursors", pa.list_(pa.binary())),
+        ("redeliveries", pa.list_(pa.binary())),
         ("stats", pa.string()),
     ]
 )
-"""One topic's cursors (pickled, by subscription) and its ack stats (rows, problems)."""
+"""One topic's cursors (pickled, by subscription), their redelivery counts (encoded; empty: none)
+and its ack stats (rows, problems)."""
 
 
 def fold_topic_acks(
@@ -74,13 +76,16 @@ def assemble_topic_cursors(acks: pa.Table, state: pa.Table) -> pa.Table:
     """One topic's cursors from its folded acks (and its ledger sizes), pickled by subscription."""
     topic = (state if state.num_rows else acks).column("topic")[0].as_py()
     sizes = _sizes(state)
-    cursors, rows, problems = merge_ack_folds(acks.to_pylist(), sizes) if acks.num_rows else ({}, 0, None)
+    cursors, rows, problems, counts = (
+        merge_ack_folds(acks.to_pylist(), sizes) if acks.num_rows else ({}, 0, None, {})
+    )
     stats = {"rows": rows, "problems": problems.to_json() if problems is not None else {}}
     return pa.Table.from_pydict(
         {
             "topic": [topic],
             "names": [list(cursors)],
             "cursors": [[pickle.dumps(c) for c in cursors.values()]],
+            "redeliveries": [[counts[n].encode() if n in counts else b"" for n in cursors]],
             "stats": [json.dumps(stats)],
         },
         schema=TOPIC_CURSORS_SCHEMA,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.pipeline.cursors import holes_per_ledger, write_cursors
@@ -59,6 +60,11 @@ def write_topic(
     cursors: dict[str, Cursor] = {
         n: pickle.loads(c) for n, c in zip(names, row["cursors"] or [], strict=True)
     }
+    redeliveries = {
+        n: RedeliveryCounts.decode(blob)
+        for n, blob in zip(names, row.get("redeliveries") or [], strict=False)
+        if blob
+    }
     stats = json.loads(row["stats"])
     ack_stats: dict[str, Any] = (
         json.loads(row["ack_stats"]) if row["ack_stats"] else {"rows": 0, "problems": {}}
@@ -77,7 +83,7 @@ def write_topic(
     for rule in ("acks_unknown_position", "acks_after_now"):
         summary.rules[rule] = counts.get(rule, 0)
     # Nothing is synced file by file: ``finish`` makes the staged directory durable in one pass.
-    summary.cursors = write_cursors(root / "cursors", cursors, sizes, sync=False)
+    summary.cursors = write_cursors(root / "cursors", cursors, sizes, sync=False, redeliveries=redeliveries)
     summary.holes = {name: holes_per_ledger(c, sizes) for name, c in cursors.items()}
     plan = plan_of(row["plan"])
     delayed_root = root / "delayed"

@@ -261,11 +261,13 @@ class ZkCursorStore(CursorStore):
                 raise InvalidArgument(f"{self._node.who}: the store is closed")
             if self._counts is None:
                 record = None
-                if self._node.last_data:
-                    try:
+                try:
+                    if self._node.last_data:  # what this owner wrote or took over
                         record = read_znode(self._node.last_data, self._node.who).cursorkit
-                    except CorruptSnapshot:
-                        record = None
+                    elif self._read_only:  # a reader keeps no copy: the znode as it is now
+                        record = self._node.read()[0].cursorkit
+                except (CorruptSnapshot, FileNotFoundError):
+                    record = None
                 self._counts = read_counts(record, self._node.who)
                 self._writer.counts = self._counts[0]
             return self._counts
