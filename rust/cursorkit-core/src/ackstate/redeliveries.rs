@@ -275,15 +275,18 @@ impl RedeliveryCounts {
         encode_runs(self.runs().take(n))
     }
 
-    /// Counts decoded from [`encode`](Self::encode) or [`take_delta`](Self::take_delta) bytes.
+    /// Counts decoded from [`encode`](Self::encode) or [`take_delta`](Self::take_delta) bytes, as
+    /// stored: nothing is changed yet.
     pub fn decode(data: &[u8], max_runs: usize) -> Result<Self> {
         let mut out = Self::new(max_runs);
         out.apply(data)?;
+        out.changed = Vec::new();
         Ok(out)
     }
 
-    /// Applies a delta (or a snapshot) over these counts: each run's count replaces the held one.
-    /// Damaged bytes change nothing ([`CoreError::Corrupt`]); so does a delta past the budget.
+    /// Applies a delta (or a snapshot) over these counts: each run's count replaces the held one,
+    /// and its positions are changed for the next delta (`O(positions in the runs)`). Damaged
+    /// bytes change nothing ([`CoreError::Corrupt`]); so does a delta past the budget.
     pub fn apply(&mut self, data: &[u8]) -> Result<()> {
         let runs = decode_runs(data, self.max_runs)?;
         if !self.runs.is_empty() {
@@ -292,6 +295,7 @@ impl RedeliveryCounts {
         }
         for (l, a, b, c) in runs {
             self.set_range(l, a, b, c)?;
+            self.changed.extend((a..=b).map(|e| at(l, e)));
         }
         Ok(())
     }

@@ -198,7 +198,7 @@ impl PyRedeliveryCounts {
         PyBytes::new(py, &data)
     }
 
-    /// Applies a delta or snapshot over these counts (damaged bytes change nothing).
+    /// Applies a delta or snapshot over these counts, as changes (damaged bytes change nothing).
     fn apply(&self, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = data.py();
         let bytes = bytes_arg(data, "data")?;
