@@ -236,3 +236,30 @@ def test_a_file_store_keeps_its_counts_beside_its_log(tmp_path: Path) -> None:
     with CursorStore.open(tmp_path / "cursor") as again:
         assert not again.redelivery_report.damaged
         assert again.redelivery_counts.runs() == [(Position(1, 3), Position(1, 3), 2)]
+
+
+def test_a_failing_journal_does_not_stop_the_acks(tmp_path: Path) -> None:
+    from cursorkit.ackstate import Cursor, CursorStore, StoreOptions
+
+    failing = [False]
+
+    def opener(path: str, mode: str) -> StoreFile:
+        f = default_opener(path, mode)
+        journal = path.endswith("redeliveries") or "redeliveries.tmp" in path
+        return _FailingFile(f, failing) if journal else f  # type: ignore[return-value]
+
+    with CursorStore.create(
+        tmp_path / "c", name="s", options=StoreOptions(sync=False), opener=opener
+    ) as store:
+        cursor = Cursor(Position(1, -1), name="s")
+        store.flush(cursor, full=True)
+        store.redelivery_counts.increment(Position(1, 5))
+        failing[0] = True
+        cursor.ack(Position(1, 0))
+        with pytest.raises(PersistFailed):
+            store.flush(cursor)
+        failing[0] = False
+        store.flush(cursor)  # the counts' next flush writes them all
+    with CursorStore.open(tmp_path / "c") as again:
+        assert again.recover().is_acked(Position(1, 0)), "the ack was written though the journal failed"
+        assert again.redelivery_counts.get(Position(1, 5)) == 1

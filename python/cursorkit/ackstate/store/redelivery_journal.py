@@ -34,7 +34,7 @@ from cursorkit._core import RedeliveryCounts
 from cursorkit.errors import BudgetExceeded, CorruptSnapshot, PersistFailed, UnsupportedVersion
 from cursorkit.fsio import Opener, StoreFile, atomic_write, datasync, default_opener, read_regular, write_all
 
-__all__ = ["JOURNAL_VERSION", "JournalReport", "RedeliveryJournal"]
+__all__ = ["JOURNAL_VERSION", "JournalReport", "RedeliveryJournal", "inflate_counts"]
 
 JOURNAL_VERSION = 1
 """Version of the journal file format this build writes and reads."""
@@ -150,8 +150,13 @@ class RedeliveryJournal:
         """
         self._check_open()
         if self._needs_compact:
-            if self.report.created and not self._size and not self.counts.has_changes:
-                return 0  # never written, nothing to write
+            if (
+                self.report.created
+                and not self._size
+                and not len(self.counts)
+                and not self.counts.has_changes
+            ):
+                return 0  # never written, and nothing to keep
             return self.compact()
         if not self.counts.has_changes:
             return 0
@@ -226,14 +231,18 @@ def _record(kind: int, payload: bytes) -> bytes:
     return head + body + _CRC.pack(zlib.crc32(body, zlib.crc32(head)))
 
 
-def _inflate(body: bytes, limit: int) -> bytes:
-    """A record's payload, refusing one that would inflate past ``limit`` bytes."""
-    d = zlib.decompressobj()
-    out = d.decompress(body, limit + 1)
+def inflate_counts(body: bytes, max_runs: int) -> bytes:
+    """Compressed ``RedeliveryCounts`` bytes, inflated; refused past what ``max_runs`` runs can take."""
+    limit = _BYTES_PER_RUN * max_runs + 64
+    try:
+        d = zlib.decompressobj()
+        out = d.decompress(body, limit + 1)
+    except zlib.error as e:
+        raise CorruptSnapshot(f"redelivery counts do not inflate ({e})") from e
     if len(out) > limit or d.unconsumed_tail:
-        raise BudgetExceeded(f"a redelivery record inflates past {limit} bytes (max_runs bounds it)")
+        raise BudgetExceeded(f"redelivery counts inflate past {limit} bytes (max_runs bounds them)")
     if not d.eof or d.unused_data:
-        raise CorruptSnapshot("a redelivery record's compressed payload is incomplete or has bytes after it")
+        raise CorruptSnapshot("compressed redelivery counts are incomplete or have bytes after them")
     return out
 
 
@@ -277,7 +286,7 @@ def _read(data: bytes, counts: RedeliveryCounts, report: JournalReport, where: s
             report.problems.append(f"{where}: the record at byte {pos} is out of place")
             break
         try:
-            counts.apply(_inflate(data[pos + _REC.size : end], limit))
+            counts.apply(inflate_counts(data[pos + _REC.size : end], counts.max_runs))
         except CorruptSnapshot as e:
             report.problems.append(f"{where}: the record at byte {pos} does not decode ({e})")
             break

@@ -381,13 +381,21 @@ class FileCursorStore(CursorStore):
         or when the log rolls into a new generation (compaction, or after damage). Skips the write
         when nothing changed unless ``force``. A failed write raises ``PersistFailed``, leaves the
         previous flush recoverable and marks the ledgers dirty again. Changed redelivery counts are
-        appended to their journal first.
+        appended to their journal first; if that fails, the ack state is still written, then the
+        journal's ``PersistFailed`` is raised (its next flush writes every count).
         """
+        failed: PersistFailed | None = None
         with self._lock:
             self._check_open()
             if self._journal is not None:
-                self._journal.flush()
-        return self._flush(cursor, full=full, force=force, roll=False)
+                try:
+                    self._journal.flush()
+                except PersistFailed as e:
+                    failed = e
+        result = self._flush(cursor, full=full, force=force, roll=False)
+        if failed is not None:
+            raise failed
+        return result
 
     def compact(self, cursor: Cursor | None = None) -> FlushResult:
         """Rolls the log into a new generation now.

@@ -12,14 +12,11 @@ from __future__ import annotations
 import zlib
 
 from cursorkit._core import RedeliveryCounts
-from cursorkit.ackstate.store.redelivery_journal import JournalReport
-from cursorkit.errors import BudgetExceeded, CorruptSnapshot
+from cursorkit.ackstate.store.redelivery_journal import JournalReport, inflate_counts
+from cursorkit.errors import CorruptSnapshot
 from cursorkit.proto import cursor_znode_pb2 as zpb
 
 __all__ = ["budget_of", "encode_counts", "read_counts"]
-
-_BYTES_PER_RUN = 32
-"""Most bytes one run takes decoded: bounds what the field may inflate to."""
 
 
 def budget_of(max_znode_bytes: int) -> int:
@@ -52,16 +49,9 @@ def read_counts(record: zpb.CursorkitState | None, where: str) -> tuple[Redelive
     if record is None or not record.HasField("redelivery_counts"):
         report.created = True
         return counts, report
-    limit = _BYTES_PER_RUN * counts.max_runs + 64
     try:
-        d = zlib.decompressobj()
-        raw = d.decompress(record.redelivery_counts, limit + 1)
-        if len(raw) > limit or d.unconsumed_tail:
-            raise BudgetExceeded(f"{where}: redelivery counts inflate past {limit} bytes")
-        if not d.eof or d.unused_data:
-            raise CorruptSnapshot("the compressed counts are incomplete or have bytes after them")
-        counts.apply(raw)
-    except (zlib.error, CorruptSnapshot) as e:
+        counts.apply(inflate_counts(record.redelivery_counts, counts.max_runs))
+    except CorruptSnapshot as e:
         report.problems.append(f"{where}: redelivery counts do not decode ({e}); counting starts again")
         return RedeliveryCounts(), report
     report.records = 1
