@@ -149,7 +149,7 @@ def _bad_ack_type(d: Path) -> tuple[list[str], str]:
     m = write(d / "m.parquet", messages())
     a = write(d / "a.parquet", acks(ack_type=pa.array(["Individual"] * 9 + ["ACK"])))
     argv = ["rebuild", "--messages", m, "--acks", a, "--out", str(d / "out")]
-    return argv, "column 'ack_type' holds 'ACK'; allowed: 'individual' or 'cumulative' in any case"
+    return argv, "column 'ack_type' holds 'ACK'; allowed: 'individual' or 'cumulative' or 'nack' in any case"
 
 
 def _one_topic_to_s3(d: Path) -> tuple[list[str], str]:
