@@ -20,7 +20,7 @@ from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate import Cursor
 from cursorkit.ackstate.store import CursorStore, FileCursorStore
 from cursorkit.ackstate.store.api import StoreReport
-from cursorkit.ackstate.store.file.store import REDELIVERIES_FILE
+from cursorkit.ackstate.store.file.side_files import REDELIVERIES_FILE
 from cursorkit.ackstate.store.properties import FileCursorProperties
 from cursorkit.delayed import BucketDelayedDeliveryTracker, FileBucketSnapshotStorage
 from cursorkit.errors import CorruptSnapshot, CursorkitError, DamagedStore, InvalidArgument

@@ -349,7 +349,9 @@ impl RedeliveryCounts {
             .map(|(&k, _)| k)
             .collect();
         for k in inside {
-            let r = self.runs.remove(&k).expect("key just listed");
+            let Some(r) = self.runs.remove(&k) else {
+                continue; // listed just above: always there
+            };
             if r.last > last {
                 self.runs.insert(at(ledger_id, last + 1), r);
                 self.positions -= (last - k.entry_id + 1) as u64;

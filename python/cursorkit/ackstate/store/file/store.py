@@ -8,7 +8,7 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,43 +36,19 @@ from cursorkit.ackstate.store.file.log import (
     recover_log,
 )
 from cursorkit.ackstate.store.file.reports import FlushResult, RecoveryReport, StoreOptions
+from cursorkit.ackstate.store.file.side_files import (
+    PROPERTIES_FILE,
+    REDELIVERIES_FILE,
+    LazyJournal,
+    StoreProperties,
+    file_options,
+)
 from cursorkit.ackstate.store.properties import FileCursorProperties
-from cursorkit.ackstate.store.redelivery_journal import JournalReport, RedeliveryJournal
+from cursorkit.ackstate.store.redelivery_journal import JournalReport
 from cursorkit.errors import CorruptSnapshot, InvalidArgument, PersistFailed
 from cursorkit.fsio import Opener, default_opener, read_regular
 
 __all__ = ["PROPERTIES_FILE", "REDELIVERIES_FILE", "FileCursorStore"]
-
-PROPERTIES_FILE = "cursor.properties"
-"""The file of a file store's cursor properties, in the store directory."""
-REDELIVERIES_FILE = "redeliveries"
-"""The journal of a file store's redelivery counts, in the store directory (made on first use)."""
-
-
-class _StoreProperties(FileCursorProperties):
-    """A file store's cursor properties: refused once the store is closed (its directory is unlocked)."""
-
-    def __init__(self, path: Path, opener: Opener, check_open: Callable[[], None]) -> None:
-        super().__init__(path, opener=opener)
-        self._check_open = check_open
-
-    def _commit(self, new: dict[str, str]) -> None:
-        self._check_open()
-        super()._commit(new)
-
-
-def _file_options(options: dict[str, Any]) -> tuple[StoreOptions | None, Opener | None]:
-    """The file store's keyword arguments (``options``, ``opener``); anything else is refused."""
-    unknown = sorted(set(options) - {"options", "opener"})
-    if unknown:
-        raise InvalidArgument(f"a file cursor store takes options= and opener=, not {', '.join(unknown)}")
-    store_options = options.get("options")
-    if store_options is not None and not isinstance(store_options, StoreOptions):
-        raise InvalidArgument(f"options must be StoreOptions, got {type(store_options).__name__}")
-    opener = options.get("opener")
-    if opener is not None and not callable(opener):
-        raise InvalidArgument(f"opener must be callable, got {type(opener).__name__}")
-    return store_options, opener
 
 
 class FileCursorStore(CursorStore):
@@ -100,7 +76,7 @@ class FileCursorStore(CursorStore):
         self._name = ""
         self._log = LogFiles(path, self._dir_fd, self._opener, sync=self._options.sync)
         self._properties: FileCursorProperties | None = None
-        self._journal: RedeliveryJournal | None = None
+        self._journal = LazyJournal(path / REDELIVERIES_FILE, self._opener, self._options.sync)
         self._bound: Cursor | None = None
         self._bound_mutations = -1
         self._bitmaps: list[tuple[int, bytes]] | None = None
@@ -119,7 +95,7 @@ class FileCursorStore(CursorStore):
     @classmethod
     def _create(cls, location: str | os.PathLike[str], *, name: str, **options: Any) -> FileCursorStore:
         """A new, empty store in ``location`` (created if missing); ``FileExistsError`` if one is there."""
-        store_options, opener = _file_options(options)
+        store_options, opener = file_options(options)
         root = Path(location)
         root.mkdir(parents=True, exist_ok=True)
         if (root / META_FILE).exists() or any(LOG_NAME.fullmatch(p.name) for p in root.iterdir()):
@@ -150,7 +126,7 @@ class FileCursorStore(CursorStore):
     @classmethod
     def _open(cls, location: str | os.PathLike[str], **options: Any) -> FileCursorStore:
         """An existing store, recovered: :attr:`report` says what was found, :meth:`recover` rebuilds it."""
-        store_options, opener = _file_options(options)
+        store_options, opener = file_options(options)
         store = cls(Path(location), store_options, opener)
         try:
             store._load()
@@ -255,19 +231,10 @@ class FileCursorStore(CursorStore):
         with self._lock:
             self._check_open()
             if self._properties is None:
-                self._properties = _StoreProperties(
+                self._properties = StoreProperties(
                     self._path / PROPERTIES_FILE, self._opener, self._check_open
                 )
             return self._properties
-
-    def _redelivery_journal(self) -> RedeliveryJournal:
-        with self._lock:
-            self._check_open()
-            if self._journal is None:
-                self._journal = RedeliveryJournal.open(
-                    self._path / REDELIVERIES_FILE, opener=self._opener, sync=self._options.sync
-                )
-            return self._journal
 
     @property
     def redelivery_counts(self) -> RedeliveryCounts:
@@ -275,12 +242,16 @@ class FileCursorStore(CursorStore):
 
         :meth:`flush` appends what changed before it writes the ack state.
         """
-        return self._redelivery_journal().counts
+        with self._lock:
+            self._check_open()
+            return self._journal.get().counts
 
     @property
     def redelivery_report(self) -> JournalReport:
         """What reading the redelivery journal found."""
-        return self._redelivery_journal().report
+        with self._lock:
+            self._check_open()
+            return self._journal.get().report
 
     @property
     def generation(self) -> int:
@@ -384,14 +355,9 @@ class FileCursorStore(CursorStore):
         appended to their journal first; if that fails, the ack state is still written, then the
         journal's ``PersistFailed`` is raised (its next flush writes every count).
         """
-        failed: PersistFailed | None = None
         with self._lock:
             self._check_open()
-            if self._journal is not None:
-                try:
-                    self._journal.flush()
-                except PersistFailed as e:
-                    failed = e
+            failed = self._journal.flush()
         result = self._flush(cursor, full=full, force=force, roll=False)
         if failed is not None:
             raise failed
@@ -522,8 +488,7 @@ class FileCursorStore(CursorStore):
     def _release(self) -> None:
         self._closed = True
         self._log.close()
-        if self._journal is not None:
-            self._journal.close()
+        self._journal.close()
         with contextlib.suppress(OSError):
             os.close(self._dir_fd)
 
