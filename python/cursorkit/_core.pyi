@@ -500,6 +500,12 @@ class DispatchCore:
         """The per-key cap (0: none)."""
     def key_unacked(self, slot: int) -> int:
         """Unacknowledged messages of ``slot`` (counted while the cap is on)."""
+    def set_key_ordered_nacks(self, on: bool) -> None:
+        """Beyond Pulsar: key-ordered negative acks (refused in out-of-order mode)."""
+    def key_ordered_nacks(self) -> bool:
+        """Whether key-ordered nacks are on."""
+    def key_order_figures(self) -> tuple[int, int, int, int, int, int]:
+        """`(parked acks, held keys, unanswered copies, taken back, stale answers, parked dropped)`."""
     def permits_total(self) -> int:
         """Permits available over all consumers."""
     def add_read(self, ledgers: Any, entries: Any, slots: Any, cursor: CursorState) -> None:
@@ -510,14 +516,14 @@ class DispatchCore:
         """Sends what can be sent: `[(consumer id, ledgers, entries), ...]`, int64 arrays."""
     def ack(
         self, consumer_id: int, ledgers: Any, entries: Any, cursor: CursorState
-    ) -> tuple[int, int, int, int, int]:
+    ) -> tuple[int, int, int, int, int, int, int]:
         """Acks of many positions from one consumer.
 
-        Returns `(acked, from_other_consumer, not_pending, duplicates, unblocked)`.
+        Returns `(acked, from_other_consumer, not_pending, duplicates, unblocked, parked, stale)`.
         """
     def ack_one(
         self, consumer_id: int, ledger_id: int, entry_id: int, cursor: CursorState
-    ) -> tuple[int, int, int, int, int]:
+    ) -> tuple[int, int, int, int, int, int, int]:
         """One ack from ints (the per-call path)."""
     def nack(self, consumer_id: int, ledgers: Any, entries: Any, cursor: CursorState) -> int:
         """Negative acks; returns how many were pending on the consumer."""

@@ -8,7 +8,14 @@
 
 from __future__ import annotations
 
-from cursorkit.keyshared.dispatcher import AckResult, Blocked, Entry, KeySharedDispatcher, SubscriptionStats
+from cursorkit.keyshared.dispatcher import (
+    AckResult,
+    Blocked,
+    Entry,
+    KeyOrderStats,
+    KeySharedDispatcher,
+    SubscriptionStats,
+)
 from cursorkit.keyshared.hashing import hash_many, sticky_key, sticky_key_hash
 from cursorkit.keyshared.selectors import (
     AutoSplitSelector,
@@ -26,6 +33,7 @@ __all__ = [
     "Entry",
     "ExclusiveRangeSelector",
     "Impact",
+    "KeyOrderStats",
     "KeySharedDispatcher",
     "OrderingChecker",
     "Simulation",

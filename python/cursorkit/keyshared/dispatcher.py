@@ -68,8 +68,11 @@ class Blocked:
         "replay-order",
         "look-ahead",
         "key-unacked-limit",
+        "key-order",
     ]
-    """``key-unacked-limit``: the key has ``max_unacked_per_key`` messages unacknowledged."""
+    """``key-unacked-limit``: the key has ``max_unacked_per_key`` messages unacknowledged;
+    ``key-order`` (key-ordered nacks): the consumer has yet to answer an earlier message of the key
+    (a later one's ack waits for it) or copies of the key taken back from it at a nack."""
     consumer: str | None = None
     """The target consumer's name."""
     owner: str | None = None
@@ -79,7 +82,8 @@ class Blocked:
 
 
 class AckResult(NamedTuple):
-    """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor.
+    """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor
+    (with key-ordered nacks on, beyond Pulsar, an ack may wait, or be dropped: ``parked``, ``stale``).
 
     Truthy when it unblocked a draining hash (what ``ack`` used to return). Results are shared:
     each distinct outcome is made once (in Rust) and handed back again.
@@ -95,6 +99,12 @@ class AckResult(NamedTuple):
     """Positions the cursor had acknowledged already: nothing changed."""
     unblocked: int = 0
     """Draining hashes the ack unblocked."""
+    parked: int = 0
+    """Key-ordered nacks: acks waiting for an earlier message of their key the consumer has not
+    answered (applied when it is acked; dropped, their messages sent again, when it is nacked)."""
+    stale: int = 0
+    """Key-ordered nacks: answers to copies taken back from the consumer at a nack (dropped: each
+    such message is sent again after the nacked one)."""
 
     def __bool__(self) -> bool:  # noqa: D105
         return self.unblocked > 0
@@ -156,6 +166,26 @@ class SubscriptionStats:
     """Sum over the consumers, as Pulsar's subscription stats add them up (likewise the next two)."""
     draining_hashes_cleared_total: int = 0
     draining_hashes_unacked_messages: int = 0
+    key_order: KeyOrderStats | None = None
+    """Key-ordered nacks' figures (None: off, as in Pulsar)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyOrderStats:
+    """Key-ordered nacks (beyond Pulsar): what waits now, and totals."""
+
+    parked_acks: int
+    """Acks waiting for an earlier message of their key."""
+    held_keys: int
+    """(consumer, key) pairs held (shown as ``key-order`` in ``blocked``)."""
+    unanswered_copies: int
+    """Copies taken back at a nack that their consumer has not answered yet."""
+    taken_back: int
+    """Messages taken back behind a nacked message of their key, in total."""
+    stale_answers: int
+    """Answers to taken-back copies dropped, in total."""
+    parked_dropped: int
+    """Parked acks dropped because the earlier message was nacked, in total."""
 
 
 class KeySharedDispatcher(KeySharedBase):
@@ -180,6 +210,16 @@ class KeySharedDispatcher(KeySharedBase):
     not acknowledged is held — nothing more of it goes to anyone, shown as ``key-unacked-limit`` —
     until acks or nacks bring it below. Keys are counted by sticky-key hash slot (keys sharing a
     slot share the cap); a batch counts as its messages, and one still goes when none is out.
+
+    ``key_ordered_nacks`` (beyond Pulsar, off by default; draining and last-sent modes): a nack
+    keeps its key's order. The nacked message and every later message of its key in flight go
+    back and are sent again in position order; an ack that overtakes an earlier message of its key
+    the consumer has not answered yet waits for it (``AckResult.parked``: applied after it, or
+    dropped if it is nacked); a consumer's answers to copies taken back from it are dropped
+    (``AckResult.stale``) and the key is not sent to it again until it has answered them. Each
+    key's accepted acks then come from deliveries in position order, for consumers that handle
+    their messages in the order received, whatever their ack grouping or nack delay (see
+    docs/semantics/key-shared.md). ``redeliver`` and leaving release a consumer's holds.
     """
 
     def __init__(
@@ -196,6 +236,7 @@ class KeySharedDispatcher(KeySharedBase):
         max_unacked_per_consumer: int = MAX_UNACKED_PER_CONSUMER,
         max_unacked_per_subscription: int = MAX_UNACKED_PER_SUBSCRIPTION,
         max_unacked_per_key: int = 0,
+        key_ordered_nacks: bool = False,
     ) -> None:
         # The cursor, mode, policy, delayed tracker and look-ahead settings were taken (and
         # checked) by KeySharedBase.__new__, which holds them for the per-event calls.
@@ -213,11 +254,20 @@ class KeySharedDispatcher(KeySharedBase):
         self._next_cid = 1
         if max_unacked_per_key:
             self._core.set_max_unacked_per_key(max_unacked_per_key)
+        if not isinstance(key_ordered_nacks, bool):
+            raise InvalidInputType(f"key_ordered_nacks must be a bool, got {type(key_ordered_nacks).__name__}")
+        if key_ordered_nacks:
+            self._core.set_key_ordered_nacks(True)
 
     @property
     def max_unacked_per_key(self) -> int:
         """The per-key in-flight cap (0: none; beyond Pulsar)."""
         return int(self._core.max_unacked_per_key())
+
+    @property
+    def key_ordered_nacks(self) -> bool:
+        """Whether nacks keep key order (beyond Pulsar)."""
+        return bool(self._core.key_ordered_nacks())
 
     # --- consumers --------------------------------------------------------------------------------
 
@@ -423,6 +473,7 @@ class KeySharedDispatcher(KeySharedBase):
                 )
             name = {cid: s.name for cid, s in self._by_cid.items()}
             last_sent = core.last_sent_position()
+            ko = core.key_order_figures()
             return SubscriptionStats(
                 mode=self.mode,
                 consumers=consumers,
@@ -451,6 +502,16 @@ class KeySharedDispatcher(KeySharedBase):
                 draining_hashes_count=sum(c.draining_hashes_count for c in consumers),
                 draining_hashes_cleared_total=sum(c.draining_hashes_cleared_total for c in consumers),
                 draining_hashes_unacked_messages=sum(c.draining_hashes_unacked_messages for c in consumers),
+                key_order=KeyOrderStats(
+                    parked_acks=ko[0],
+                    held_keys=ko[1],
+                    unanswered_copies=ko[2],
+                    taken_back=ko[3],
+                    stale_answers=ko[4],
+                    parked_dropped=ko[5],
+                )
+                if core.key_ordered_nacks()
+                else None,
             )
 
 

@@ -25,8 +25,9 @@ use crate::sync::Shared;
 /// Calls over at most this many entries run with the GIL held (cheaper than releasing it).
 const SMALL: usize = 256;
 
-/// Ack outcome as `(acked, from_other_consumer, not_pending, duplicates, unblocked)`.
-type Outcome = (u64, u64, u64, u64, u64);
+/// Ack outcome as `(acked, from_other_consumer, not_pending, duplicates, unblocked, parked,
+/// stale)`.
+type Outcome = (u64, u64, u64, u64, u64, u64, u64);
 
 fn outcome(o: AckOutcome) -> Outcome {
     (
@@ -35,6 +36,8 @@ fn outcome(o: AckOutcome) -> Outcome {
         o.not_pending,
         o.duplicates,
         o.unblocked,
+        o.parked,
+        o.stale,
     )
 }
 
@@ -113,6 +116,7 @@ fn reason(r: BlockReason) -> &'static str {
         BlockReason::RecentlyJoined => "recently-joined",
         BlockReason::ReplayOrder => "replay-order",
         BlockReason::KeyUnackedLimit => "key-unacked-limit",
+        BlockReason::KeyOrder => "key-order",
     }
 }
 
@@ -235,6 +239,31 @@ impl PyDispatchCore {
     /// The per-key cap (0: none).
     fn max_unacked_per_key(&self, py: Python<'_>) -> u64 {
         self.lock(py).max_unacked_per_key()
+    }
+
+    /// Beyond Pulsar (opt-in): key-ordered negative acks (a nack takes back the later messages of
+    /// its key; acks overtaking an earlier unanswered message of their key wait for it).
+    fn set_key_ordered_nacks(&self, py: Python<'_>, on: bool) -> PyResult<()> {
+        self.call(py, "set_key_ordered_nacks", |d| d.set_key_ordered_nacks(on))
+    }
+
+    /// Whether key-ordered nacks are on.
+    fn key_ordered_nacks(&self, py: Python<'_>) -> bool {
+        self.lock(py).key_ordered_nacks()
+    }
+
+    /// Key-ordered nacks' figures: `(parked acks, held keys, unanswered copies, taken back,
+    /// stale answers, parked dropped)`.
+    fn key_order_figures(&self, py: Python<'_>) -> (u64, u64, u64, u64, u64, u64) {
+        let f = self.lock(py).key_order_figures();
+        (
+            f.parked_acks,
+            f.held_keys,
+            f.unanswered_copies,
+            f.taken_back,
+            f.stale_answers,
+            f.parked_dropped,
+        )
     }
 
     /// Unacknowledged messages of ``slot`` (counted while the cap is on).

@@ -21,7 +21,19 @@ impl DispatchCore {
         // The cursor vouches for every position first: a call it would refuse changes nothing.
         cursor.check_ackable(ledgers, entries)?;
         let mut out = AckOutcome::default();
-        let r = if ledgers.len() <= FEW_ACKS {
+        let r = if self.key_order.is_some() {
+            // Key order: each ack may wait for, or release, others of its key.
+            ledgers
+                .iter()
+                .zip(entries)
+                .try_for_each(|(&ledger_id, &entry_id)| {
+                    let p = Position {
+                        ledger_id,
+                        entry_id,
+                    };
+                    self.ack_in_key_order(seat, p, cursor, &mut out)
+                })
+        } else if ledgers.len() <= FEW_ACKS {
             // A consumer's grouped acks: one by one beats building bulk bitmaps.
             ledgers
                 .iter()
@@ -55,7 +67,11 @@ impl DispatchCore {
             entry_id: entry,
         };
         let mut out = AckOutcome::default();
-        let r = self.ack_at(seat, p, cursor, &mut out);
+        let r = if self.key_order.is_some() {
+            self.ack_in_key_order(seat, p, cursor, &mut out)
+        } else {
+            self.ack_at(seat, p, cursor, &mut out)
+        };
         self.last_sent.forget_joined(cursor.mark_delete());
         r.map(|()| out)
     }
@@ -64,7 +80,7 @@ impl DispatchCore {
     /// (taken out there, its draining reference released), or on nobody (acked on the cursor, out
     /// of the replay queue), or acknowledged already (a duplicate).
     #[inline(always)]
-    fn ack_at(
+    pub(super) fn ack_at(
         &mut self,
         seat: usize,
         p: Position,
@@ -199,14 +215,25 @@ impl DispatchCore {
         let seat = self.seat(id)?;
         check_positions(ledgers, entries)?; // every position first: a bad one changes nothing
         let mut n = 0;
+        let ordered = self.key_order.is_some();
+        // Key order: the first position nacked per slot (later ones of the slot are taken back).
+        let mut firsts: BTreeMap<u16, Position> = BTreeMap::new();
         for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
             let p = Position {
                 ledger_id,
                 entry_id,
             };
             let Some(slot) = self.inflight.remove_of(seat, p) else {
+                if ordered {
+                    self.stale_nack(seat, p); // a taken-back copy's answer: dropped
+                }
                 continue; // not in flight on this consumer: skipped, as Pulsar does
             };
+            if ordered {
+                self.nacked_in_key_order(slot, p);
+                let first = firsts.entry(slot).or_insert(p);
+                *first = (*first).min(p);
+            }
             self.key_released(p, slot);
             if self.mode == DispatchMode::Draining
                 && !self.draining.is_empty()
@@ -219,6 +246,9 @@ impl DispatchCore {
             }
             n += 1;
         }
+        if ordered {
+            self.take_back_after(&firsts, cursor)?;
+        }
         Ok(n)
     }
 
@@ -229,6 +259,9 @@ impl DispatchCore {
         let ls: Vec<i64> = held.iter().map(|p| p.ledger_id).collect();
         let es: Vec<i64> = held.iter().map(|p| p.entry_id).collect();
         self.nack(id, &ls, &es, cursor)?;
+        // A client redelivering everything drops what it had: it owes no answers any more.
+        let seat = self.seat(id)?;
+        self.key_order_release_seat(seat, &[]);
         Ok(held)
     }
 }

@@ -62,6 +62,7 @@ impl DispatchCore {
         for &(p, s) in &returned {
             self.key_released(p, s);
         }
+        self.key_order_release_seat(seat, &returned);
         if self.seat_of.is_empty() {
             self.drop_everything_read(cursor.mark_delete());
         } else {

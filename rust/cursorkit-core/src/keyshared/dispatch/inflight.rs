@@ -83,7 +83,7 @@ impl Lane {
         (i < self.width()).then_some(self.head + i)
     }
 
-    #[cfg(test)]
+    #[inline]
     fn get(&self, e: u32) -> Option<(usize, u16)> {
         if let Some(i) = self.index(e) {
             let c = self.cells[i];
@@ -346,9 +346,9 @@ impl InFlight {
         self.counts.get(seat).copied().unwrap_or(0)
     }
 
-    /// Who holds `p`: its seat and slot (the model tests' view).
-    #[cfg(test)]
-    fn get(&self, p: Position) -> Option<(usize, u16)> {
+    /// Who holds `p`: its seat and slot.
+    #[inline]
+    pub(super) fn get(&self, p: Position) -> Option<(usize, u16)> {
         let i = self.find(p.ledger_id).ok()?;
         self.lanes[i].1.get(p.entry_id as u32)
     }

@@ -64,6 +64,7 @@ mod acks;
 mod consumers;
 mod entries;
 mod inflight;
+mod key_order;
 mod last_sent;
 mod replay;
 mod send;
@@ -83,6 +84,8 @@ use crate::keyshared::selector::{HashRange, SlotTable};
 use crate::mem::FastMap;
 
 use inflight::{InFlight, SlotsOf};
+use key_order::KeyOrder;
+pub use key_order::KeyOrderFigures;
 use last_sent::LastSent;
 use replay::ReplayQueue;
 
@@ -118,6 +121,9 @@ pub enum BlockReason {
     ReplayOrder,
     /// The slot has `max_unacked_per_key` messages unacknowledged (beyond Pulsar: opt-in).
     KeyUnackedLimit,
+    /// Key-ordered nacks (beyond Pulsar: opt-in): the consumer has yet to answer an earlier
+    /// message of the slot (an ack of a later one waits for it) or copies taken back from it.
+    KeyOrder,
 }
 
 /// A slot held back: why, on whom, and the first position held.
@@ -203,6 +209,10 @@ pub struct AckOutcome {
     pub duplicates: u64,
     /// Draining slots the acks unblocked.
     pub unblocked: u64,
+    /// Key-ordered nacks: acks waiting for an earlier message of their key (not applied yet).
+    pub parked: u64,
+    /// Key-ordered nacks: answers to copies taken back from the consumer (dropped).
+    pub stale: u64,
 }
 
 /// Why each slot was first held back in the current dispatch: a flat index per slot, so noting a
@@ -318,6 +328,8 @@ pub struct DispatchCore {
     key_unacked: Vec<u64>,
     /// With the cap on: the weight each batch entry in flight was counted with (others count 1).
     key_weights: FastMap<Position, u64>,
+    /// Beyond Pulsar: key-ordered nacks' state (None: off, as Pulsar).
+    key_order: Option<Box<KeyOrder>>,
 }
 
 /// Acks at most this many go one by one (bulk set-up costs more than it saves).
@@ -408,6 +420,7 @@ impl DispatchCore {
             max_unacked_per_key: 0,
             key_unacked: Vec::new(),
             key_weights: FastMap::default(),
+            key_order: None,
         }
     }
 

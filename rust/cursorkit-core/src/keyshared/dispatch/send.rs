@@ -146,6 +146,14 @@ impl DispatchCore {
             self.block(slot, BlockReason::KeyUnackedLimit, Some(id), None, pos);
             return Ok(None);
         }
+        if self
+            .key_order
+            .as_ref()
+            .is_some_and(|ko| ko.holds(seat as usize, slot))
+        {
+            self.block(slot, BlockReason::KeyOrder, Some(id), None, pos);
+            return Ok(None);
+        }
         match self.mode {
             DispatchMode::Draining => {
                 if !self.draining.is_empty() && self.draining.should_block(id, u32::from(slot))? {
@@ -185,6 +193,9 @@ impl DispatchCore {
         self.permits -= u128::from(taken);
         let id = state.id;
         self.inflight.insert(pos, seat, slot);
+        if let Some(ko) = self.key_order.as_mut() {
+            ko.sent(seat, slot, pos);
+        }
         if !self.key_unacked.is_empty() {
             self.key_unacked[usize::from(slot)] += weight;
             if weight > 1 {

@@ -59,7 +59,7 @@ impl PyKeySharedBase {
     /// table without a lock, others from a map (made once; the first few thousand kept).
     #[inline]
     pub(super) fn result(&self, py: Python<'_>, o: Outcome) -> PyResult<Py<PyAny>> {
-        if let (k, 0, 0, 0, 0) = o {
+        if let (k, 0, 0, 0, 0, 0, 0) = o {
             if let Some(cell) = PLAIN_RESULTS.get(k as usize) {
                 return cell
                     .get_or_try_init(py, || make_result(py, o))

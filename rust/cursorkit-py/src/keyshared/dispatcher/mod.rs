@@ -54,8 +54,9 @@ const DEFAULT_LOOK_AHEAD: [u64; 4] = [2000, 20_000, 50_000, 200_000];
 /// `look_ahead_limit` when no limit applies.
 const UNLIMITED: u64 = i64::MAX as u64;
 
-/// Ack outcome as `(acked, from_other_consumer, not_pending, duplicates, unblocked)`.
-type Outcome = (u64, u64, u64, u64, u64);
+/// Ack outcome as `(acked, from_other_consumer, not_pending, duplicates, unblocked, parked,
+/// stale)`.
+type Outcome = (u64, u64, u64, u64, u64, u64, u64);
 
 static ACK_RESULT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// `AckResult(acked=k)` for `k` up to 64, the outcome of nearly every ack call.
@@ -582,5 +583,7 @@ fn outcome(o: cursorkit_core::AckOutcome) -> Outcome {
         o.not_pending,
         o.duplicates,
         o.unblocked,
+        o.parked,
+        o.stale,
     )
 }
