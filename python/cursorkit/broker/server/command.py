@@ -98,6 +98,12 @@ def add_parser(
         "acked or nacked (default 0: no cap, as Pulsar)",
     )
     b.add_argument(
+        "--key-ordered-nacks",
+        action="store_true",
+        help="beyond Pulsar: on Key_Shared, a nack keeps its key's order (the key's later messages are "
+        "sent again after the nacked one; acks overtaking it wait) (default: off, as Pulsar)",
+    )
+    b.add_argument(
         "--durable-redelivery-counts",
         action="store_true",
         help="beyond Pulsar: redelivery counts survive restarts, hand-overs and reconnects, so dead-letter "
@@ -151,6 +157,7 @@ def run_broker(args: argparse.Namespace) -> int:
         bucket_min_index_count=args.bucket_min_index_count,
         max_unacked_per_key=args.max_unacked_per_key,
         durable_redelivery_counts=args.durable_redelivery_counts,
+        key_ordered_nacks=args.key_ordered_nacks,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

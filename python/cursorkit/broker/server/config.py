@@ -52,6 +52,11 @@ class BrokerConfig:
     """Beyond Pulsar: redelivery counts survive restarts, hand-overs and reconnects (a journal beside
     the cursor), and a consumer lost while holding messages counts as a redelivery of them; off:
     memory only, as Pulsar."""
+    key_ordered_nacks: bool = False
+    """Beyond Pulsar: on Key_Shared subscriptions (not ``allowOutOfOrderDelivery`` ones), a nack
+    keeps its key's order: the key's later messages in flight are sent again after the nacked
+    one, acks overtaking an earlier unacknowledged message of their key wait for it; off: a nacked
+    message comes back after later ones of its key, as Pulsar."""
     advertised: str = field(default="")
     """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
     metadata: str = ""

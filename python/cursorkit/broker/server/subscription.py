@@ -100,6 +100,7 @@ class Subscription:
         self._read_at = self._after(self.cursor.mark_delete_position)
         self._read_batch = config.read_batch
         self._max_unacked_per_key = config.max_unacked_per_key
+        self._key_ordered_nacks = config.key_ordered_nacks
         self._entries: dict[Position, Entry] = {}
         """Entries of the last reads not sent yet (sent from here instead of read again)."""
         self._per_entry = 1.0
@@ -138,14 +139,14 @@ class Subscription:
             if self._key_shared is None:
                 sticky = key_shared is not None and key_shared.keySharedMode == api.STICKY
                 selector = cast(Selector, ExclusiveRangeSelector() if sticky else ConsistentHashingSelector())
+                unordered = key_shared is not None and key_shared.allowOutOfOrderDelivery
                 self._key_shared = KeySharedDispatcher(
                     selector=selector,
                     cursor=self.cursor,
-                    mode="out-of-order"
-                    if key_shared is not None and key_shared.allowOutOfOrderDelivery
-                    else "draining",
+                    mode="out-of-order" if unordered else "draining",
                     delayed=self.delayed,
                     max_unacked_per_key=self._max_unacked_per_key,
+                    key_ordered_nacks=self._key_ordered_nacks and not unordered,
                 )
             self._key_shared.add_consumer(consumer, permits=0)
         elif sub_type == api.CommandSubscribe.Shared:
