@@ -29,6 +29,7 @@ TABLE_MODULES = (
     "test_bench_message_log",
     "test_bench_broker",
     "test_bench_redeliveries",
+    "test_bench_key_order",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

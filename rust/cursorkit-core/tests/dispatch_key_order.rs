@@ -39,6 +39,10 @@ struct World {
     open: BTreeSet<Position>,
     /// Per slot: (position, the moment its accepted ack was decided).
     accepted: BTreeMap<u16, Vec<(Position, u64)>>,
+    /// Consumers handle up to 48 messages a step (so ack groups pass the bulk threshold).
+    batchy: bool,
+    /// Acks parked by calls of at most 32 positions and by larger ones.
+    parked_by: [u64; 2],
 }
 
 fn p(e: i64) -> Position {
@@ -46,7 +50,7 @@ fn p(e: i64) -> Position {
 }
 
 impl World {
-    fn new(ordered: bool, mode: DispatchMode) -> Self {
+    fn new(ordered: bool, mode: DispatchMode, batchy: bool) -> Self {
         let mut core = DispatchCore::new(mode);
         if ordered {
             core.set_key_ordered_nacks(true).unwrap();
@@ -64,9 +68,12 @@ impl World {
             ack_moment: HashMap::new(),
             open: BTreeSet::new(),
             accepted: BTreeMap::new(),
+            batchy,
+            parked_by: [0; 2],
         };
-        w.join(8);
-        w.join(8);
+        let permits = if batchy { 64 } else { 8 };
+        w.join(permits);
+        w.join(permits);
         w
     }
 
@@ -126,10 +133,17 @@ impl World {
 
     fn dispatch(&mut self) {
         for d in self.core.dispatch(&self.cursor).unwrap() {
-            let c = self.clients.iter_mut().find(|c| c.id == d.consumer).unwrap();
+            let c = self
+                .clients
+                .iter_mut()
+                .find(|c| c.id == d.consumer)
+                .unwrap();
             for &e in &d.entries {
                 let pos = p(e);
-                assert!(self.open.contains(&pos), "{pos} sent again after its ack was accepted");
+                assert!(
+                    self.open.contains(&pos),
+                    "{pos} sent again after its ack was accepted"
+                );
                 if !c.pending_acks.contains_key(&pos) {
                     c.queue.push_back(pos);
                 }
@@ -163,7 +177,8 @@ impl World {
             es.push(pos.entry_id);
         }
         let id = self.clients[i].id;
-        self.core.ack(id, &ls, &es, &mut self.cursor).unwrap();
+        let out = self.core.ack(id, &ls, &es, &mut self.cursor).unwrap();
+        self.parked_by[usize::from(ls.len() > 32)] += out.parked;
         let now: Vec<Position> = self
             .open
             .iter()
@@ -214,13 +229,23 @@ impl World {
         match rng.below(20) {
             0..=2 => self.read(rng),
             3..=5 => self.dispatch(),
-            6..=9 => self.handle(i, false),
+            6..=9 => {
+                let count = if self.batchy { 1 + rng.below(48) } else { 1 };
+                for _ in 0..count {
+                    self.handle(i, rng.chance(1, 12));
+                }
+            }
             10..=11 => self.handle(i, true),
             12..=13 => self.flush_acks(i),
             14..=15 => self.flush_nacks(i),
             16 => {
                 let id = self.clients[i].id;
-                self.core.add_permits(id, 1 + rng.below(4)).unwrap();
+                let more = if self.batchy {
+                    1 + rng.below(64)
+                } else {
+                    1 + rng.below(4)
+                };
+                self.core.add_permits(id, more).unwrap();
             }
             17 => self.redeliver_all(i),
             18 if !stable && n < 3 => self.join(1 + rng.below(8)),
@@ -258,12 +283,18 @@ impl World {
 /// lets a joiner handle a key while a leaver's earlier message of it is on its way back).
 fn walk(seed: u64, ordered: bool, mode: DispatchMode) -> World {
     let mut rng = Rng(seed);
-    let mut w = World::new(ordered, mode);
+    let mut w = World::new(ordered, mode, seed % 2 == 1);
     let stable = mode == DispatchMode::LastSent;
     for _ in 0..400 {
         w.step(&mut rng, stable);
         if ordered {
             assert!(w.in_order(), "seed {seed}: {:?}", w.accepted);
+            let f = w.core.key_order_figures();
+            assert_eq!(
+                f.tracked,
+                w.core.pending_total(),
+                "seed {seed}: key order lost track"
+            );
         }
     }
     w.drain();
@@ -274,6 +305,7 @@ fn walk(seed: u64, ordered: bool, mode: DispatchMode) -> World {
 fn accepted_acks_follow_key_order() {
     let mut taken_back = 0;
     let mut dropped = 0;
+    let mut parked = [0u64; 2];
     for seed in 0..150 {
         for mode in [DispatchMode::Draining, DispatchMode::LastSent] {
             let w = walk(seed, true, mode);
@@ -282,10 +314,16 @@ fn accepted_acks_follow_key_order() {
             assert_eq!((f.parked_acks, f.held_keys, f.unanswered_copies), (0, 0, 0));
             taken_back += f.taken_back;
             dropped += f.parked_dropped;
+            parked[0] += w.parked_by[0];
+            parked[1] += w.parked_by[1];
         }
     }
-    // The walks reach the races: copies taken back, parked acks dropped at a nack.
-    assert!(taken_back > 1000 && dropped > 50, "{taken_back} {dropped}");
+    // The walks reach the races: copies taken back, parked acks dropped at a nack, and acks
+    // parked by the bulk path (groups over 32) as well as one by one.
+    assert!(
+        taken_back > 1000 && dropped > 50 && parked[0] > 50 && parked[1] > 50,
+        "{taken_back} {dropped} {parked:?}"
+    );
 }
 
 #[test]

@@ -21,7 +21,9 @@ impl DispatchCore {
         // The cursor vouches for every position first: a call it would refuse changes nothing.
         cursor.check_ackable(ledgers, entries)?;
         let mut out = AckOutcome::default();
-        let r = if self.key_order.is_some() {
+        let r = if self.key_order.is_some() && ledgers.len() > FEW_ACKS {
+            self.ack_bulk_in_key_order(seat, ledgers, entries, cursor, &mut out)
+        } else if self.key_order.is_some() {
             // Key order: each ack may wait for, or release, others of its key.
             ledgers
                 .iter()
@@ -144,7 +146,7 @@ impl DispatchCore {
 
     /// Acks of many checked positions: those in flight are taken out and acked on the cursor in one
     /// bulk call (on error they are in flight again), the rest one by one.
-    fn ack_bulk(
+    pub(super) fn ack_bulk(
         &mut self,
         seat: usize,
         ledgers: &[i64],

@@ -20,24 +20,50 @@
 //!
 //! So each key's accepted acks come from deliveries made in position order, for consumers that
 //! answer their messages in the order received (whatever their ack grouping or nack delay). The
-//! state is per message in flight (a tree by slot and position) and per hold; off, none of it
-//! exists and every path costs one branch.
+//! state is per message in flight (per slot, a short list in position order: a key's messages go
+//! out and are mostly acked in order, so a send appends and an ack takes the front) and per hold;
+//! off, none of it exists and every path costs one branch.
+
+use std::collections::VecDeque;
 
 use super::*;
 
 /// A message in flight, as key order sees it.
 #[derive(Debug, Clone, Copy)]
 struct Flight {
+    position: Position,
     seat: usize,
     /// Its ack came and waits for an earlier message of the slot.
     parked: bool,
+    /// Scratch of one bulk ack call: accepted in it.
+    accepting: bool,
 }
 
+/// One slot's messages in flight, in position order.
+type SlotFlight = VecDeque<Flight>;
+
+/// The index of `p` in `list`, or where it would go.
+#[inline]
+fn find(list: &SlotFlight, p: Position) -> std::result::Result<usize, usize> {
+    match list.front() {
+        Some(f) if f.position == p => Ok(0),
+        _ => list.binary_search_by(|f| f.position.cmp(&p)),
+    }
+}
+
+/// A slot's list emptied with more room than this gives it back.
+const SHRINK_AT: usize = 64;
+
 /// The state of key-ordered nacks.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct KeyOrder {
-    /// In flight by slot, then position.
-    flight: BTreeMap<(u16, Position), Flight>,
+    /// Slot → 1 + the index of its list in `lists` (0: nothing in flight). 256 KiB: a send or an
+    /// ack reads one word here, then its list.
+    list_of: Box<[u32]>,
+    /// The lists in use, densely; emptied ones wait in `free` with their room (no allocation per
+    /// message).
+    lists: Vec<SlotFlight>,
+    free: Vec<u32>,
     /// Copies taken back from a seat whose answer is still to come: (seat, position) → slot.
     stale: FastMap<(usize, Position), u16>,
     /// Per (seat, slot): parked acks plus unanswered taken-back copies (the slot is held there).
@@ -46,6 +72,8 @@ pub(super) struct KeyOrder {
     taken_back: u64,
     stale_answers: u64,
     parked_dropped: u64,
+    /// Messages in the lists.
+    tracked: u64,
 }
 
 /// Key-ordered nacks' figures.
@@ -63,14 +91,52 @@ pub struct KeyOrderFigures {
     pub stale_answers: u64,
     /// Parked acks dropped because the earlier message was nacked, in total.
     pub parked_dropped: u64,
+    /// Messages in flight key order tracks (every message in flight).
+    pub tracked: u64,
 }
 
-const LOWEST: Position = Position {
-    ledger_id: i64::MIN,
-    entry_id: i64::MIN,
-};
-
 impl KeyOrder {
+    fn new() -> Self {
+        Self {
+            list_of: vec![0; SLOTS].into_boxed_slice(),
+            lists: Vec::new(),
+            free: Vec::new(),
+            stale: FastMap::default(),
+            holds: FastMap::default(),
+            parked: 0,
+            taken_back: 0,
+            stale_answers: 0,
+            parked_dropped: 0,
+            tracked: 0,
+        }
+    }
+
+    /// `slot`'s list (empty when nothing of it is in flight).
+    #[inline]
+    fn list(&self, slot: u16) -> &SlotFlight {
+        static EMPTY: SlotFlight = SlotFlight::new();
+        match self.list_of[usize::from(slot)] {
+            0 => &EMPTY,
+            at => &self.lists[at as usize - 1],
+        }
+    }
+
+    /// `slot`'s list, made (or taken from the free ones) if it has none.
+    #[inline]
+    fn list_mut(&mut self, slot: u16) -> &mut SlotFlight {
+        let at = &mut self.list_of[usize::from(slot)];
+        if *at == 0 {
+            *at = match self.free.pop() {
+                Some(i) => i,
+                None => {
+                    self.lists.push(SlotFlight::new());
+                    self.lists.len() as u32
+                }
+            };
+        }
+        &mut self.lists[*at as usize - 1]
+    }
+
     fn hold(&mut self, seat: usize, slot: u16) {
         *self.holds.entry((seat, slot)).or_insert(0) += 1;
     }
@@ -92,18 +158,55 @@ impl KeyOrder {
 
     #[inline]
     pub(super) fn sent(&mut self, seat: usize, slot: u16, p: Position) {
-        self.flight.insert(
-            (slot, p),
-            Flight {
-                seat,
-                parked: false,
+        let f = Flight {
+            position: p,
+            seat,
+            parked: false,
+            accepting: false,
+        };
+        let list = self.list_mut(slot);
+        let added = match list.back() {
+            Some(last) if last.position >= p => match find(list, p) {
+                Ok(i) => {
+                    list[i] = f;
+                    false
+                }
+                Err(i) => {
+                    list.insert(i, f);
+                    true
+                }
             },
-        );
+            _ => {
+                list.push_back(f);
+                true
+            }
+        };
+        self.tracked += u64::from(added);
+    }
+
+    /// The index of `p` in its slot's list.
+    #[inline]
+    fn index(&self, slot: u16, p: Position) -> Option<usize> {
+        find(self.list(slot), p).ok()
     }
 
     /// `p` left flight (its parked ack, if any, goes with it).
     fn gone(&mut self, slot: u16, p: Position) -> Option<Flight> {
-        let f = self.flight.remove(&(slot, p))?;
+        let at = self.list_of[usize::from(slot)];
+        if at == 0 {
+            return None;
+        }
+        let list = &mut self.lists[at as usize - 1];
+        let i = find(list, p).ok()?;
+        let f = list.remove(i)?;
+        self.tracked -= 1;
+        if list.is_empty() {
+            if list.capacity() > SHRINK_AT {
+                list.shrink_to(4); // a burst of one key's messages gone: its room too
+            }
+            self.list_of[usize::from(slot)] = 0;
+            self.free.push(at);
+        }
         if f.parked {
             self.parked -= 1;
             self.unhold(f.seat, slot);
@@ -111,11 +214,11 @@ impl KeyOrder {
         Some(f)
     }
 
-    /// Whether `seat` has an earlier message of `slot` in flight that it has not answered.
-    fn waits_behind(&self, seat: usize, slot: u16, p: Position) -> bool {
-        self.flight
-            .range((slot, LOWEST)..(slot, p))
-            .any(|(_, f)| f.seat == seat && !f.parked)
+    /// Whether `seat` has a message of `slot` before index `i` in flight that it has not answered.
+    fn waits_behind(&self, seat: usize, slot: u16, i: usize) -> bool {
+        self.list(slot)
+            .range(..i)
+            .any(|f| f.seat == seat && !f.parked)
     }
 
     /// An answer from `seat` to a copy of `p` taken back from it: dropped, true.
@@ -163,7 +266,7 @@ impl DispatchCore {
             ));
         }
         if self.key_order.is_none() {
-            let mut ko = KeyOrder::default();
+            let mut ko = KeyOrder::new();
             for seat in 0..self.seats.len() {
                 for (p, slot) in self.inflight.of_seat(seat) {
                     ko.sent(seat, slot, p);
@@ -191,6 +294,7 @@ impl DispatchCore {
             taken_back: ko.taken_back,
             stale_answers: ko.stale_answers,
             parked_dropped: ko.parked_dropped,
+            tracked: ko.tracked,
         }
     }
 
@@ -213,27 +317,110 @@ impl DispatchCore {
         let Some((holder, slot)) = self.inflight.get(p) else {
             return self.ack_at(seat, p, cursor, out);
         };
-        match ko.flight.get(&(slot, p)).copied() {
-            Some(f) if f.parked => {
-                out.duplicates += 1; // acked again while it waits
-                return Ok(());
-            }
-            Some(_) if ko.waits_behind(holder, slot, p) => {
-                if let Some(f) = ko.flight.get_mut(&(slot, p)) {
-                    f.parked = true;
+        if let Some(i) = ko.index(slot, p) {
+            if i > 0 {
+                if ko.list(slot)[i].parked {
+                    out.duplicates += 1; // acked again while it waits
+                    return Ok(());
                 }
-                ko.parked += 1;
-                ko.hold(holder, slot);
-                out.parked += 1;
-                return Ok(());
+                if ko.waits_behind(holder, slot, i) {
+                    if let Some(f) = ko.list_mut(slot).get_mut(i) {
+                        f.parked = true;
+                    }
+                    ko.parked += 1;
+                    ko.hold(holder, slot);
+                    out.parked += 1;
+                    return Ok(());
+                }
             }
-            _ => {}
         }
         self.ack_at(seat, p, cursor, out)?;
         if let Some(ko) = self.key_order.as_mut() {
-            ko.flight.remove(&(slot, p));
+            ko.gone(slot, p);
         }
         self.release_parked(holder, slot, p, cursor, out)
+    }
+
+    /// Many acks with key order on: those that wait for nothing (in flight, not a stale copy's
+    /// answer, every earlier message of their slot on their consumer acked in this call or parked)
+    /// go through the bulk path at once; the rest one by one, after them.
+    pub(super) fn ack_bulk_in_key_order(
+        &mut self,
+        seat: usize,
+        ledgers: &[i64],
+        entries: &[i64],
+        cursor: &mut Cursor,
+        out: &mut AckOutcome,
+    ) -> Result<()> {
+        let Some(ko) = self.key_order.as_mut() else {
+            return self.ack_bulk(seat, ledgers, entries, cursor, out);
+        };
+        let n = ledgers.len();
+        let (mut ls, mut es) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut fast: Vec<(usize, u16, Position)> = Vec::with_capacity(n);
+        let mut slow = Vec::new();
+        for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
+            let p = Position {
+                ledger_id,
+                entry_id,
+            };
+            let stale = !ko.stale.is_empty() && ko.stale.contains_key(&(seat, p));
+            let (holder, slot) = match self.inflight.get(p) {
+                Some(held) if !stale => held,
+                _ => {
+                    slow.push(p);
+                    continue;
+                }
+            };
+            let list = ko.list(slot);
+            let clean = match find(list, p) {
+                Ok(i) => {
+                    let ok = !list[i].parked
+                        && !list[i].accepting
+                        && list
+                            .range(..i)
+                            .all(|f| f.seat != holder || f.parked || f.accepting);
+                    if ok {
+                        ko.list_mut(slot)[i].accepting = true;
+                    }
+                    ok
+                }
+                Err(_) => true,
+            };
+            if clean {
+                ls.push(ledger_id);
+                es.push(entry_id);
+                fast.push((holder, slot, p));
+            } else {
+                slow.push(p);
+            }
+        }
+        if fast.is_empty() {
+            return slow
+                .into_iter()
+                .try_for_each(|p| self.ack_in_key_order(seat, p, cursor, out));
+        }
+        if let Err(e) = self.ack_bulk(seat, &ls, &es, cursor, out) {
+            if let Some(ko) = self.key_order.as_mut() {
+                for &(_, slot, p) in &fast {
+                    let list = ko.list_mut(slot);
+                    if let Ok(i) = find(list, p) {
+                        list[i].accepting = false;
+                    }
+                }
+            }
+            return Err(e);
+        }
+        if let Some(ko) = self.key_order.as_mut() {
+            for &(_, slot, p) in &fast {
+                ko.gone(slot, p);
+            }
+        }
+        for &(holder, slot, p) in &fast {
+            self.release_parked(holder, slot, p, cursor, out)?;
+        }
+        slow.into_iter()
+            .try_for_each(|p| self.ack_in_key_order(seat, p, cursor, out))
     }
 
     /// Applies the parked acks of `seat` in `slot` after `p`, up to its next unanswered message.
@@ -251,19 +438,16 @@ impl DispatchCore {
         if ko.parked == 0 {
             return Ok(());
         }
+        let list = ko.list(slot);
         let mut ready = Vec::new();
-        let after = ko
-            .flight
-            .range((slot, p)..)
-            .take_while(|((s, _), _)| *s == slot);
-        for (&(_, q), f) in after {
-            if q == p || f.seat != seat {
+        for f in list.range(find(list, p).unwrap_or_else(|i| i)..) {
+            if f.position == p || f.seat != seat {
                 continue;
             }
             if !f.parked {
                 break;
             }
-            ready.push(q);
+            ready.push(f.position);
         }
         for q in ready {
             if let Some(ko) = self.key_order.as_mut() {
@@ -302,17 +486,17 @@ impl DispatchCore {
         let Some(ko) = self.key_order.as_mut() else {
             return Ok(());
         };
-        let mut later: Vec<(u16, Position, Flight)> = Vec::new();
+        let mut later: Vec<(u16, Flight)> = Vec::new();
         for (&slot, &first) in firsts {
-            later.extend(
-                ko.flight
-                    .range((slot, first)..)
-                    .take_while(|((s, _), _)| *s == slot)
-                    .filter(|((_, q), _)| *q > first)
-                    .map(|(&(s, q), &f)| (s, q, f)),
-            );
+            let list = ko.list(slot);
+            let from = match find(list, first) {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            };
+            later.extend(list.range(from..).map(|&f| (slot, f)));
         }
-        for (slot, q, f) in later {
+        for (slot, f) in later {
+            let q = f.position;
             if let Some(ko) = self.key_order.as_mut() {
                 ko.gone(slot, q);
                 ko.taken_back += 1;
