@@ -24,9 +24,11 @@ from pulsar_helpers import TIMEOUT_MS, client  # noqa: E402 - needs pulsar
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     base = tmp_path_factory.mktemp("key-order")
-    with running_broker(base / "ordered", "--key-ordered-nacks") as ordered:
-        with running_broker(base / "plain") as plain:
-            yield ordered, plain
+    with (
+        running_broker(base / "ordered", "--key-ordered-nacks") as ordered,
+        running_broker(base / "plain") as plain,
+    ):
+        yield ordered, plain
 
 
 def _final_handlings(url: str, topic: str) -> tuple[list[str], list[str]]:

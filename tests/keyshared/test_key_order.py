@@ -182,8 +182,11 @@ op = st.one_of(
 
 
 def run(world: World, ops: list[tuple[str, object]]) -> None:
-    """Runs ``ops``; in last-sent mode without membership changes (PIP-282 itself lets a joiner
-    handle a key while a leaver's earlier message of it is on its way back, nacks or not)."""
+    """Runs ``ops``, checking the order after each.
+
+    In last-sent mode without membership changes: PIP-282 itself lets a joiner handle a key while
+    a leaver's earlier message of it is on its way back, nacks or not.
+    """
     stable = world.d.mode == "last-sent"
     for name, arg in ops:
         if stable and name in ("join", "leave"):

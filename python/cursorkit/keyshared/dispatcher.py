@@ -82,9 +82,9 @@ class Blocked:
 
 
 class AckResult(NamedTuple):
-    """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor
-    (with key-ordered nacks on, beyond Pulsar, an ack may wait, or be dropped: ``parked``, ``stale``).
+    """What an ack did. Like Pulsar, every well-formed ack is accepted and reaches the cursor.
 
+    With key-ordered nacks on (beyond Pulsar) an ack may wait, or be dropped: ``parked``, ``stale``.
     Truthy when it unblocked a draining hash (what ``ack`` used to return). Results are shared:
     each distinct outcome is made once (in Rust) and handed back again.
     """
@@ -254,9 +254,10 @@ class KeySharedDispatcher(KeySharedBase):
         self._next_cid = 1
         if max_unacked_per_key:
             self._core.set_max_unacked_per_key(max_unacked_per_key)
-        if not isinstance(key_ordered_nacks, bool):
-            raise InvalidInputType(f"key_ordered_nacks must be a bool, got {type(key_ordered_nacks).__name__}")
-        if key_ordered_nacks:
+        flag: object = key_ordered_nacks  # callers without type checking pass anything
+        if not isinstance(flag, bool):
+            raise InvalidInputType(f"key_ordered_nacks must be a bool, got {type(flag).__name__}")
+        if flag:
             self._core.set_key_ordered_nacks(True)
 
     @property
