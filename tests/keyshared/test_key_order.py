@@ -45,13 +45,14 @@ class Client:
 class World:
     """A dispatcher, its clients, and what the property needs: when each ack was decided."""
 
-    def __init__(self, key_ordered: bool, mode: str = "draining", keys: int = 3) -> None:
+    def __init__(self, key_ordered: bool, mode: str = "draining", keys: int = 3, cap: int = 0) -> None:
         self.cursor = Cursor(Position(1, -1))
         self.d = KeySharedDispatcher(
             selector=AutoSplitSelector(),
             cursor=self.cursor,
             mode=mode,  # type: ignore[arg-type]
             key_ordered_nacks=key_ordered,
+            max_unacked_per_key=cap,
         )
         self.clients: list[Client] = []
         self.joined = 0
@@ -65,6 +66,8 @@ class World:
         self.accepted: dict[int, list[tuple[Position, int]]] = {}
         """Per key: (position, moment its accepted ack was decided), in the order accepted."""
         self.acked: set[Position] = set()
+        self.skipped: set[Position] = set()
+        """Acked on the cursor by the operator (a skip, TTL), outside any consumer's order."""
 
     def join(self, permits: int = 4) -> None:
         c = Client(f"c{self.joined}")
@@ -126,9 +129,18 @@ class World:
         c.pending_nacks.clear()
         self.d.redeliver(c)
 
+    def skip(self, i: int) -> None:
+        """The operator acks an unacknowledged message on the cursor directly (held or not)."""
+        open_ = sorted(set(self.key_of) - self.acked)
+        if open_:
+            p = open_[i % len(open_)]
+            self.skipped.add(p)
+            self.cursor.ack(p)
+            self.acked.add(p)
+
     def _note_accepted(self, before: set[Position]) -> None:
         now = {p for p in self.key_of if self.cursor.is_acked(p)}
-        for p in sorted(now - before):
+        for p in sorted(now - before - self.skipped):
             self.accepted.setdefault(self.key_of[p], []).append((p, self.sent_ack_at[p]))
         self.acked = now
 
@@ -172,7 +184,7 @@ _NAMES = (
     + ["nack"] * 2
     + ["flush_acks"] * 2
     + ["flush_nacks"] * 2
-    + ["permits", "redeliver_all", "join", "leave"]
+    + ["permits", "redeliver_all", "join", "leave", "skip"]
 )
 op = st.one_of(
     st.tuples(st.just("read"), st.lists(st.integers(0, 2), min_size=1, max_size=6)),
@@ -217,14 +229,26 @@ def run(world: World, ops: list[tuple[str, object]]) -> None:
                 world.redeliver_all(c)
             elif name == "leave" and len(world.clients) > 1:
                 world.leave(c)
+            elif name == "skip":
+                world.skip(arg)
         world.check_order()
 
 
 @settings(max_examples=fuzz_budget.runs(300, 5_000), deadline=None)
 @pytest.mark.fuzz
-@given(mode=st.sampled_from(["draining", "last-sent"]), ops=st.lists(op, max_size=120))
-def test_accepted_acks_follow_key_order(mode: str, ops: list[tuple[str, object]]) -> None:
-    world = World(key_ordered=True, mode=mode)
+@given(
+    mode=st.sampled_from(["draining", "last-sent"]),
+    cap=st.sampled_from([0, 0, 1, 2]),
+    skips=st.booleans(),
+    ops=st.lists(op, max_size=120),
+)
+def test_accepted_acks_follow_key_order(
+    mode: str, cap: int, skips: bool, ops: list[tuple[str, object]]
+) -> None:
+    """Also with the per-key cap on, and with the operator acking messages on the cursor directly."""
+    world = World(key_ordered=True, mode=mode, cap=cap)
+    if not skips:
+        ops = [o for o in ops if o[0] != "skip"]
     world.join()
     world.join()
     run(world, ops)
