@@ -34,7 +34,7 @@ pub use delayed::tracker::{precision_bits, InMemoryTracker, TrackerCounters};
 pub use error::{CoreError, Result};
 pub use keyshared::dispatch::{
     AckOutcome, BlockReason, Blocked, ConsumerFigures, Delivery, DispatchCore, DispatchMode,
-    Dispatched, KeyOrderFigures, SLOTS,
+    Dispatched, IsolationFigures, KeyOrderFigures, SLOTS,
 };
 pub use keyshared::draining::{
     ConsumerDrainingStats, DrainingCounters, DrainingHash, DrainingHashes, RemovedHashes,

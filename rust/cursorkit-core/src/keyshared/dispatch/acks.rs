@@ -20,6 +20,7 @@ impl DispatchCore {
         check_positions(ledgers, entries)?;
         // The cursor vouches for every position first: a call it would refuse changes nothing.
         cursor.check_ackable(ledgers, entries)?;
+        self.state(seat).progress += 1;
         let mut out = AckOutcome::default();
         let r = if self.key_order.is_some() && ledgers.len() > FEW_ACKS {
             self.ack_bulk_in_key_order(seat, ledgers, entries, cursor, &mut out)
@@ -64,6 +65,7 @@ impl DispatchCore {
     ) -> Result<AckOutcome> {
         let seat = self.seat(id)?;
         check_entry(ledger, entry)?;
+        self.state(seat).progress += 1;
         let p = Position {
             ledger_id: ledger,
             entry_id: entry,
@@ -216,6 +218,7 @@ impl DispatchCore {
     ) -> Result<u64> {
         let seat = self.seat(id)?;
         check_positions(ledgers, entries)?; // every position first: a bad one changes nothing
+        self.state(seat).progress += 1;
         let mut n = 0;
         let ordered = self.key_order.is_some();
         // Key order: the first position nacked per slot (later ones of the slot are taken back).

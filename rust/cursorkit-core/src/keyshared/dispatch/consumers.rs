@@ -26,6 +26,8 @@ impl DispatchCore {
             permits,
             delivered: 0,
             joined_last_sent: None,
+            progress: 0,
+            stuck: false,
         });
         self.seat_of.insert(id, seat);
         self.permits += u128::from(permits);
@@ -52,6 +54,9 @@ impl DispatchCore {
         let seat = self.seat(id)?;
         let state = self.seats[seat].take().expect("registered seat");
         self.seat_of.remove(&id);
+        if state.stuck {
+            self.stuck_count -= 1;
+        }
         self.permits -= u128::from(state.permits);
         for o in self.owners.iter_mut() {
             if *o as usize == seat {
@@ -223,6 +228,7 @@ impl DispatchCore {
     pub fn add_permits(&mut self, id: u32, n: u64) -> Result<()> {
         let seat = self.seat(id)?;
         let s = self.state(seat);
+        s.progress += 1;
         let before = s.permits;
         s.permits = before.saturating_add(n);
         let added = s.permits - before;

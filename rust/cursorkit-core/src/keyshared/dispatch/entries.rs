@@ -302,6 +302,9 @@ impl DispatchCore {
         self.incoming.clear();
         // Pulsar clears its redelivery tracker once no consumer is left.
         self.redeliveries.clear();
+        if let Some(spill) = self.spill.as_mut() {
+            spill.forget(); // everything read is read again after the rewind
+        }
         self.highest_read = None;
         self.rewind = Some(md);
     }

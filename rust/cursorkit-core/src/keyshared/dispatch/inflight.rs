@@ -501,6 +501,11 @@ impl SlotsOf {
         self.0.remove_of(0, p)
     }
 
+    /// Whether `p` is held.
+    pub(super) fn contains(&self, p: Position) -> bool {
+        self.0.get(p).is_some()
+    }
+
     /// Notes a run of one ledger's entries (`(entry, slot)`, checked ids), replacing what they had.
     pub(super) fn insert_run(&mut self, ledger_id: i64, run: &[(u32, u16)]) {
         self.0.insert_run(ledger_id, run, 0);

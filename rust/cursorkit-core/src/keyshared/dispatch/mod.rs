@@ -64,6 +64,7 @@ mod acks;
 mod consumers;
 mod entries;
 mod inflight;
+mod isolation;
 mod key_order;
 mod last_sent;
 mod replay;
@@ -84,6 +85,8 @@ use crate::keyshared::selector::{HashRange, SlotTable};
 use crate::mem::FastMap;
 
 use inflight::{InFlight, SlotsOf};
+pub use isolation::IsolationFigures;
+use isolation::Spill;
 use key_order::KeyOrder;
 pub use key_order::KeyOrderFigures;
 use last_sent::LastSent;
@@ -124,6 +127,9 @@ pub enum BlockReason {
     /// Key-ordered nacks (beyond Pulsar: opt-in): the consumer has yet to answer an earlier
     /// message of the slot (an ack of a later one waits for it) or copies taken back from it.
     KeyOrder,
+    /// Stuck-consumer isolation (beyond Pulsar: opt-in): the slot's entries are spilled (dropped
+    /// from memory, to be read again) until its consumer recovers and they are re-read.
+    Spilled,
 }
 
 /// A slot held back: why, on whom, and the first position held.
@@ -263,6 +269,10 @@ struct Seat {
     permits: u64,
     delivered: u64,
     joined_last_sent: Option<Position>,
+    /// Acks and flows from it so far (what a stuck-consumer policy watches).
+    progress: u64,
+    /// Marked stuck: entries of its slots are spilled.
+    stuck: bool,
 }
 
 /// A read waiting for dispatch.
@@ -285,6 +295,10 @@ pub struct ConsumerFigures {
     pub delivered: u64,
     /// PIP-282: the last sent position when it joined (if it joined with messages outstanding).
     pub joined_last_sent: Option<Position>,
+    /// Acks and flows from it so far: a policy deciding it is stuck watches this stand still.
+    pub progress: u64,
+    /// Marked stuck ([`DispatchCore::set_stuck`]).
+    pub stuck: bool,
 }
 
 /// The dispatch state of one Key_Shared subscription (see the module docs).
@@ -330,6 +344,10 @@ pub struct DispatchCore {
     key_weights: FastMap<Position, u64>,
     /// Beyond Pulsar: key-ordered nacks' state (None: off, as Pulsar).
     key_order: Option<Box<KeyOrder>>,
+    /// Beyond Pulsar: stuck-consumer isolation's spill (None: nothing ever marked stuck).
+    spill: Option<Box<Spill>>,
+    /// Consumers marked stuck.
+    stuck_count: usize,
 }
 
 /// Acks at most this many go one by one (bulk set-up costs more than it saves).
@@ -421,6 +439,8 @@ impl DispatchCore {
             key_unacked: Vec::new(),
             key_weights: FastMap::default(),
             key_order: None,
+            spill: None,
+            stuck_count: 0,
         }
     }
 

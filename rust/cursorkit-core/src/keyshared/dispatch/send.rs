@@ -36,7 +36,12 @@ impl DispatchCore {
             // checked as it would be sent, and dropped, as Pulsar drops deleted entries it reads
             // back for replay.
             let queued = self.replay.to_vec();
+            let isolating = self.spill.is_some();
             for (pos, slot) in queued {
+                if isolating && self.spilling(slot) {
+                    self.spill_entry(pos, slot, cursor)?; // behind what its slot spilled
+                    continue;
+                }
                 if let Some(seat) = self.target(pos, slot, true)? {
                     if cursor.is_acked(pos.ledger_id, pos.entry_id)? {
                         self.drop_acked(pos);
@@ -44,10 +49,13 @@ impl DispatchCore {
                     }
                     self.replay.remove(pos);
                     self.send(seat, pos, slot, out, cursor)?;
+                } else if isolating && self.owner_stuck(slot) {
+                    self.spill_entry(pos, slot, cursor)?;
                 }
             }
         }
         let reads = std::mem::take(&mut self.incoming);
+        let isolating = self.spill.is_some();
         for read in reads {
             let recheck = read.mutations != cursor.mutations();
             for (&pos, &slot) in read.positions.iter().zip(&read.slots) {
@@ -56,13 +64,25 @@ impl DispatchCore {
                     self.dropped_acked += 1;
                     continue;
                 }
+                if isolating && self.spilling(slot) {
+                    self.block(slot, BlockReason::Spilled, None, None, pos);
+                    self.spill_entry(pos, slot, cursor)?;
+                    continue;
+                }
                 if self.replay.has_slot(slot) {
                     self.block(slot, BlockReason::ReplayOrder, None, None, pos);
-                    self.queue_replay(pos, slot, md);
+                    if isolating && self.owner_stuck(slot) {
+                        self.spill_entry(pos, slot, cursor)?;
+                    } else {
+                        self.queue_replay(pos, slot, md);
+                    }
                     continue;
                 }
                 match self.target(pos, slot, false)? {
                     Some(seat) => self.send(seat, pos, slot, out, cursor)?,
+                    None if isolating && self.owner_stuck(slot) => {
+                        self.spill_entry(pos, slot, cursor)?;
+                    }
                     None => self.queue_replay(pos, slot, md),
                 }
             }

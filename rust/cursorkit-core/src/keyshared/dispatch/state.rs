@@ -23,6 +23,8 @@ impl DispatchCore {
             unacked: self.inflight.count(seat),
             delivered: s.delivered,
             joined_last_sent: s.joined_last_sent,
+            progress: s.progress,
+            stuck: s.stuck,
         })
     }
 
