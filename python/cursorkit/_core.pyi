@@ -531,8 +531,18 @@ class DispatchCore:
         """Every unacked message of the consumer to replay; returns them in order."""
     def unacked(self, consumer_id: int) -> list[Position]:
         """The consumer's unacked positions, in order."""
-    def consumer_figures(self, consumer_id: int) -> tuple[int, int, int, Position | None]:
-        """`(permits, unacked, delivered, joined last sent position or None)`."""
+    def consumer_figures(
+        self, consumer_id: int
+    ) -> tuple[int, int, int, Position | None, int, bool]:
+        """`(permits, unacked, delivered, joined last sent position or None, progress, stuck)`."""
+    def set_stuck(self, consumer_id: int, stuck: bool) -> None:
+        """Beyond Pulsar: marks a consumer stuck (its slots' unsendable entries are spilled)."""
+    def take_reread(self) -> tuple[Position, Position] | None:
+        """The span of positions to read again for spilled entries, or None."""
+    def add_reread(self, ledgers: Any, entries: Any, slots: Any, cursor: CursorState) -> int:
+        """The span's entries read again; returns how many were spilled and are queued again."""
+    def isolation_figures(self) -> tuple[int, int, tuple[Position, Position] | None, int, int]:
+        """`(stuck consumers, spilled slots, span or None, spilled in total, brought back in total)`."""
     def replay_positions(self) -> list[Position]:
         """The replay queue, in order."""
     def replay_len(self) -> int:

@@ -18,6 +18,7 @@ Modes:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -69,10 +70,12 @@ class Blocked:
         "look-ahead",
         "key-unacked-limit",
         "key-order",
+        "spilled",
     ]
     """``key-unacked-limit``: the key has ``max_unacked_per_key`` messages unacknowledged;
     ``key-order`` (key-ordered nacks): the consumer has yet to answer an earlier message of the key
-    (a later one's ack waits for it) or copies of the key taken back from it at a nack."""
+    (a later one's ack waits for it) or copies of the key taken back from it at a nack; ``spilled``
+    (stuck-consumer isolation): the key's entries are dropped from memory until they are re-read."""
     consumer: str | None = None
     """The target consumer's name."""
     owner: str | None = None
@@ -139,6 +142,8 @@ class ConsumerStats:
     last_sent_position_when_joining: str | None
     key_hash_ranges: list[tuple[int, int]]
     """Pulsar's ``keyHashRangeArrays``: the merged inclusive slot ranges this consumer owns."""
+    stuck: bool = False
+    """Marked stuck by stuck-consumer isolation (beyond Pulsar)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +173,23 @@ class SubscriptionStats:
     draining_hashes_unacked_messages: int = 0
     key_order: KeyOrderStats | None = None
     """Key-ordered nacks' figures (None: off, as in Pulsar)."""
+    isolation: IsolationStats | None = None
+    """Stuck-consumer isolation's figures (None: off, as in Pulsar)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsolationStats:
+    """Stuck-consumer isolation (beyond Pulsar): who is stuck, what is spilled, and totals."""
+
+    stuck_consumers: list[str]
+    spilled_keys: int
+    """Sticky-key slots whose entries are spilled (shown as ``spilled`` in ``blocked``)."""
+    span: tuple[Position, Position] | None
+    """Positions to read again for them (first, last), or None."""
+    spilled: int
+    """Entries dropped from memory, in total."""
+    brought_back: int
+    """Entries brought back by re-reads, in total."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +242,15 @@ class KeySharedDispatcher(KeySharedBase):
     key's accepted acks then come from deliveries in position order, for consumers that handle
     their messages in the order received, whatever their ack grouping or nack delay (see
     docs/semantics/key-shared.md). ``redeliver`` and leaving release a consumer's holds.
+
+    ``stuck_after`` (beyond Pulsar, off by default): stuck-consumer isolation. ``isolate_stuck()``,
+    called now and then, marks a consumer stuck once it has made no progress (no ack, nack or
+    flow) for that many seconds while holding unacknowledged messages or with no permits left:
+    the entries of its keys that cannot be sent are then dropped from memory (``spilled``) instead
+    of filling the replay queue and the look-ahead every consumer shares. When it makes progress
+    again, or leaves, ``take_reread()`` names the span to read again from the log and
+    ``add_reread(...)`` brings the spilled entries back, in order, before anything newer of their
+    keys. Nothing is lost; nothing acknowledged is sent again.
     """
 
     def __init__(
@@ -237,6 +268,7 @@ class KeySharedDispatcher(KeySharedBase):
         max_unacked_per_subscription: int = MAX_UNACKED_PER_SUBSCRIPTION,
         max_unacked_per_key: int = 0,
         key_ordered_nacks: bool = False,
+        stuck_after: float | None = None,
     ) -> None:
         # The cursor, mode, policy, delayed tracker and look-ahead settings were taken (and
         # checked) by KeySharedBase.__new__, which holds them for the per-event calls.
@@ -259,6 +291,15 @@ class KeySharedDispatcher(KeySharedBase):
             raise InvalidInputType(f"key_ordered_nacks must be a bool, got {type(flag).__name__}")
         if flag:
             self._core.set_key_ordered_nacks(True)
+        after: object = stuck_after
+        positive = isinstance(after, int | float) and not isinstance(after, bool) and after > 0
+        if after is not None and not positive:
+            raise InvalidArgument(f"stuck_after must be a positive number of seconds or None, got {after!r}")
+        self.stuck_after: float | None = None if stuck_after is None else float(stuck_after)
+        """Stuck-consumer isolation (beyond Pulsar): seconds without progress that make a
+        consumer stuck (None: off, as in Pulsar)."""
+        self._progress: dict[int, tuple[int, float]] = {}
+        """Consumer id -> (its progress counter, when it last moved)."""
 
     @property
     def max_unacked_per_key(self) -> int:
@@ -303,6 +344,7 @@ class KeySharedDispatcher(KeySharedBase):
             self._unregister(consumer)
             del self._consumers[consumer]
             del self._by_cid[state.cid]
+            self._progress.pop(state.cid, None)
             self._membership_changed(impact, state.cid)
             return returned
 
@@ -411,6 +453,52 @@ class KeySharedDispatcher(KeySharedBase):
                 for c, ls, es in self.dispatch_columns()
             ]
 
+    def isolate_stuck(self, now: float | None = None) -> tuple[list[Any], list[Any]]:
+        """Stuck-consumer isolation's policy: marks consumers stuck or recovered; returns both lists.
+
+        Stuck: no progress (ack, nack or flow) for ``stuck_after`` seconds while holding unacked
+        messages or with no permits. Recovered: progress since. ``now`` defaults to
+        ``time.monotonic()``. Does nothing when isolation is off.
+        """
+        if self.stuck_after is None:
+            return [], []
+        at = time.monotonic() if now is None else now
+        stuck: list[Any] = []
+        recovered: list[Any] = []
+        with self._lock:
+            core = self._core
+            for s in self._consumers.values():
+                permits, unacked, _, _, progress, is_stuck = core.consumer_figures(s.cid)
+                seen = self._progress.get(s.cid)
+                if seen is None or seen[0] != progress:
+                    self._progress[s.cid] = (progress, at)
+                    if is_stuck and seen is not None:
+                        core.set_stuck(s.cid, False)
+                        recovered.append(s.consumer)
+                    continue
+                idle = at - seen[1] >= self.stuck_after
+                if idle and not is_stuck and (unacked > 0 or permits == 0):
+                    core.set_stuck(s.cid, True)
+                    stuck.append(s.consumer)
+        return stuck, recovered
+
+    def take_reread(self) -> tuple[Position, Position] | None:
+        """The span ``(first, last)`` to read again from the log for spilled entries, or None.
+
+        Read every entry of it and hand them to ``add_reread`` before the next dispatch.
+        """
+        with self._lock:
+            return self._core.take_reread()
+
+    def add_reread(self, entries: Iterable[Entry]) -> int:
+        """The entries of the span ``take_reread`` named, read again; returns how many came back."""
+        batch = list(entries)
+        _check_positions([e.position for e in batch])
+        ls, es = _columns([e.position for e in batch])
+        slots = np.fromiter((e.slot for e in batch), np.int64, len(batch))
+        with self._lock:
+            return int(self._core.add_reread(ls, es, slots, self.cursor))
+
     def take_rewind(self) -> Position | None:
         """The position to read again after (mark-delete) when the last consumer left, or None.
 
@@ -456,7 +544,7 @@ class KeySharedDispatcher(KeySharedBase):
                 per.setdefault(owner, []).append((h, refs, blocked))
             consumers = []
             for s in self._consumers.values():
-                permits, unacked, delivered, joined = core.consumer_figures(s.cid)
+                permits, unacked, delivered, joined, _, stuck = core.consumer_figures(s.cid)
                 mine = per.get(s.cid, [])
                 consumers.append(
                     ConsumerStats(
@@ -470,6 +558,7 @@ class KeySharedDispatcher(KeySharedBase):
                         draining_hashes=sorted(mine),
                         last_sent_position_when_joining=str(joined) if joined is not None else None,
                         key_hash_ranges=list(ranges.get(s.consumer, [])),
+                        stuck=stuck,
                     )
                 )
             name = {cid: s.name for cid, s in self._by_cid.items()}
@@ -513,7 +602,18 @@ class KeySharedDispatcher(KeySharedBase):
                 )
                 if core.key_ordered_nacks()
                 else None,
+                isolation=self._isolation_stats(consumers) if self.stuck_after is not None else None,
             )
+
+    def _isolation_stats(self, consumers: list[ConsumerStats]) -> IsolationStats:
+        _, slots, span, spilled, back = self._core.isolation_figures()
+        return IsolationStats(
+            stuck_consumers=[c.name for c in consumers if c.stuck],
+            spilled_keys=slots,
+            span=span,
+            spilled=spilled,
+            brought_back=back,
+        )
 
 
 def _exact_impacts(selector: object) -> bool:

@@ -117,6 +117,7 @@ fn reason(r: BlockReason) -> &'static str {
         BlockReason::ReplayOrder => "replay-order",
         BlockReason::KeyUnackedLimit => "key-unacked-limit",
         BlockReason::KeyOrder => "key-order",
+        BlockReason::Spilled => "spilled",
     }
 }
 
@@ -409,7 +410,7 @@ impl PyDispatchCore {
     fn consumer_figures(
         &self,
         consumer_id: &Bound<'_, PyAny>,
-    ) -> PyResult<(u64, u64, u64, Option<PyPosition>)> {
+    ) -> PyResult<(u64, u64, u64, Option<PyPosition>, u64, bool)> {
         let py = consumer_id.py();
         let id = u32_arg(consumer_id, "consumer id")?;
         let f = self.call(py, "consumer_figures", |d| d.consumer_figures(id))?;
@@ -418,6 +419,8 @@ impl PyDispatchCore {
             f.unacked,
             f.delivered,
             f.joined_last_sent.map(PyPosition),
+            f.progress,
+            f.stuck,
         ))
     }
 
@@ -430,6 +433,55 @@ impl PyDispatchCore {
     /// Replay queue length.
     fn replay_len(&self, py: Python<'_>) -> usize {
         self.lock(py).replay_len()
+    }
+
+    /// Beyond Pulsar: marks a consumer stuck (or no longer): entries of its slots that cannot be
+    /// sent are spilled (dropped from memory, read again later).
+    fn set_stuck(&self, consumer_id: &Bound<'_, PyAny>, stuck: bool) -> PyResult<()> {
+        let py = consumer_id.py();
+        let id = u32_arg(consumer_id, "consumer id")?;
+        self.call(py, "set_stuck", |d| d.set_stuck(id, stuck))
+    }
+
+    /// The span of positions to read again for spilled entries, `(first, last)`, or None.
+    fn take_reread(&self, py: Python<'_>) -> Option<(PyPosition, PyPosition)> {
+        self.lock(py)
+            .take_reread()
+            .map(|(a, b)| (PyPosition(a), PyPosition(b)))
+    }
+
+    /// The entries of the span read again (ledger, entry and slot columns); returns how many of
+    /// them were spilled and are queued again.
+    fn add_reread(
+        &self,
+        ledgers: &Bound<'_, PyAny>,
+        entries: &Bound<'_, PyAny>,
+        slots: &Bound<'_, PyAny>,
+        cursor: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let (ls, es) = columns(ledgers, entries)?;
+        let ss = column(slots, "slots")?;
+        let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
+        with_cursor(self, cursor, "add_reread", ls.len() > SMALL, |d, c| {
+            d.add_reread(ls, es, ss, c)
+        })
+    }
+
+    /// Stuck-consumer isolation's figures: `(stuck consumers, spilled slots, span or None,
+    /// spilled in total, brought back in total)`.
+    #[allow(clippy::type_complexity)]
+    fn isolation_figures(
+        &self,
+        py: Python<'_>,
+    ) -> (u64, u64, Option<(PyPosition, PyPosition)>, u64, u64) {
+        let f = self.lock(py).isolation_figures();
+        (
+            f.stuck,
+            f.spilled_slots,
+            f.span.map(|(a, b)| (PyPosition(a), PyPosition(b))),
+            f.spilled,
+            f.brought_back,
+        )
     }
 
     /// Where to read again after, once, when the last consumer left; else None.
