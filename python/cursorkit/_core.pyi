@@ -531,9 +531,7 @@ class DispatchCore:
         """Every unacked message of the consumer to replay; returns them in order."""
     def unacked(self, consumer_id: int) -> list[Position]:
         """The consumer's unacked positions, in order."""
-    def consumer_figures(
-        self, consumer_id: int
-    ) -> tuple[int, int, int, Position | None, int, bool]:
+    def consumer_figures(self, consumer_id: int) -> tuple[int, int, int, Position | None, int, bool]:
         """`(permits, unacked, delivered, joined last sent position or None, progress, stuck)`."""
     def set_stuck(self, consumer_id: int, stuck: bool) -> None:
         """Beyond Pulsar: marks a consumer stuck (its slots' unsendable entries are spilled)."""
