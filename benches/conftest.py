@@ -30,6 +30,7 @@ TABLE_MODULES = (
     "test_bench_broker",
     "test_bench_redeliveries",
     "test_bench_key_order",
+    "test_bench_isolation",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

@@ -537,8 +537,10 @@ class DispatchCore:
         """Beyond Pulsar: marks a consumer stuck (its slots' unsendable entries are spilled)."""
     def take_reread(self) -> tuple[Position, Position] | None:
         """The span of positions to read again for spilled entries, or None."""
-    def add_reread(self, ledgers: Any, entries: Any, slots: Any, cursor: CursorState) -> int:
-        """The span's entries read again; returns how many were spilled and are queued again."""
+    def add_reread(
+        self, ledgers: Any, entries: Any, slots: Any, limit: int | None, cursor: CursorState
+    ) -> int:
+        """The span's entries read again; queues at most `limit` spilled ones (None: all); how many."""
     def isolation_figures(self) -> tuple[int, int, tuple[Position, Position] | None, int, int]:
         """`(stuck consumers, spilled slots, span or None, spilled in total, brought back in total)`."""
     def replay_positions(self) -> list[Position]:

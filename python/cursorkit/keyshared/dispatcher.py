@@ -491,13 +491,23 @@ class KeySharedDispatcher(KeySharedBase):
             return self._core.take_reread()
 
     def add_reread(self, entries: Iterable[Entry]) -> int:
-        """The entries of the span ``take_reread`` named, read again; returns how many came back."""
+        """The entries of the span ``take_reread`` named, read again; returns how many came back.
+
+        At most what the look-ahead leaves room for comes back, and at most the per-consumer
+        look-ahead: the rest of the span stays spilled and is named again by the next
+        ``take_reread``, so the replay queue stays within the look-ahead while a long backlog
+        returns.
+        """
         batch = list(entries)
         _check_positions([e.position for e in batch])
         ls, es = _columns([e.position for e in batch])
         slots = np.fromiter((e.slot for e in batch), np.int64, len(batch))
         with self._lock:
-            return int(self._core.add_reread(ls, es, slots, self.cursor))
+            limit = self.look_ahead_limit
+            room = None
+            if limit < UNLIMITED:
+                room = max(0, min(limit - self._core.replay_len(), self.look_ahead_per_consumer or limit))
+            return int(self._core.add_reread(ls, es, slots, room, self.cursor))
 
     def take_rewind(self) -> Position | None:
         """The position to read again after (mark-delete) when the last consumer left, or None.

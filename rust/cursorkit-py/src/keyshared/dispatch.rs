@@ -450,20 +450,21 @@ impl PyDispatchCore {
             .map(|(a, b)| (PyPosition(a), PyPosition(b)))
     }
 
-    /// The entries of the span read again (ledger, entry and slot columns); returns how many of
-    /// them were spilled and are queued again.
+    /// The entries of the span read again (ledger, entry and slot columns); at most `limit` of the
+    /// spilled ones are queued again (None: all); returns how many.
     fn add_reread(
         &self,
         ledgers: &Bound<'_, PyAny>,
         entries: &Bound<'_, PyAny>,
         slots: &Bound<'_, PyAny>,
+        limit: Option<usize>,
         cursor: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
         let (ls, es) = columns(ledgers, entries)?;
         let ss = column(slots, "slots")?;
         let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
         with_cursor(self, cursor, "add_reread", ls.len() > SMALL, |d, c| {
-            d.add_reread(ls, es, ss, c)
+            d.add_reread(ls, es, ss, limit, c)
         })
     }
 

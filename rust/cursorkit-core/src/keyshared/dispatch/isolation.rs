@@ -55,6 +55,15 @@ impl Spill {
         self.reading = None;
     }
 
+    /// The lowest position spilled and not brought back (to re-read or being re-read).
+    #[inline]
+    fn lowest(&self) -> Option<Position> {
+        match (self.span, self.reading) {
+            (Some(a), Some(b)) => Some(a.0.min(b.0)),
+            (a, b) => a.or(b).map(|(lo, _)| lo),
+        }
+    }
+
     #[inline]
     fn has(&self, slot: u16) -> bool {
         self.slots[usize::from(slot) / 64] >> (slot % 64) & 1 == 1
@@ -119,10 +128,14 @@ impl DispatchCore {
         Ok(self.occupant(self.seat(id)?)?.stuck)
     }
 
-    /// Whether `slot` has entries spilled (all of it spills until they are re-read).
+    /// Whether `pos` of `slot` must spill behind what its slot spilled: the slot has entries
+    /// spilled and `pos` is not older than every spilled entry (an older one, brought back by a
+    /// re-read or come back otherwise, goes first).
     #[inline]
-    pub(super) fn spilling(&self, slot: u16) -> bool {
-        self.spill.as_ref().is_some_and(|s| s.has(slot))
+    pub(super) fn spilling(&self, slot: u16, pos: Position) -> bool {
+        self.spill
+            .as_ref()
+            .is_some_and(|s| s.has(slot) && s.lowest().is_some_and(|lo| pos >= lo))
     }
 
     /// Whether `slot`'s owner is marked stuck.
@@ -173,14 +186,17 @@ impl DispatchCore {
 
     /// Entries read again for the span [`take_reread`](Self::take_reread) handed out (ledger,
     /// entry and slot columns, in any order; entries outside the span are ignored). Those nothing
-    /// accounts for were spilled: they join the replay queue, unless their slot's owner is still
-    /// stuck. Then the slots no stuck consumer owns stop spilling. Returns how many came back.
-    /// Checked first: on error nothing changes.
+    /// accounts for were spilled: they join the replay queue, in position order, unless their
+    /// slot's owner is still stuck, and at most `limit` of them (None: no limit; the rest of the
+    /// span stays spilled and is handed out again, so the replay queue stays bounded while a
+    /// long backlog comes back). Once a span is brought back whole, the slots no stuck consumer
+    /// owns stop spilling. Returns how many came back. Checked first: on error nothing changes.
     pub fn add_reread(
         &mut self,
         ledgers: &[i64],
         entries: &[i64],
         slots: &[i64],
+        limit: Option<usize>,
         cursor: &Cursor,
     ) -> Result<usize> {
         let positions = positions_of(ledgers, entries)?;
@@ -191,17 +207,21 @@ impl DispatchCore {
                 "no re-read under way: take_reread() hands out the span to read".into(),
             ));
         };
+        let mut span: Vec<(Position, u16)> = positions
+            .into_iter()
+            .zip(slots)
+            .filter(|&(p, _)| lo <= p && p <= hi)
+            .collect();
+        span.sort_unstable();
         let waiting: FastMap<Position, ()> = self
             .incoming
             .iter()
             .flat_map(|r| r.positions.iter().map(|&p| (p, ())))
             .collect();
         let mut back = 0;
-        let mut still: Vec<(Position, u16)> = Vec::new();
-        for (&p, &slot) in positions.iter().zip(&slots) {
-            if p < lo || p > hi {
-                continue;
-            }
+        let mut rest: Option<Position> = None;
+        let mut still: Vec<Position> = Vec::new();
+        for (p, slot) in span {
             let accounted = cursor.is_acked(p.ledger_id, p.entry_id)?
                 || self.inflight.get(p).is_some()
                 || self.replay.contains(p)
@@ -211,13 +231,16 @@ impl DispatchCore {
                 continue;
             }
             if self.owner_stuck(slot) {
-                still.push((p, slot)); // its owner is still stuck: it stays spilled
+                still.push(p); // its owner is still stuck: it stays spilled
                 continue;
+            }
+            if limit.is_some_and(|l| back >= l) {
+                rest = Some(p); // the budget is spent: from here on, the next re-read's
+                break;
             }
             self.replay.insert(p, slot);
             back += 1;
         }
-        // Slots no stuck consumer owns stop spilling; the others keep their bits and the span.
         let stuck_slots: Vec<u16> = match self.spill.as_ref() {
             Some(spill) => spill
                 .set_slots()
@@ -228,15 +251,18 @@ impl DispatchCore {
         if let Some(spill) = self.spill.as_mut() {
             spill.reading = None;
             spill.brought_back += back as u64;
-            // A spill since the span was taken may lie past it: then every slot keeps spilling
-            // until that span is read too (nothing of a slot overtakes what it spilled).
+            if let Some(from) = rest {
+                spill.span = Some(widen(Some(widen(spill.span, from)), hi));
+            }
+            // Slots stop spilling once nothing of theirs is left to read again (a spill since
+            // the span was taken, or a rest past the budget, keeps every slot spilling).
             if spill.span.is_none() {
                 spill.slots.fill(0);
                 for slot in stuck_slots {
                     spill.slots[usize::from(slot) / 64] |= 1 << (slot % 64);
                 }
             }
-            for (p, _) in still {
+            for p in still {
                 spill.span = Some(widen(spill.span, p));
             }
             if spill.span.is_none() && self.stuck_count == 0 && spill.slots.iter().all(|&w| w == 0)

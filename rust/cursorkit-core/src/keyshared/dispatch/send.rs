@@ -38,7 +38,7 @@ impl DispatchCore {
             let queued = self.replay.to_vec();
             let isolating = self.spill.is_some();
             for (pos, slot) in queued {
-                if isolating && self.spilling(slot) {
+                if isolating && self.spilling(slot, pos) {
                     self.spill_entry(pos, slot, cursor)?; // behind what its slot spilled
                     continue;
                 }
@@ -64,7 +64,7 @@ impl DispatchCore {
                     self.dropped_acked += 1;
                     continue;
                 }
-                if isolating && self.spilling(slot) {
+                if isolating && self.spilling(slot, pos) {
                     self.block(slot, BlockReason::Spilled, None, None, pos);
                     self.spill_entry(pos, slot, cursor)?;
                     continue;
