@@ -98,6 +98,15 @@ def add_parser(
         "acked or nacked (default 0: no cap, as Pulsar)",
     )
     b.add_argument(
+        "--stuck-consumer-timeout-ms",
+        type=int,
+        default=0,
+        metavar="MS",
+        help="beyond Pulsar: a Key_Shared consumer with no ack, nack or flow for MS while holding messages "
+        "(or out of permits) is isolated: its keys' entries are dropped from memory and read again when it "
+        "recovers or leaves, so it cannot stall the others (default 0: off, as Pulsar)",
+    )
+    b.add_argument(
         "--key-ordered-nacks",
         action="store_true",
         help="beyond Pulsar: on Key_Shared, a nack keeps its key's order (the key's later messages are "
@@ -158,6 +167,7 @@ def run_broker(args: argparse.Namespace) -> int:
         max_unacked_per_key=args.max_unacked_per_key,
         durable_redelivery_counts=args.durable_redelivery_counts,
         key_ordered_nacks=args.key_ordered_nacks,
+        stuck_consumer_timeout_ms=args.stuck_consumer_timeout_ms,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

@@ -57,6 +57,11 @@ class BrokerConfig:
     keeps its key's order: the key's later messages in flight are sent again after the nacked
     one, acks overtaking an earlier unacknowledged message of their key wait for it; off: a nacked
     message comes back after later ones of its key, as Pulsar."""
+    stuck_consumer_timeout_ms: int = 0
+    """Beyond Pulsar: a Key_Shared consumer without progress (ack, nack, flow) for this long while
+    holding messages or out of permits is isolated: its keys' entries are dropped from memory and
+    read again from the log when it recovers or leaves (0: off; in Pulsar one hung consumer can
+    fill the replay queue until reads stop for everyone)."""
     advertised: str = field(default="")
     """The ``pulsar://host:port`` lookups answer with (default: ``host``:``port``)."""
     metadata: str = ""
@@ -80,9 +85,10 @@ class BrokerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
-        cap: object = self.max_unacked_per_key
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise InvalidArgument(f"max_unacked_per_key must be an int >= 0, got {cap!r}")
+        for name in ("max_unacked_per_key", "stuck_consumer_timeout_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
         if self.metadata and not self.metadata.startswith("zk://"):
             raise InvalidArgument(f"metadata must be a zk:// location, got {self.metadata!r}")
         if self.session_timeout_s <= 0:

@@ -29,6 +29,7 @@ from cursorkit.broker.server.redeliveries import DurableCounts
 from cursorkit.delayed import BucketDelayedDeliveryTracker
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
+from cursorkit.keyshared.dispatcher import Entry as ReadEntry
 from cursorkit.keyshared.hashing import hash_many, slots
 from cursorkit.keyshared.hooks import Selector
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -101,6 +102,7 @@ class Subscription:
         self._read_batch = config.read_batch
         self._max_unacked_per_key = config.max_unacked_per_key
         self._key_ordered_nacks = config.key_ordered_nacks
+        self._stuck_after = config.stuck_consumer_timeout_ms / 1000.0 or None
         self._entries: dict[Position, Entry] = {}
         """Entries of the last reads not sent yet (sent from here instead of read again)."""
         self._per_entry = 1.0
@@ -147,6 +149,7 @@ class Subscription:
                     delayed=self.delayed,
                     max_unacked_per_key=self._max_unacked_per_key,
                     key_ordered_nacks=self._key_ordered_nacks and not unordered,
+                    stuck_after=self._stuck_after,
                 )
             self._key_shared.add_consumer(consumer, permits=0)
         elif sub_type == api.CommandSubscribe.Shared:
@@ -401,21 +404,45 @@ class Subscription:
     def _dispatch_key_shared(self) -> None:
         ks = self._key_shared
         assert ks is not None
-        while ks.should_read():
+        if ks.stuck_after is not None:
+            ks.isolate_stuck(self._clock() / 1000.0)
+            self._reread_spilled(ks)
+        # A read, then its dispatch, while the dispatcher asks for more: what a read could not send
+        # reaches the replay queue before the next read is sized, so the look-ahead limit holds.
+        while True:
             n = ks.max_entries_to_read()
             entries = self._read(n) if n else []
+            if entries:
+                due, keys = entry_fields([e.data for e in entries])  # one call for the read
+                if any(e.num_messages > 1 for e in entries):
+                    ks.set_batch_sizes([e.position for e in entries], [e.num_messages for e in entries])
+                ks.add_read(
+                    [e.position for e in entries],
+                    slots(hash_many(keys), ks.slot_kind),
+                    due,
+                )
+            for consumer, positions, counts in ks.dispatch_with_counts():
+                self._send(consumer, positions, counts.tolist())
             if not entries:
+                return
+
+    def _reread_spilled(self, ks: KeySharedDispatcher) -> None:
+        """Stuck-consumer isolation: reads again the span of spilled entries the dispatcher names."""
+        span = ks.take_reread()
+        if span is None:
+            return
+        first, last = span
+        at, entries = first, []
+        while at <= last:
+            got = self.log.read_from(at, self._read_batch, _READ_BYTES)
+            got = [e for e in got if e.position <= last]
+            if not got:
                 break
-            due, keys = entry_fields([e.data for e in entries])  # one call for the read
-            if any(e.num_messages > 1 for e in entries):
-                ks.set_batch_sizes([e.position for e in entries], [e.num_messages for e in entries])
-            ks.add_read(
-                [e.position for e in entries],
-                slots(hash_many(keys), ks.slot_kind),
-                due,
-            )
-        for consumer, positions, counts in ks.dispatch_with_counts():
-            self._send(consumer, positions, counts.tolist())
+            entries.extend(got)
+            at = self._after(got[-1].position)
+        _due, keys = entry_fields([e.data for e in entries])
+        found = slots(hash_many(keys), ks.slot_kind)
+        ks.add_reread(ReadEntry(e.position, int(s)) for e, s in zip(entries, found, strict=True))
 
     def _arm_delayed(self) -> None:
         nxt = self.delayed.next_delivery_time()

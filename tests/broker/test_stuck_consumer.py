@@ -1,0 +1,103 @@
+"""The broker's stuck-consumer isolation (``--stuck-consumer-timeout-ms``, beyond Pulsar), real client.
+
+Two Key_Shared consumers share a topic. One hangs: its application stops receiving, so its
+client's queue fills, it sends no more flow and acks nothing. In Pulsar its keys' entries fill
+the replay queue up to the look-ahead limit (here 2 x 2,000 entries) and reads stop for the other
+consumer too. With isolation the hung consumer's entries are dropped from memory and read again
+later: the other consumer gets every message of its keys, and the hung one, when it comes back,
+gets all of its own, each key in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from broker_process import BrokerProcess, running_broker
+
+pulsar = pytest.importorskip("pulsar")
+
+from pulsar_helpers import client  # noqa: E402 - needs pulsar
+
+MESSAGES = 20_000
+KEYS = 100
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    base = tmp_path_factory.mktemp("stuck")
+    with (
+        running_broker(base / "isolating", "--stuck-consumer-timeout-ms", "300") as isolating,
+        running_broker(base / "plain") as plain,
+    ):
+        yield isolating, plain
+
+
+def _drain(consumer: pulsar.Consumer, quiet_ms: int) -> list[pulsar.Message]:
+    """Receives and acks until nothing comes for ``quiet_ms``."""
+    out = []
+    while True:
+        try:
+            msg = consumer.receive(timeout_millis=quiet_ms)
+        except pulsar.Timeout:
+            return out
+        out.append(msg)
+        consumer.acknowledge(msg)
+
+
+def _scenario(url: str, topic: str) -> tuple[int, int, list[pulsar.Message]]:
+    """(messages the hung consumer's keys have, messages the other got, the hung one's after it recovers)."""
+    c = client(url)
+    try:
+        hung = c.subscribe(
+            topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="hung", receiver_queue_size=10
+        )
+        well = c.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="well")
+        producer = c.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        for i in range(MESSAGES):
+            producer.send_async(f"{i % KEYS}:{i}".encode(), None, partition_key=f"key-{i % KEYS}")
+        producer.flush()
+        got = _drain(well, 3000)  # the hung consumer never receives meanwhile
+        theirs = MESSAGES - len(got)
+        back = _drain(hung, 3000)  # it comes back
+        return theirs, len(got), back
+    finally:
+        c.close()
+
+
+def test_a_hung_consumer_does_not_stall_the_other(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
+    isolating, _ = brokers
+    theirs, got, back = _scenario(isolating.url, "isolated")
+    assert got + theirs == MESSAGES and got > MESSAGES // 4, (got, theirs)
+    assert len(back) == theirs, "the hung consumer did not get all of its keys' messages back"
+    last: dict[str, int] = {}
+    for m in back:
+        key, seq = m.data().decode().split(":")
+        assert int(seq) > last.get(key, -1), f"key {key}: {seq} after {last[key]}"
+        last[key] = int(seq)
+
+
+def test_without_isolation_the_hung_consumer_stalls_the_other(
+    brokers: tuple[BrokerProcess, BrokerProcess],
+) -> None:
+    _, plain = brokers
+    c = client(plain.url)
+    try:
+        hung = c.subscribe(
+            "stalled", "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="hung", receiver_queue_size=10
+        )
+        well = c.subscribe("stalled", "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="well")
+        producer = c.create_producer("stalled", batching_enabled=False, block_if_queue_full=True)
+        keys_of_hung = set()
+        for i in range(MESSAGES):
+            producer.send_async(f"{i % KEYS}:{i}".encode(), None, partition_key=f"key-{i % KEYS}")
+        producer.flush()
+        got = _drain(well, 3000)
+        mine = {m.data().decode().split(":")[0] for m in got}
+        keys_of_hung = {str(k) for k in range(KEYS)} - mine
+        expected = sum(1 for i in range(MESSAGES) if str(i % KEYS) not in keys_of_hung)
+        assert len(got) < expected, "reads did not stop: the look-ahead limit was never reached"
+        assert hung is not None
+    finally:
+        c.close()
