@@ -159,14 +159,17 @@ impl World {
         self.spilled_seen = self.core.isolation_figures().spilled;
     }
 
-    fn ack_some(&mut self, id: u32, rng: &mut Rng) {
-        let mine: Vec<Position> = self
-            .held
+    /// What consumer `id` holds, in order.
+    fn held_by(&self, id: u32) -> Vec<Position> {
+        self.held
             .iter()
             .filter(|(_, &c)| c == id)
             .map(|(&q, _)| q)
-            .collect();
-        for q in mine {
+            .collect()
+    }
+
+    fn ack_some(&mut self, id: u32, rng: &mut Rng) {
+        for q in self.held_by(id) {
             if rng.chance(2, 3) {
                 self.core
                     .ack(id, &[q.ledger_id], &[q.entry_id], &mut self.cursor)
@@ -185,13 +188,7 @@ impl World {
             7..=9 if !self.stuck.contains(&id) => self.ack_some(id, rng),
             10 if !self.stuck.contains(&id) => self.core.add_permits(id, 1 + rng.below(6)).unwrap(),
             11 if !self.stuck.contains(&id) => {
-                let mine: Vec<Position> = self
-                    .held
-                    .iter()
-                    .filter(|(_, &c)| c == id)
-                    .map(|(&q, _)| q)
-                    .collect();
-                if let Some(&q) = mine.first() {
+                if let Some(&q) = self.held_by(id).first() {
                     self.core
                         .nack(id, &[q.ledger_id], &[q.entry_id], &self.cursor)
                         .unwrap();

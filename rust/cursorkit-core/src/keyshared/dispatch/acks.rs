@@ -22,10 +22,9 @@ impl DispatchCore {
         cursor.check_ackable(ledgers, entries)?;
         self.state(seat).progress += 1;
         let mut out = AckOutcome::default();
-        let r = if self.key_order.is_some() && ledgers.len() > FEW_ACKS {
-            self.ack_bulk_in_key_order(seat, ledgers, entries, cursor, &mut out)
-        } else if self.key_order.is_some() {
-            // Key order: each ack may wait for, or release, others of its key.
+        let r = if ledgers.len() <= FEW_ACKS {
+            // A consumer's grouped acks: one by one beats building bulk bitmaps (with key order
+            // on, each may wait for, or release, others of its key).
             ledgers
                 .iter()
                 .zip(entries)
@@ -36,18 +35,8 @@ impl DispatchCore {
                     };
                     self.ack_in_key_order(seat, p, cursor, &mut out)
                 })
-        } else if ledgers.len() <= FEW_ACKS {
-            // A consumer's grouped acks: one by one beats building bulk bitmaps.
-            ledgers
-                .iter()
-                .zip(entries)
-                .try_for_each(|(&ledger_id, &entry_id)| {
-                    let p = Position {
-                        ledger_id,
-                        entry_id,
-                    };
-                    self.ack_at(seat, p, cursor, &mut out)
-                })
+        } else if self.key_order.is_some() {
+            self.ack_bulk_in_key_order(seat, ledgers, entries, cursor, &mut out)
         } else {
             self.ack_bulk(seat, ledgers, entries, cursor, &mut out)
         };
@@ -71,11 +60,7 @@ impl DispatchCore {
             entry_id: entry,
         };
         let mut out = AckOutcome::default();
-        let r = if self.key_order.is_some() {
-            self.ack_in_key_order(seat, p, cursor, &mut out)
-        } else {
-            self.ack_at(seat, p, cursor, &mut out)
-        };
+        let r = self.ack_in_key_order(seat, p, cursor, &mut out); // Pulsar's rules when off
         self.last_sent.forget_joined(cursor.mark_delete());
         r.map(|()| out)
     }

@@ -300,6 +300,8 @@ impl DispatchCore {
 
     /// An ack with key order on: a stale copy's answer is dropped, an ack overtaking an earlier
     /// unanswered message of its slot is parked, an accepted one releases the parked acks behind it.
+    /// Off, Pulsar's rules alone (`ack_at`).
+    #[inline(always)]
     pub(super) fn ack_in_key_order(
         &mut self,
         seat: usize,
