@@ -300,6 +300,8 @@ class KeySharedDispatcher(KeySharedBase):
         consumer stuck (None: off, as in Pulsar)."""
         self._progress: dict[int, tuple[int, float]] = {}
         """Consumer id -> (its progress counter, when it last moved)."""
+        self._checked_at = float("-inf")
+        """When ``isolate_stuck`` last walked the consumers."""
 
     @property
     def max_unacked_per_key(self) -> int:
@@ -458,11 +460,16 @@ class KeySharedDispatcher(KeySharedBase):
 
         Stuck: no progress (ack, nack or flow) for ``stuck_after`` seconds while holding unacked
         messages or with no permits. Recovered: progress since. ``now`` defaults to
-        ``time.monotonic()``. Does nothing when isolation is off.
+        ``time.monotonic()``. Does nothing when isolation is off, nor more often than every eighth
+        of ``stuck_after`` (a broker may call it per dispatch: the walk over the consumers is paid
+        a few times per period, not per event).
         """
         if self.stuck_after is None:
             return [], []
         at = time.monotonic() if now is None else now
+        if at - self._checked_at < self.stuck_after / 8:
+            return [], []
+        self._checked_at = at
         stuck: list[Any] = []
         recovered: list[Any] = []
         with self._lock:
