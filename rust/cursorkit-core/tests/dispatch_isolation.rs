@@ -325,3 +325,26 @@ fn a_hung_consumer_spills_and_the_others_keep_reading() {
     assert_eq!(out[0].consumer, 2);
     assert_eq!(out[0].entries, vec![0, 2, 4]);
 }
+
+#[test]
+fn a_spilled_entry_acknowledged_meanwhile_comes_back_as_nothing_and_loses_its_count() {
+    let mut cursor = Cursor::new(Position::new(1, -1).unwrap(), false);
+    let mut core = DispatchCore::new(DispatchMode::Draining);
+    core.add_consumer(1, 1, &cursor).unwrap();
+    core.set_owners(&[1; 8]).unwrap();
+    core.add_read(&[1], &[0], &[5], &cursor).unwrap();
+    assert_eq!(core.dispatch(&cursor).unwrap()[0].entries, vec![0]);
+    core.nack(1, &[1], &[0], &cursor).unwrap(); // counted once; no permits left to resend it
+    core.set_stuck(1, true).unwrap();
+    assert!(core.dispatch(&cursor).unwrap().is_empty());
+    assert_eq!(core.isolation_figures().spilled, 1);
+    assert_eq!(core.redelivery_count(p(0)), 1); // spilled with its count
+    cursor.ack(1, 0).unwrap(); // a skip while it is spilled
+    core.set_stuck(1, false).unwrap();
+    assert_eq!(core.take_reread(), Some((p(0), p(0))));
+    assert_eq!(core.add_reread(&[1], &[0], &[5], None, &cursor).unwrap(), 0);
+    assert_eq!(core.redeliveries_tracked(), 0);
+    assert_eq!(core.isolation_figures().span, None);
+    core.add_permits(1, 5).unwrap();
+    assert!(core.dispatch(&cursor).unwrap().is_empty()); // never sent again
+}

@@ -222,8 +222,13 @@ impl DispatchCore {
         let mut rest: Option<Position> = None;
         let mut still: Vec<Position> = Vec::new();
         for (p, slot) in span {
-            let accounted = cursor.is_acked(p.ledger_id, p.entry_id)?
-                || self.inflight.get(p).is_some()
+            if cursor.is_acked(p.ledger_id, p.entry_id)? {
+                if !self.redeliveries.is_empty() {
+                    self.redeliveries.remove(&p); // spilled, then acknowledged (a skip): its count goes
+                }
+                continue;
+            }
+            let accounted = self.inflight.get(p).is_some()
                 || self.replay.contains(p)
                 || self.delayed_slots.contains(p)
                 || waiting.contains_key(&p);
