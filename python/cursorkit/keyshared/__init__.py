@@ -8,15 +8,7 @@
 
 from __future__ import annotations
 
-from cursorkit.keyshared.dispatcher import (
-    AckResult,
-    Blocked,
-    Entry,
-    IsolationStats,
-    KeyOrderStats,
-    KeySharedDispatcher,
-    SubscriptionStats,
-)
+from cursorkit.keyshared.dispatcher import AckResult, Entry, KeySharedDispatcher
 from cursorkit.keyshared.hashing import hash_many, sticky_key, sticky_key_hash
 from cursorkit.keyshared.selectors import (
     AutoSplitSelector,
@@ -25,6 +17,7 @@ from cursorkit.keyshared.selectors import (
     Impact,
 )
 from cursorkit.keyshared.sim import OrderingChecker, Simulation
+from cursorkit.keyshared.stats import Blocked, IsolationStats, KeyOrderStats, SubscriptionStats
 
 __all__ = [
     "AckResult",

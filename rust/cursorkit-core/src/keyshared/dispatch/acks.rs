@@ -25,16 +25,8 @@ impl DispatchCore {
         let r = if ledgers.len() <= FEW_ACKS {
             // A consumer's grouped acks: one by one beats building bulk bitmaps (with key order
             // on, each may wait for, or release, others of its key).
-            ledgers
-                .iter()
-                .zip(entries)
-                .try_for_each(|(&ledger_id, &entry_id)| {
-                    let p = Position {
-                        ledger_id,
-                        entry_id,
-                    };
-                    self.ack_in_key_order(seat, p, cursor, &mut out)
-                })
+            each_position(ledgers, entries)
+                .try_for_each(|p| self.ack_in_key_order(seat, p, cursor, &mut out))
         } else if self.key_order.is_some() {
             self.ack_bulk_in_key_order(seat, ledgers, entries, cursor, &mut out)
         } else {
@@ -145,15 +137,11 @@ impl DispatchCore {
         let mut es = Vec::with_capacity(ledgers.len());
         let mut taken = Vec::with_capacity(ledgers.len());
         let mut rest = Vec::new();
-        for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
-            let p = Position {
-                ledger_id,
-                entry_id,
-            };
+        for p in each_position(ledgers, entries) {
             match self.inflight.remove(p) {
                 Some(held) => {
-                    ls.push(ledger_id);
-                    es.push(entry_id);
+                    ls.push(p.ledger_id);
+                    es.push(p.entry_id);
                     taken.push(held);
                 }
                 None => rest.push(p), // pending nowhere, or repeated in this call
@@ -208,11 +196,7 @@ impl DispatchCore {
         let ordered = self.key_order.is_some();
         // Key order: the first position nacked per slot (later ones of the slot are taken back).
         let mut firsts: BTreeMap<u16, Position> = BTreeMap::new();
-        for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
-            let p = Position {
-                ledger_id,
-                entry_id,
-            };
+        for p in each_position(ledgers, entries) {
             let Some(slot) = self.inflight.remove_of(seat, p) else {
                 if ordered {
                     self.stale_nack(seat, p); // a taken-back copy's answer: dropped

@@ -361,11 +361,7 @@ impl DispatchCore {
         let (mut ls, mut es) = (Vec::with_capacity(n), Vec::with_capacity(n));
         let mut fast: Vec<(usize, u16, Position)> = Vec::with_capacity(n);
         let mut slow = Vec::new();
-        for (&ledger_id, &entry_id) in ledgers.iter().zip(entries) {
-            let p = Position {
-                ledger_id,
-                entry_id,
-            };
+        for p in each_position(ledgers, entries) {
             let stale = !ko.stale.is_empty() && ko.stale.contains_key(&(seat, p));
             let (holder, slot) = match self.inflight.get(p) {
                 Some(held) if !stale => held,
@@ -390,8 +386,8 @@ impl DispatchCore {
                 Err(_) => true,
             };
             if clean {
-                ls.push(ledger_id);
-                es.push(entry_id);
+                ls.push(p.ledger_id);
+                es.push(p.entry_id);
                 fast.push((holder, slot, p));
             } else {
                 slow.push(p);

@@ -382,14 +382,22 @@ fn check_positions(ledgers: &[i64], entries: &[i64]) -> Result<()> {
 
 fn positions_of(ledgers: &[i64], entries: &[i64]) -> Result<Vec<Position>> {
     check_positions(ledgers, entries)?;
-    Ok(ledgers
+    Ok(each_position(ledgers, entries).collect())
+}
+
+/// The positions of two columns, pair by pair (the caller checked them).
+#[inline]
+fn each_position<'a>(
+    ledgers: &'a [i64],
+    entries: &'a [i64],
+) -> impl Iterator<Item = Position> + 'a {
+    ledgers
         .iter()
         .zip(entries)
         .map(|(&ledger_id, &entry_id)| Position {
             ledger_id,
             entry_id,
         })
-        .collect())
 }
 
 /// Every slot checked to be in `1..=65535` (one branch-free pass; the culprit found only then).

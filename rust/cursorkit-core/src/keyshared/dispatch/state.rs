@@ -65,15 +65,8 @@ impl DispatchCore {
         if self.redeliveries.is_empty() {
             return vec![0; ledgers.len()];
         }
-        ledgers
-            .iter()
-            .zip(entries)
-            .map(|(&l, &e)| {
-                self.redelivery_count(Position {
-                    ledger_id: l,
-                    entry_id: e,
-                })
-            })
+        each_position(ledgers, entries)
+            .map(|p| self.redelivery_count(p))
             .collect()
     }
 
