@@ -22,8 +22,11 @@ import os
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
 
+from cursorkit.broker.protocol import commands
+from cursorkit.broker.protocol.frames import encode_command
 from cursorkit.broker.server.config import BrokerConfig
-from cursorkit.broker.server.connection import Connection
+from cursorkit.broker.server.connection import READ_SIZE, Connection
+from cursorkit.broker.server.limits import Admission, Buffers, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.ownership import Ownership
 from cursorkit.broker.server.services import Lookup
@@ -43,6 +46,8 @@ LOG_WAIT_S = 10.0
 
 
 _NOT_READY = api.ServiceNotReady
+_NO_REQUEST = (1 << 64) - 1
+"""Pulsar's request id −1 (an ERROR that answers no request), as the uint64 the wire carries."""
 
 
 class Broker:
@@ -60,6 +65,13 @@ class Broker:
         self._partitioned = self._load_partitioned()
         self._ownership: Ownership | None = None
         self._opening: dict[TopicName, asyncio.Task[Topic]] = {}
+        self._closing: dict[TopicName, asyncio.Task[None]] = {}
+        """Topics being closed off the loop (idle, or to make room): reopened only once closed."""
+        self._idle_since: dict[TopicName, float] = {}
+        self._loads = asyncio.Semaphore(config.max_concurrent_topic_loads)
+        self.admission = Admission(config.max_connections, config.max_connections_per_address)
+        self.buffers = Buffers(config.max_buffered_bytes, READ_SIZE)
+        self.warnings = Warnings()
         self._loop: asyncio.AbstractEventLoop | None = None
         for text, n in (partitioned or {}).items():
             self.set_partitions(topic_name(text), n)
@@ -90,16 +102,94 @@ class Broker:
         """The topic's partition count (0: not partitioned), as PARTITIONED_METADATA answers."""
         return self._partitioned.get(name.full, 0) if name.partition is None else 0
 
-    def topic(self, name: TopicName) -> Topic:
-        """The topic (opened, or created on first use); ServiceNotReady when another broker may own it."""
+    def open_topic(self, name: TopicName) -> Topic | None:
+        """The topic when it is open here (None: it must be loaded first).
+
+        ServiceNotReady when another broker may own it (the client looks it up again).
+        """
         topic = self.topics.get(name)
-        if topic is None:
-            if self._ownership is not None:
-                raise ProtocolError(
-                    f"{name.full} is not served by this broker: look it up", server_error=_NOT_READY
-                )
-            topic = self.topics[name] = Topic(name, self.root, self.config)
+        if topic is None and self._ownership is not None:
+            raise ProtocolError(
+                f"{name.full} is not served by this broker: look it up", server_error=_NOT_READY
+            )
+        if topic is not None:
+            self._idle_since.pop(name, None)
         return topic
+
+    async def load_topic(self, name: TopicName) -> Topic:
+        """Opens the topic (created on first use) off the event loop.
+
+        At most ``max_concurrent_topic_loads`` load at once; ServiceNotReady when ``max_open_topics``
+        are open and none of them is idle.
+        """
+        closing = self._closing.get(name)
+        if closing is not None:
+            await asyncio.shield(closing)
+        topic = self.topics.get(name)
+        if topic is not None:
+            return topic
+        task = self._opening.get(name)
+        if task is None:
+            self._make_room()
+            task = self._opening[name] = asyncio.get_running_loop().create_task(self._load(name))
+            task.add_done_callback(lambda _: self._opening.pop(name, None))
+        return await asyncio.shield(task)
+
+    async def _load(self, name: TopicName) -> Topic:
+        async with self._loads:
+            topic = await asyncio.to_thread(Topic, name, self.root, self.config)
+        self.topics[name] = topic
+        return topic
+
+    def _in_use(self, topic: Topic) -> bool:
+        """Whether a producer or consumer is on the topic, or an append is pending."""
+        return topic.busy or any(s.consumers for s in topic.subscriptions.values())
+
+    def _make_room(self) -> None:
+        """Closes the longest-idle topic when ``max_open_topics`` are open (ServiceNotReady: none idle)."""
+        limit = self.config.max_open_topics
+        if len(self.topics) + len(self._opening) < limit:
+            return
+        idle = [name for name, t in self.topics.items() if not self._in_use(t)]
+        if not idle:
+            self.warnings.warn("topics", "refusing a new topic: %d topics are open, all in use", limit)
+            raise ProtocolError(
+                f"this broker has its maximum of {limit} topics open, all in use: retry later",
+                server_error=_NOT_READY,
+            )
+        far = float("inf")
+        self._close_idle(min(idle, key=lambda n: self._idle_since.get(n, far)))
+
+    def _close_idle(self, name: TopicName) -> None:
+        """Closes a topic nobody uses, off the loop; it is reopened on demand."""
+        topic = self.topics.pop(name)
+        self._idle_since.pop(name, None)
+        topic.stop_timers()
+        ownership = self._ownership
+
+        def close() -> None:
+            try:
+                topic.close()
+            finally:
+                if ownership is not None:
+                    ownership.release(name)
+
+        task = self._closing[name] = asyncio.get_running_loop().create_task(asyncio.to_thread(close))
+
+        def closed(done: asyncio.Task[None]) -> None:
+            self._closing.pop(name, None)
+            if not done.cancelled() and done.exception() is not None:
+                log.error("closing the idle topic %s failed: %s", name.full, done.exception())
+
+        task.add_done_callback(closed)
+
+    def _close_idle_topics(self, now: float) -> None:
+        """Closes the topics idle for ``topic_idle_s``: their descriptors go until they are used again."""
+        for name, topic in list(self.topics.items()):
+            if self._in_use(topic):
+                self._idle_since.pop(name, None)
+            elif now - self._idle_since.setdefault(name, now) >= self.config.topic_idle_s:
+                self._close_idle(name)
 
     # -- ownership (brokers sharing a metadata store) --------------------------------------------------
 
@@ -128,9 +218,11 @@ class Broker:
         assert self._ownership is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LOG_WAIT_S
+        stores = self._ownership.cursor_stores(name)
         while True:
             try:
-                topic = Topic(name, self.root, self.config, self._ownership.cursor_stores(name))
+                async with self._loads:
+                    topic = await asyncio.to_thread(Topic, name, self.root, self.config, stores)
                 break
             except BlockingIOError as e:
                 if loop.time() >= deadline:
@@ -201,17 +293,29 @@ class Broker:
         log.info("cursorkit broker on %s, data in %s", self.service_url, self.root)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        refused = self.admission.admit(address)
+        if refused is not None:  # as Pulsar: an ERROR without a request, then the connection closes
+            self.warnings.warn("connections", "refusing a connection from %s: %s", address, refused)
+            with contextlib.suppress(Exception):
+                writer.write(encode_command(commands.error(_NO_REQUEST, api.NotAllowedError, refused)))
+                writer.close()
+            return
         conn = Connection(self, reader, writer)
         self.connections.add(conn)
         try:
             await conn.serve()
         finally:
             self.connections.discard(conn)
+            self.admission.release(address)
 
     async def _flush_loop(self) -> None:
         interval = self.config.flush_interval_ms / 1000
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(interval)
+            self._close_idle_topics(loop.time())
             for topic in list(self.topics.values()):
                 topic.dispatch()  # consumers whose connections drained since get their turn
                 try:
@@ -234,6 +338,9 @@ class Broker:
             conn.close()
         for task in list(self._opening.values()):
             task.cancel()
+        for closing in list(self._closing.values()):
+            with contextlib.suppress(Exception):
+                await closing
         for topic in self.topics.values():
             topic.close()
         if self._ownership is not None:  # the logs are closed: the next owners need not wait

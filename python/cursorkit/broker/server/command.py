@@ -119,6 +119,73 @@ def add_parser(
         "policies fire (default: in memory, as Pulsar)",
     )
     b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
+    _add_limits(b)
+
+
+def _add_limits(b: argparse.ArgumentParser) -> None:
+    """What one client may cost (the reference guide's "Limits" table; defaults from ``BrokerConfig``)."""
+    from cursorkit.broker.server.config import BrokerConfig
+
+    d = BrokerConfig(data=Path("."))
+    limits = b.add_argument_group("limits (what one client may cost; 0 turns a connection count off)")
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=d.max_connections,
+        metavar="N",
+        help="connections at once; one more gets NotAllowedError and is closed",
+    )
+    limits.add_argument(
+        "--max-connections-per-address",
+        type=int,
+        default=d.max_connections_per_address,
+        metavar="N",
+        help="connections from one peer address at once",
+    )
+    limits.add_argument(
+        "--max-buffered-bytes",
+        type=int,
+        default=d.max_buffered_bytes,
+        metavar="BYTES",
+        help="bytes of unfinished frames over all connections; past it, connections holding a large "
+        "unfinished frame wait to read",
+    )
+    limits.add_argument(
+        "--frame-timeout-s",
+        type=float,
+        default=d.frame_timeout_s,
+        metavar="S",
+        help="close a connection without CONNECT, or holding an unfinished frame, after S seconds",
+    )
+    limits.add_argument(
+        "--max-open-topics",
+        type=int,
+        default=d.max_open_topics,
+        metavar="N",
+        help="topics open at once: idle ones are closed to make room; when none is idle a new topic "
+        "gets ServiceNotReady",
+    )
+    limits.add_argument(
+        "--topic-idle-s",
+        type=float,
+        default=d.topic_idle_s,
+        metavar="S",
+        help="close a topic without producers and consumers after S seconds",
+    )
+    limits.add_argument(
+        "--topic-loads-per-s",
+        type=float,
+        default=d.topic_loads_per_s,
+        metavar="N",
+        help="new topics one connection may open per second (as many at once); past it ServiceNotReady",
+    )
+    limits.add_argument(
+        "--max-concurrent-topic-loads",
+        type=int,
+        default=d.max_concurrent_topic_loads,
+        metavar="N",
+        help="topics opened at once, off the event loop",
+    )
 
 
 def _partitioned(specs: list[str]) -> dict[str, int]:
@@ -168,6 +235,14 @@ def run_broker(args: argparse.Namespace) -> int:
         durable_redelivery_counts=args.durable_redelivery_counts,
         key_ordered_nacks=args.key_ordered_nacks,
         stuck_consumer_timeout_ms=args.stuck_consumer_timeout_ms,
+        max_connections=args.max_connections,
+        max_connections_per_address=args.max_connections_per_address,
+        max_buffered_bytes=args.max_buffered_bytes,
+        frame_timeout_s=args.frame_timeout_s,
+        max_open_topics=args.max_open_topics,
+        topic_idle_s=args.topic_idle_s,
+        topic_loads_per_s=args.topic_loads_per_s,
+        max_concurrent_topic_loads=args.max_concurrent_topic_loads,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
     return 0

@@ -69,6 +69,26 @@ class BrokerConfig:
     split the topics between them, each owning a topic through an ephemeral znode; "" for one node."""
     session_timeout_s: float = 4.0
     """The ZooKeeper session timeout: a broker that dies loses its topics this long after."""
+    max_connections: int = 4096
+    """Connections served at once (Pulsar's ``brokerMaxConnections``; 0: no limit). One past it gets
+    ``NotAllowedError`` and is closed, as in Pulsar."""
+    max_connections_per_address: int = 1024
+    """Connections from one peer address at once (Pulsar's ``brokerMaxConnectionsPerIp``; 0: no limit)."""
+    max_buffered_bytes: int = 256 * 1024 * 1024
+    """Bytes of unfinished frames held over all connections: past it, a connection holding more than
+    one read of an unfinished frame waits to read until others finish theirs."""
+    frame_timeout_s: float = 30.0
+    """A connection that has not sent CONNECT, or has held an unfinished frame, for this long is closed."""
+    max_open_topics: int = 1000
+    """Topics open at once (each holds a few file descriptors): a topic without producers and
+    consumers is closed to make room; when none is, a new topic is refused with ``ServiceNotReady``."""
+    topic_idle_s: float = 60.0
+    """A topic without producers and consumers for this long is closed (reopened on demand)."""
+    topic_loads_per_s: float = 100.0
+    """New topics one connection may have opened per second (as many at once): past it, the client gets
+    ``ServiceNotReady`` and retries after its back-off."""
+    max_concurrent_topic_loads: int = 1
+    """Topics opened (their logs recovered, their cursors read) at once, off the event loop."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -81,11 +101,19 @@ class BrokerConfig:
             "flush_interval_ms",
             "read_batch",
             "bucket_min_index_count",
+            "max_buffered_bytes",
+            "max_open_topics",
+            "max_concurrent_topic_loads",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgument(f"{name} must be a positive int, got {value!r}")
-        for name in ("max_unacked_per_key", "stuck_consumer_timeout_ms"):
+        for name in (
+            "max_unacked_per_key",
+            "stuck_consumer_timeout_ms",
+            "max_connections",
+            "max_connections_per_address",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InvalidArgument(f"{name} must be an int >= 0, got {value!r}")
@@ -93,8 +121,10 @@ class BrokerConfig:
             raise InvalidArgument(f"metadata must be a zk:// location, got {self.metadata!r}")
         if self.session_timeout_s <= 0:
             raise InvalidArgument(f"session_timeout_s must be positive, got {self.session_timeout_s}")
-        if self.keep_alive_s <= 0:
-            raise InvalidArgument(f"keep_alive_s must be positive, got {self.keep_alive_s}")
+        for name in ("keep_alive_s", "frame_timeout_s", "topic_idle_s", "topic_loads_per_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise InvalidArgument(f"{name} must be a positive number, got {value!r}")
 
     @property
     def max_frame_size(self) -> int:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cursorkit import Position
 from cursorkit._core import FrameScanner
@@ -22,6 +23,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
 from cursorkit.broker.server import consumer_commands
+from cursorkit.broker.server.limits import TokenBucket
 from cursorkit.broker.server.names import topic_name
 from cursorkit.broker.server.services import Lookup
 from cursorkit.errors import CursorkitError, ProtocolError
@@ -33,11 +35,13 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Row, Topic
 
-__all__ = ["Connection"]
+__all__ = ["READ_SIZE", "Connection"]
 
 log = logging.getLogger("cursorkit.broker")
 
 SERVER_VERSION = "cursorkit-broker"
+READ_SIZE = 65536
+"""Bytes taken from the socket per read (a connection holds at most one read beyond its frame)."""
 WRITE_BUFFER = 4 * 1024 * 1024
 """Bytes sent to a client and not yet taken by it past which its consumers get no more messages:
 a consumer that asks for many and reads none costs the broker this much, not its whole backlog."""
@@ -65,10 +69,21 @@ class Connection:
         """Producers whose append failed: no more receipts until they are created again."""
         self._closed = False
         self._loop = asyncio.get_running_loop()
-        self._last_seen = self._loop.time()
+        self._last_seen = self._opened = self._loop.time()
+        self._held = 0
+        """Bytes of the unfinished frame, as last counted in the broker's total."""
+        self._partial_since: float | None = None
+        """When the unfinished frame began (None: no frame unfinished)."""
+        rate = broker.config.topic_loads_per_s
+        self._topic_loads = TokenBucket(rate, max(1.0, rate))
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_due = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is closed (a command finishing later then leaves no trace)."""
+        return self._closed
 
     # -- output --------------------------------------------------------------------------------------
 
@@ -106,15 +121,24 @@ class Connection:
         self.reply(commands.success(request_id))
 
     async def serve(self) -> None:
-        """Reads and handles frames until the client leaves or breaks the protocol."""
+        """Reads and handles frames until the client leaves or breaks the protocol.
+
+        A command that must wait (a topic being opened) holds back the commands after it, so each
+        connection's commands still take effect in order.
+        """
         keep_alive = asyncio.get_running_loop().create_task(self._keep_alive())
         try:
             while not self._closed:
-                data = await self.reader.read(65536)
+                data = await self._read()
                 if not data:
                     break
-                self._last_seen = asyncio.get_running_loop().time()
-                self._frames(data)
+                self._last_seen = self._loop.time()
+                items = self._feed(data)
+                at = 0
+                while at < len(items) and not self._closed:
+                    at, waiting = self._frames(items, at)
+                    if waiting is not None:
+                        await waiting
                 self._flush_out()
                 await self.writer.drain()
         except ProtocolError as e:
@@ -125,16 +149,42 @@ class Connection:
             keep_alive.cancel()
             self.close(lost=True)
 
-    def _frames(self, data: bytes) -> None:
-        """Handles the frames ``data`` completes, in order: SEND, ACK and FLOW decoded in Rust.
+    async def _read(self) -> bytes:
+        """The next bytes from the client; waits first while unfinished frames hold too much in total."""
+        buffers = self.broker.buffers
+        while buffers.must_wait(self.scanner.buffered) and not self._closed:
+            await buffers.wait(self.broker.config.frame_timeout_s / 4)
+        return await self.reader.read(READ_SIZE)
+
+    def _feed(self, data: bytes) -> list[tuple[Any, ...]]:
+        """The frames ``data`` completes; the unfinished frame's bytes are counted and its age kept."""
+        before = self.scanner.buffered
+        try:
+            items = self.scanner.feed(data)
+        finally:
+            after = self.scanner.buffered
+            self.broker.buffers.update(before, after)
+            self._held = after
+            if after == 0:
+                self._partial_since = None
+            elif before == 0 or items:
+                self._partial_since = self._loop.time()
+        return items
+
+    def _frames(self, items: list[tuple[Any, ...]], at: int) -> tuple[int, Awaitable[None] | None]:
+        """Handles the frames of ``items`` from ``at`` on, in order: SEND, ACK and FLOW decoded in Rust.
 
         A read's consecutive SENDs from one producer are published as one group, and its ACKs and
         FLOWs dispatch their topics once after it: per message, only the loop over the scanner's
         tuples is Python. Other frames (and SEND, ACK or FLOW frames the scanner does not vouch
-        for) go through the full decoder and :meth:`_handle`.
+        for) go through the full decoder and :meth:`_handle`. Stops after a command that must wait,
+        returning where to go on and what to wait for (``len(items)``, None: all handled).
         """
+        waiting: Awaitable[None] | None = None
         try:
-            for item in self.scanner.feed(data):
+            while at < len(items):
+                item = items[at]
+                at += 1
                 kind = item[0]
                 if kind == _T.SEND and self.connected:
                     _, producer_id, sequence_id, stored, publish_time, count = item
@@ -149,13 +199,15 @@ class Connection:
                     self._publish_sends()
                 if kind == 0:
                     frame = decode_frame(item[1])
-                    self._handle(frame.command, frame.payload)
+                    waiting = self._handle(frame.command, frame.payload)
+                    if waiting is not None:
+                        break
                 elif not self.connected:
                     raise ProtocolError(f"first command is {kind}, not CONNECT")
                 elif kind == _T.ACK:
-                    self._hot(self._ack_positions, item[1], item[3], item[2])
+                    self._hot(kind, self._ack_positions, item[1], item[3], item[2])
                 else:  # FLOW
-                    self._hot(self._flow_permits, item[1], item[2])
+                    self._hot(kind, self._flow_permits, item[1], item[2])
             if self._sends:
                 self._publish_sends()
         finally:
@@ -163,24 +215,20 @@ class Connection:
             dirty, self._to_dispatch = self._to_dispatch, set()
             for topic in dirty:
                 topic.dispatch()
+        return at, waiting
 
-    @staticmethod
-    def _hot(handler: Callable[..., None], *args: object) -> None:
-        """Runs an ACK or FLOW handler; what it refuses closes the connection.
+    def _hot(self, kind: int, handler: Callable[..., None], *args: object) -> None:
+        """Runs an ACK or FLOW handler; what it refuses is logged and ignored, as Pulsar ignores it.
 
-        As for any command without a request id to answer (see :meth:`_handle` and :meth:`_refuse`).
+        These commands have no request id to answer: the connection and its other consumers go on.
         """
         try:
             handler(*args)
-        except ProtocolError as e:
-            if e.server_error is None:
-                raise
-            raise ProtocolError(str(e)) from e
         except CursorkitError as e:
-            raise ProtocolError(f"{type(e).__name__}: {e}") from e
-        except Exception as e:  # a bug of ours: this connection closes, the broker serves on
-            log.exception("an ACK or FLOW failed")
-            raise ProtocolError(f"internal error: {type(e).__name__}") from e
+            self.broker.warnings.warn("ignored", "ignoring a client's %s: %s", _name(kind), e)
+        except Exception as e:  # noqa: BLE001 - a bug of ours: logged, and the connection serves on
+            log.exception("a client's %s failed", _name(kind))
+            self.broker.warnings.warn("ignored", "ignoring a client's %s: internal error: %r", _name(kind), e)
 
     def _publish_sends(self) -> None:
         sends, self._sends = self._sends, []
@@ -224,16 +272,37 @@ class Connection:
         self._to_dispatch.add(topic)
 
     async def _keep_alive(self) -> None:
-        interval = self.broker.config.keep_alive_s
+        """Pings a silent client and closes a dead one; closes one stuck before CONNECT or mid-frame."""
+        config = self.broker.config
+        interval = config.keep_alive_s
+        tick = min(interval, config.frame_timeout_s / 4)
         loop = asyncio.get_running_loop()
+        pinged = loop.time()
         while not self._closed:
-            await asyncio.sleep(interval)
-            silent = loop.time() - self._last_seen
+            await asyncio.sleep(tick)
+            now = loop.time()
+            silent = now - self._last_seen
             if silent >= 2 * interval:
                 log.info("closing a connection silent for %.0f s", silent)
-                self.writer.close()
+                self.close(lost=True)
                 return
-            if silent >= interval:
+            if not self.connected and now - self._opened >= config.frame_timeout_s:
+                self.broker.warnings.warn(
+                    "timeout", "closing a connection without CONNECT after %.0f s", now - self._opened
+                )
+                self.close(lost=True)
+                return
+            if self._partial_since is not None and now - self._partial_since >= config.frame_timeout_s:
+                self.broker.warnings.warn(
+                    "timeout",
+                    "closing a connection holding %d bytes of a frame unfinished after %.0f s",
+                    self._held,
+                    now - self._partial_since,
+                )
+                self.close(lost=True)
+                return
+            if silent >= interval and now - pinged >= interval:
+                pinged = now
                 self.reply(commands.ping())
 
     def close(self, *, lost: bool = False) -> None:
@@ -250,37 +319,63 @@ class Connection:
             topic.dispatch()
         self.consumers.clear()
         for topic, name in self.producers.values():
-            topic.producer_names.discard(name)
+            topic.remove_producer(name)
         self.producers.clear()
+        self.broker.buffers.update(self._held, 0)
+        self._held = 0
+        self._partial_since = None
         with contextlib.suppress(Exception):
             self.writer.close()
 
     # -- commands ------------------------------------------------------------------------------------
 
-    def _handle(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
+    def _handle(self, cmd: api.BaseCommand, payload: Payload | None) -> Awaitable[None] | None:
+        """Runs one command's handler; returns what to wait for when it finishes later (a topic load)."""
         kind = cmd.type
         if not self.connected:
             if kind != _T.CONNECT:
                 raise ProtocolError(f"first command is {kind}, not CONNECT")
             self._connect(cmd.connect)
-            return
+            return None
         handler = _HANDLERS.get(kind)
         if handler is None:
-            raise ProtocolError(f"command type {kind} is not served")
+            self._refuse(cmd, api.NotAllowedError, f"command {_name(kind)} is not served by this broker")
+            return None
         try:
-            handler(self, cmd, payload)
-        except ProtocolError as e:
+            later = handler(self, cmd, payload)
+        except Exception as e:  # noqa: BLE001 - each kind of failure is answered in _failed
+            self._failed_command(cmd, e)
+            return None
+        return None if later is None else self._finish(cmd, later)
+
+    async def _finish(self, cmd: api.BaseCommand, later: Awaitable[None]) -> None:
+        """Waits for a command that finishes later, answering its failure as :meth:`_handle` would."""
+        try:
+            await later
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - each kind of failure is answered in _failed
+            if not self._closed:
+                self._failed_command(cmd, e)
+
+    def _failed_command(self, cmd: api.BaseCommand, e: Exception) -> None:
+        """Pulsar's answer to a command that failed: its server error, or UnknownError (logged) for ours."""
+        if isinstance(e, ProtocolError):
             if e.server_error is None:
-                raise
+                raise e
             self._refuse(cmd, e.server_error, str(e))
-        except CursorkitError as e:
+        elif isinstance(e, CursorkitError):
             self._refuse(cmd, api.UnknownError, f"{type(e).__name__}: {e}")
-        except Exception as e:  # a bug of ours: the request fails (logged), the broker serves on
-            log.exception("command %s failed", kind)
+        else:  # a bug of ours: the request fails (logged), the broker serves on
+            log.exception("command %s failed", _name(cmd.type), exc_info=e)
             self._refuse(cmd, api.UnknownError, f"internal error: {type(e).__name__}")
 
     def _refuse(self, cmd: api.BaseCommand, error: int, message: str) -> None:
-        """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form."""
+        """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form.
+
+        A command without a request id (ACK, FLOW, REDELIVER...) has nothing to answer: the refusal is
+        logged and the command ignored, as Pulsar ignores it; the connection serves on.
+        """
         kind = cmd.type
         if kind == _T.ACK and cmd.ack.HasField("request_id"):  # an ack receipt: the refusal
             q = cmd.ack
@@ -293,8 +388,9 @@ class Connection:
             self.reply(commands.partitioned_metadata_failed(cmd.partitionMetadata.request_id, error, message))
         else:
             request_id = _request_id(cmd)
-            if request_id is None:  # no request to fail (ACK, FLOW, SEND...): the client broke the protocol
-                raise ProtocolError(message)
+            if request_id is None:
+                self.broker.warnings.warn("ignored", "ignoring a client's %s: %s", _name(kind), message)
+                return
             self.reply(commands.error(request_id, error, message))
 
     def _connect(self, c: api.CommandConnect) -> None:
@@ -342,13 +438,44 @@ class Connection:
             return
         self._answer_lookup(request_id, answer)
 
-    def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
+    def topic(self, text: str) -> Topic | Awaitable[Topic]:
+        """The topic a command names: at once when open, else loaded off the loop.
+
+        New topics count against ``topic_loads_per_s``: past it ServiceNotReady, and the client
+        retries after its back-off.
+        """
+        name = topic_name(text)
+        topic = self.broker.open_topic(name)
+        if topic is not None:
+            return topic
+        if not self._topic_loads.take():
+            self.broker.warnings.warn(
+                "topic-loads", "a connection opens topics faster than %s/s", self._topic_loads.rate
+            )
+            raise ProtocolError(
+                f"too many new topics opened by this connection (at most {self._topic_loads.rate:g}/s)",
+                server_error=api.ServiceNotReady,
+            )
+        return self.broker.load_topic(name)
+
+    def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
         q = cmd.producer
         if q.producer_id in self.producers:
             raise ProtocolError(
                 f"producer id {q.producer_id} is in use on this connection", server_error=api.ProducerBusy
             )
-        topic = self.broker.topic(topic_name(q.topic))
+        found = self.topic(q.topic)
+        if inspect.isawaitable(found):
+            return self._producer_later(q, found)
+        self._add_producer(q, found)
+        return None
+
+    async def _producer_later(self, q: api.CommandProducer, loading: Awaitable[Topic]) -> None:
+        topic = await loading
+        if not self._closed:
+            self._add_producer(q, topic)
+
+    def _add_producer(self, q: api.CommandProducer, topic: Topic) -> None:
         name = (
             q.producer_name
             if q.HasField("producer_name") and q.producer_name
@@ -358,7 +485,7 @@ class Connection:
             raise ProtocolError(
                 f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
             )
-        topic.producer_names.add(name)
+        topic.add_producer(name)
         self.producers[q.producer_id] = (topic, name)
         self._failed.discard(q.producer_id)
         self.reply(commands.producer_success(q.request_id, name))
@@ -384,7 +511,7 @@ class Connection:
         q = cmd.close_producer
         found = self.producers.pop(q.producer_id, None)
         if found is not None:
-            found[0].producer_names.discard(found[1])
+            found[0].remove_producer(found[1])
         self.success(q.request_id)
 
     def release_topic(self, topic: Topic) -> None:
@@ -414,21 +541,25 @@ class Connection:
 
 
 def _request_id(cmd: api.BaseCommand) -> int | None:
-    for field in (
-        "producer",
-        "subscribe",
-        "close_producer",
-        "close_consumer",
-        "unsubscribe",
-        "seek",
-        "getLastMessageId",
-    ):
-        if cmd.HasField(field):
-            return int(getattr(cmd, field).request_id)
+    """The request id of whichever command ``cmd`` carries, if it has one."""
+    for described, value in cmd.ListFields():
+        if described.message_type is not None and "request_id" in described.message_type.fields_by_name:
+            return int(value.request_id) if value.HasField("request_id") else None
     return None
 
 
-_HANDLERS = {
+def _name(kind: int) -> str:
+    """A command type's name (its number when the protocol has no such type)."""
+    try:
+        return str(_T.Type.Name(kind))
+    except ValueError:
+        return str(kind)
+
+
+Handler = Callable[["Connection", api.BaseCommand, Payload | None], Awaitable[None] | None]
+"""A command's handler: done when it returns, or when what it returns is (a topic being loaded)."""
+
+_HANDLERS: dict[int, Handler] = {
     _T.PING: Connection._ping,
     _T.PONG: Connection._pong,
     _T.PARTITIONED_METADATA: Connection._partitioned_metadata,

@@ -7,13 +7,14 @@ command table calls it; what a connection holds (its consumers, its replies) sta
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from cursorkit import Position
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, encode_command
 from cursorkit.broker.server.consumer import Consumer
-from cursorkit.broker.server.names import topic_name
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
@@ -35,14 +36,30 @@ __all__ = [
 ]
 
 
-def subscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
-    """SUBSCRIBE: a consumer joins the topic's subscription (made on first use)."""
+def subscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
+    """SUBSCRIBE: a consumer joins the topic's subscription (made on first use).
+
+    The topic is loaded off the loop when it is not open; the connection's later commands wait.
+    """
     q = cmd.subscribe
     if q.consumer_id in conn.consumers:
         raise ProtocolError(
             f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy
         )
-    topic = conn.broker.topic(topic_name(q.topic))
+    found = conn.topic(q.topic)
+    if inspect.isawaitable(found):
+        return _subscribe_later(conn, q, found)
+    _subscribe(conn, q, found)
+    return None
+
+
+async def _subscribe_later(conn: Connection, q: api.CommandSubscribe, loading: Awaitable[Topic]) -> None:
+    topic = await loading
+    if not conn.closed:
+        _subscribe(conn, q, topic)
+
+
+def _subscribe(conn: Connection, q: api.CommandSubscribe, topic: Topic) -> None:
     earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
     sub = topic.subscription(q.subscription, q.subType, earliest=earliest)
     consumer = Consumer(

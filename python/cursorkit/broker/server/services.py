@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cursorkit.broker.server.config import BrokerConfig
+    from cursorkit.broker.server.limits import Buffers, Warnings
     from cursorkit.broker.server.names import TopicName
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
@@ -36,8 +37,22 @@ class BrokerServices(Protocol):
         """The ``pulsar://`` URL lookups answer with."""
         ...
 
-    def topic(self, name: TopicName) -> Topic:
-        """The topic, opened or created; ServiceNotReady when this broker does not own it."""
+    @property
+    def buffers(self) -> Buffers:
+        """The bytes of unfinished frames over all connections."""
+        ...
+
+    @property
+    def warnings(self) -> Warnings:
+        """The broker's rate-limited log lines about clients past a limit."""
+        ...
+
+    def open_topic(self, name: TopicName) -> Topic | None:
+        """The topic when open here, else None; ServiceNotReady when this broker does not own it."""
+        ...
+
+    def load_topic(self, name: TopicName) -> Awaitable[Topic]:
+        """Opens or creates the topic off the event loop."""
         ...
 
     def lookup(self, name: TopicName) -> Lookup | Awaitable[Lookup]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,7 +56,8 @@ class Topic:
         self._pending: list[tuple[list[Row], StoredMany]] = []
         self._committing = False
         self._timer: asyncio.TimerHandle | None = None
-        self.producer_names: set[str] = set()
+        self.producer_names: Counter[str] = Counter()
+        """The producers on the topic, by name (a reconnecting one may briefly hold its name twice)."""
         self.clock: Callable[[], int] = _clock
         self.stores = stores if stores is not None else FileCursorStores()
         try:
@@ -135,6 +137,29 @@ class Topic:
                 self.dispatch()
         finally:
             self._committing = False
+
+    def add_producer(self, name: str) -> None:
+        """A producer named ``name`` joined."""
+        self.producer_names[name] += 1
+
+    def remove_producer(self, name: str) -> None:
+        """A producer named ``name`` left."""
+        left = self.producer_names[name] - 1
+        if left > 0:
+            self.producer_names[name] = left
+        else:
+            self.producer_names.pop(name, None)
+
+    @property
+    def busy(self) -> bool:
+        """Whether producers are on the topic or appends are on their way (it is not idle)."""
+        return bool(self.producer_names) or self._committing or bool(self._pending)
+
+    def stop_timers(self) -> None:
+        """Cancels the delayed-delivery timer (on the loop, before a close off it)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     # -- dispatch and durability -----------------------------------------------------------------------
 
