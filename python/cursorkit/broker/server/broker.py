@@ -280,8 +280,10 @@ class Broker:
 
     async def start(self) -> None:
         """Listens (and joins the metadata store, if any); returns once connections are accepted."""
+        # The stream reader takes at most twice its limit from the socket before it stops reading:
+        # with one read's worth, a connection holds ~128 KiB beyond its unfinished frame.
         self._server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, limit=1 << 20
+            self._accept, self.config.host, self.config.port, limit=READ_SIZE
         )
         self._loop = asyncio.get_running_loop()
         if self.config.metadata:
