@@ -15,6 +15,7 @@ from cursorkit import Position
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, encode_command
 from cursorkit.broker.server.consumer import Consumer
+from cursorkit.broker.server.names import subscription_name
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
@@ -60,8 +61,9 @@ async def _subscribe_later(conn: Connection, q: api.CommandSubscribe, loading: A
 
 
 def _subscribe(conn: Connection, q: api.CommandSubscribe, topic: Topic) -> None:
+    name = subscription_name(q.subscription)  # before anything is made for it (Pulsar's naming rules)
     earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
-    sub = topic.subscription(q.subscription, q.subType, earliest=earliest)
+    sub = topic.subscription(name, q.subType, earliest=earliest)
     consumer = Consumer(
         q.consumer_id,
         q.consumer_name or f"consumer-{q.consumer_id}",

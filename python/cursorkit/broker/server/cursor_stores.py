@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote_plus
 
 from cursorkit import CursorStore
+from cursorkit.broker.server.paths import listed_subscription
 from cursorkit.stores.location import cursor_znode_path, managed_ledger_path
 
 if TYPE_CHECKING:
@@ -50,11 +51,14 @@ class FileCursorStores:
     """Each cursor in a file store, ``<subscription directory>/cursor`` (one node)."""
 
     def names(self, subscriptions: Path) -> list[str]:
-        """Subscriptions are the directories named by their hex-encoded names."""
+        """The subscriptions whose directories hold a cursor, read back from their directory names.
+
+        ``DamagedStore`` for a cursor in a directory that names no subscription (see ``paths``).
+        """
         if not subscriptions.is_dir():
             return []
         found = sorted(d for d in subscriptions.iterdir() if (d / "cursor").is_dir())
-        return [bytes.fromhex(d.name).decode() for d in found]
+        return [listed_subscription(d) for d in found]
 
     def exists(self, directory: Path, name: str) -> bool:
         """Whether ``<directory>/cursor`` exists."""

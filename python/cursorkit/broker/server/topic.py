@@ -20,6 +20,7 @@ from cursorkit.broker.log import MessageLog
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.names import TopicName
+from cursorkit.broker.server.paths import ensure_directory, subscription_component, topic_directory
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.errors import CursorkitError, PersistFailed
 
@@ -47,7 +48,7 @@ class Topic:
     ) -> None:
         """Opens the log (``BlockingIOError`` while another broker has it open), then the subscriptions."""
         self.name = name
-        self.directory = root / "topics" / name.directory
+        self.directory = topic_directory(root / "topics", name.segments, sync=config.sync)
         self.config = config
         self.log = MessageLog.open(
             self.directory / "log", segment_bytes=config.segment_bytes, sync=config.sync
@@ -68,9 +69,12 @@ class Topic:
             raise
 
     def _open_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        directory = ensure_directory(
+            self.directory / "subscriptions", subscription_component(name), name, sync=self.config.sync
+        )
         return Subscription(
             name,
-            self.directory / "subscriptions" / name.encode().hex(),
+            directory,
             self.log,
             sub_type=sub_type,
             initial_earliest=earliest,
