@@ -31,6 +31,7 @@ TABLE_MODULES = (
     "test_bench_redeliveries",
     "test_bench_key_order",
     "test_bench_isolation",
+    "test_bench_hostile",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 

@@ -154,6 +154,7 @@ def test_a_connection_without_connect_is_closed_after_the_frame_timeout(tmp_path
 
 def test_idle_topics_are_closed_and_reopened_with_their_state(tmp_path: Path) -> None:
     args = ("--no-sync", "--max-open-topics", "10", "--topic-idle-s", "0.5", "--topic-loads-per-s", "1000")
+    args += ("--max-topic-loads-per-s", "1000")
     with running_broker(tmp_path / "data", *args) as broker:
         client = _client(broker)
         try:
@@ -220,3 +221,17 @@ def test_topic_loads_are_rate_limited_per_connection(tmp_path: Path) -> None:
         finally:
             client.close()
             flood.close()
+
+
+def test_topic_loads_are_rate_limited_over_all_connections(tmp_path: Path) -> None:
+    args = ("--no-sync", "--topic-loads-per-s", "1000", "--max-topic-loads-per-s", "3")
+    with running_broker(tmp_path / "data", *args) as broker:
+        floods = [Raw(broker.url) for _ in range(3)]
+        answers = []
+        for n, raw in enumerate(floods):
+            raw.connect()
+            answers += [_subscribe(raw, f"all-{n}-{i}", i + 1, i + 1) for i in range(5)]
+            raw.close()
+        done = [a for a in answers if a.type == _T.SUCCESS]
+        assert all(a.error.error == api.ServiceNotReady for a in answers if a.type != _T.SUCCESS)
+        assert 6 <= len(done) <= 6 + 3, len(done)  # twice the rate at once, and what refilled meanwhile

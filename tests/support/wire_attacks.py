@@ -3,8 +3,8 @@
 Each attack loops until its deadline, at most ``rate`` attempts a second, every socket call bounded by
 a short timeout: random bytes, bit flips of a valid conversation, lying size fields, half frames,
 many connections, many topics, misuse of a live consumer. Run by path
-(``python wire_attacks.py NAME URL SECONDS [SEED]``) it attacks from a process of its own and prints
-its tally as one JSON line.
+(``python wire_attacks.py NAME URL SECONDS [SEED]``) it attacks from a process of its own: it prints
+``attacking`` once started, then its tally as one JSON line.
 """
 
 from __future__ import annotations
@@ -195,4 +195,5 @@ def attack(name: str, url: str, seconds: float, *, seed: int = 0, rate: float = 
 if __name__ == "__main__":
     name, url, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
     seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    print("attacking", flush=True)  # imports done: what follows is the attack alone
     print(json.dumps(attack(name, url, seconds, seed=seed)), flush=True)

@@ -26,7 +26,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.connection import READ_SIZE, Connection
-from cursorkit.broker.server.limits import Admission, Buffers, Warnings
+from cursorkit.broker.server.limits import Admission, Buffers, TokenBucket, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.ownership import Ownership
 from cursorkit.broker.server.services import Lookup
@@ -72,6 +72,8 @@ class Broker:
         self.admission = Admission(config.max_connections, config.max_connections_per_address)
         self.buffers = Buffers(config.max_buffered_bytes, READ_SIZE)
         self.warnings = Warnings()
+        self.topic_loads = TokenBucket(config.max_topic_loads_per_s, 2 * config.max_topic_loads_per_s)
+        """New topics over all connections (each connection has a bucket of its own as well)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         for text, n in (partitioned or {}).items():
             self.set_partitions(topic_name(text), n)

@@ -180,6 +180,14 @@ def _add_limits(b: argparse.ArgumentParser) -> None:
         help="new topics one connection may open per second (as many at once); past it ServiceNotReady",
     )
     limits.add_argument(
+        "--max-topic-loads-per-s",
+        type=float,
+        default=d.max_topic_loads_per_s,
+        metavar="N",
+        help="new topics opened per second over all connections (twice as many at once); past it "
+        "ServiceNotReady",
+    )
+    limits.add_argument(
         "--max-concurrent-topic-loads",
         type=int,
         default=d.max_concurrent_topic_loads,
@@ -242,6 +250,7 @@ def run_broker(args: argparse.Namespace) -> int:
         max_open_topics=args.max_open_topics,
         topic_idle_s=args.topic_idle_s,
         topic_loads_per_s=args.topic_loads_per_s,
+        max_topic_loads_per_s=args.max_topic_loads_per_s,
         max_concurrent_topic_loads=args.max_concurrent_topic_loads,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))

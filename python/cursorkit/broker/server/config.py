@@ -84,9 +84,12 @@ class BrokerConfig:
     consumers is closed to make room; when none is, a new topic is refused with ``ServiceNotReady``."""
     topic_idle_s: float = 60.0
     """A topic without producers and consumers for this long is closed (reopened on demand)."""
-    topic_loads_per_s: float = 100.0
+    topic_loads_per_s: float = 20.0
     """New topics one connection may have opened per second (as many at once): past it, the client gets
     ``ServiceNotReady`` and retries after its back-off."""
+    max_topic_loads_per_s: float = 50.0
+    """New topics opened per second over all connections (twice as many at once), past which they
+    get ``ServiceNotReady`` too: a topic load costs ~2 ms of CPU, and the loop must keep ~80% of it."""
     max_concurrent_topic_loads: int = 1
     """Topics opened (their logs recovered, their cursors read) at once, off the event loop."""
 
@@ -121,7 +124,13 @@ class BrokerConfig:
             raise InvalidArgument(f"metadata must be a zk:// location, got {self.metadata!r}")
         if self.session_timeout_s <= 0:
             raise InvalidArgument(f"session_timeout_s must be positive, got {self.session_timeout_s}")
-        for name in ("keep_alive_s", "frame_timeout_s", "topic_idle_s", "topic_loads_per_s"):
+        for name in (
+            "keep_alive_s",
+            "frame_timeout_s",
+            "topic_idle_s",
+            "topic_loads_per_s",
+            "max_topic_loads_per_s",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise InvalidArgument(f"{name} must be a positive number, got {value!r}")

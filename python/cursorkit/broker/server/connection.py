@@ -456,6 +456,13 @@ class Connection:
                 f"too many new topics opened by this connection (at most {self._topic_loads.rate:g}/s)",
                 server_error=api.ServiceNotReady,
             )
+        if not self.broker.topic_loads.take():
+            rate = self.broker.topic_loads.rate
+            self.broker.warnings.warn("topic-loads", "clients open topics faster than %s/s", rate)
+            raise ProtocolError(
+                f"too many new topics opened on this broker (at most {rate:g}/s)",
+                server_error=api.ServiceNotReady,
+            )
         return self.broker.load_topic(name)
 
     def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from cursorkit.broker.server.config import BrokerConfig
-    from cursorkit.broker.server.limits import Buffers, Warnings
+    from cursorkit.broker.server.limits import Buffers, TokenBucket, Warnings
     from cursorkit.broker.server.names import TopicName
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
@@ -45,6 +45,11 @@ class BrokerServices(Protocol):
     @property
     def warnings(self) -> Warnings:
         """The broker's rate-limited log lines about clients past a limit."""
+        ...
+
+    @property
+    def topic_loads(self) -> TokenBucket:
+        """New topics over all connections."""
         ...
 
     def open_topic(self, name: TopicName) -> Topic | None:
