@@ -25,6 +25,7 @@ from cursorkit.broker.protocol.hot_frames import send_receipts
 from cursorkit.broker.server import consumer_commands
 from cursorkit.broker.server.limits import TokenBucket
 from cursorkit.broker.server.names import topic_name
+from cursorkit.broker.server.refusals import command_name, failure, refusal
 from cursorkit.broker.server.services import Lookup
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -225,10 +226,12 @@ class Connection:
         try:
             handler(*args)
         except CursorkitError as e:
-            self.broker.warnings.warn("ignored", "ignoring a client's %s: %s", _name(kind), e)
+            self.broker.warnings.warn("ignored", "ignoring a client's %s: %s", command_name(kind), e)
         except Exception as e:  # noqa: BLE001 - a bug of ours: logged, and the connection serves on
-            log.exception("a client's %s failed", _name(kind))
-            self.broker.warnings.warn("ignored", "ignoring a client's %s: internal error: %r", _name(kind), e)
+            log.exception("a client's %s failed", command_name(kind))
+            self.broker.warnings.warn(
+                "ignored", "ignoring a client's %s: internal error: %r", command_name(kind), e
+            )
 
     def _publish_sends(self) -> None:
         sends, self._sends = self._sends, []
@@ -339,7 +342,9 @@ class Connection:
             return None
         handler = _HANDLERS.get(kind)
         if handler is None:
-            self._refuse(cmd, api.NotAllowedError, f"command {_name(kind)} is not served by this broker")
+            self._refuse(
+                cmd, api.NotAllowedError, f"command {command_name(kind)} is not served by this broker"
+            )
             return None
         try:
             later = handler(self, cmd, payload)
@@ -359,39 +364,20 @@ class Connection:
                 self._failed_command(cmd, e)
 
     def _failed_command(self, cmd: api.BaseCommand, e: Exception) -> None:
-        """Pulsar's answer to a command that failed: its server error, or UnknownError (logged) for ours."""
-        if isinstance(e, ProtocolError):
-            if e.server_error is None:
-                raise e
-            self._refuse(cmd, e.server_error, str(e))
-        elif isinstance(e, CursorkitError):
-            self._refuse(cmd, api.UnknownError, f"{type(e).__name__}: {e}")
-        else:  # a bug of ours: the request fails (logged), the broker serves on
-            log.exception("command %s failed", _name(cmd.type), exc_info=e)
-            self._refuse(cmd, api.UnknownError, f"internal error: {type(e).__name__}")
+        """Answers a command that raised ``e`` (a bug of ours is logged; a framing error closes)."""
+        if not isinstance(e, CursorkitError):
+            log.exception("command %s failed", command_name(cmd.type), exc_info=e)
+        self._refuse(cmd, *failure(e))
 
     def _refuse(self, cmd: api.BaseCommand, error: int, message: str) -> None:
-        """Pulsar's answer to a refused request: ERROR with its request id, or the command's own form.
-
-        A command without a request id (ACK, FLOW, REDELIVER...) has nothing to answer: the refusal is
-        logged and the command ignored, as Pulsar ignores it; the connection serves on.
-        """
-        kind = cmd.type
-        if kind == _T.ACK and cmd.ack.HasField("request_id"):  # an ack receipt: the refusal
-            q = cmd.ack
-            self.reply(
-                commands.ack_response(q.consumer_id, q.request_id, server_error=error, message=message)
+        """Pulsar's answer to a refused command; one without a request id is ignored (and logged)."""
+        answer = refusal(cmd, error, message)
+        if answer is None:
+            self.broker.warnings.warn(
+                "ignored", "ignoring a client's %s: %s", command_name(cmd.type), message
             )
-        elif kind == _T.LOOKUP:
-            self.reply(commands.lookup_failed(cmd.lookupTopic.request_id, error, message))
-        elif kind == _T.PARTITIONED_METADATA:
-            self.reply(commands.partitioned_metadata_failed(cmd.partitionMetadata.request_id, error, message))
         else:
-            request_id = _request_id(cmd)
-            if request_id is None:
-                self.broker.warnings.warn("ignored", "ignoring a client's %s: %s", _name(kind), message)
-                return
-            self.reply(commands.error(request_id, error, message))
+            self.reply(answer)
 
     def _connect(self, c: api.CommandConnect) -> None:
         self.connected = True
@@ -545,22 +531,6 @@ class Connection:
     def _get_schema(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         message = "this broker keeps no schemas"
         self.reply(commands.get_schema_error(cmd.getSchema.request_id, api.TopicNotFound, message))
-
-
-def _request_id(cmd: api.BaseCommand) -> int | None:
-    """The request id of whichever command ``cmd`` carries, if it has one."""
-    for described, value in cmd.ListFields():
-        if described.message_type is not None and "request_id" in described.message_type.fields_by_name:
-            return int(value.request_id) if value.HasField("request_id") else None
-    return None
-
-
-def _name(kind: int) -> str:
-    """A command type's name (its number when the protocol has no such type)."""
-    try:
-        return str(_T.Type.Name(kind))
-    except ValueError:
-        return str(kind)
 
 
 Handler = Callable[["Connection", api.BaseCommand, Payload | None], Awaitable[None] | None]
