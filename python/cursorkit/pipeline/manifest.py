@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cursorkit.errors import CorruptSnapshot, InvalidArgument, UnsupportedVersion
+from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument, UnsupportedVersion
 from cursorkit.fsio import read_regular
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "TopicEntry",
     "TopicsManifest",
     "check_files",
+    "check_manifest",
     "inside",
     "is_topics_doc",
     "load_json",
@@ -44,6 +46,7 @@ __all__ = [
     "read_topics_manifest",
     "safe_name",
     "safe_relative",
+    "topics_seal",
 ]
 
 MANIFEST_FILE = "manifest.json"
@@ -61,16 +64,34 @@ RUNS_DIR = "runs"
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MAX_NAME = 255
+"""Longest path component, in bytes (``NAME_MAX``): a longer one is no name a file system holds."""
+_MAX_PATH = 4095
+"""Longest path handed to the OS, in bytes (``PATH_MAX`` less its NUL): a longer one is ``ENAMETOOLONG``."""
 
 
 def safe_relative(rel: str, what: str) -> str:
-    """``rel`` if it is a relative path without ``..`` (``CorruptSnapshot`` otherwise)."""
+    """``rel`` if it is a relative path without ``..`` whose names a file system can hold.
+
+    ``CorruptSnapshot`` otherwise: an absolute path, ``..``, a NUL or backslash, a component over
+    255 bytes, or text that has no bytes on disk (a lone surrogate).
+    """
     if not isinstance(rel, str):
         raise CorruptSnapshot(f"{what}: {rel!r} is not a path inside the output directory")
     pure = PurePosixPath(rel)
     if not rel or pure.is_absolute() or ".." in pure.parts or "\x00" in rel or "\\" in rel:
         raise CorruptSnapshot(f"{what}: {rel!r} is not a path inside the output directory")
+    try:
+        longest = max(len(os.fsencode(part)) for part in pure.parts)
+    except UnicodeEncodeError:
+        raise CorruptSnapshot(f"{what}: {_short(rel)} is not a file name (no bytes encode it)") from None
+    if longest > _MAX_NAME:
+        raise CorruptSnapshot(f"{what}: {_short(rel)} has a name longer than {_MAX_NAME} bytes")
     return rel
+
+
+def _short(text: str) -> str:
+    """``text`` quoted for a message, cut to 80 characters (a hostile value may be megabytes long)."""
+    return repr(text) if len(text) <= 80 else f"{text[:60]!r}… ({len(text):,} characters)"
 
 
 def safe_name(name: object, what: str) -> str:
@@ -90,10 +111,13 @@ def safe_name(name: object, what: str) -> str:
 def inside(root: Path, rel: str, what: str) -> Path:
     """``root / rel`` for a path a manifest names, refused unless it stays inside ``root``.
 
-    Absolute paths, ``..`` and symlinks that lead out are ``CorruptSnapshot``: a reader never
-    follows a manifest to create, change or delete files elsewhere.
+    Absolute paths, ``..``, symlinks that lead out and names no file system holds (a component
+    over 255 bytes, a path over 4,095) are ``CorruptSnapshot``: a reader never follows a manifest
+    to create, change or delete files elsewhere, and never meets ``ENAMETOOLONG`` on its way.
     """
     target = root.joinpath(*PurePosixPath(safe_relative(rel, what)).parts)
+    if len(os.fsencode(target)) > _MAX_PATH:
+        raise CorruptSnapshot(f"{what}: {_short(rel)} makes a path longer than {_MAX_PATH} bytes")
     try:
         if not target.resolve().is_relative_to(root.resolve()):
             raise CorruptSnapshot(f"{what}: {rel!r} leads outside the output directory (a symlink)")
@@ -214,6 +238,11 @@ def parse_manifest(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise InvalidArgument(f"{path}: cannot read the manifest ({e.strerror or e})") from e
     doc = load_json(raw, str(path), f"a {MANIFEST_FORMAT} manifest")
+    return check_manifest(doc, str(path))
+
+
+def check_manifest(doc: object, path: str) -> dict[str, Any]:
+    """``doc``, a parsed one-topic manifest, checked as :func:`parse_manifest` checks it (same errors)."""
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
         raise InvalidArgument(
             f'{path} is not a {MANIFEST_FORMAT} manifest (no "format": {MANIFEST_FORMAT!r})'
@@ -266,37 +295,103 @@ def is_topics_doc(doc: object) -> bool:
     return isinstance(doc, dict) and doc.get("format") == TOPICS_FORMAT
 
 
+TOPICS_KEYS = ("format", "version", "run", "summary", "report", "topics")
+"""The keys of a many-topic root manifest, in the order written; ``seal`` follows them."""
+SEAL_KEY = "seal"
+_ENTRY_KEYS = frozenset({"dir", "files"})
+_FILE_KEYS = frozenset({"path", "bytes", "sha256"})
+_ATTEMPT = re.compile(r"a[0-9]{1,20}")
+
+
+def topics_seal(doc: Mapping[str, Any]) -> str:
+    """The SHA-256 of a many-topic manifest's content but its seal (keys sorted, compact, ASCII JSON).
+
+    Written as the manifest's ``seal``: any change to what it says, down to one bit of a file's
+    SHA-256 or of a key, no longer matches, so the manifest is refused rather than read differently.
+    """
+    body = {k: v for k, v in doc.items() if k != SEAL_KEY}
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canon.encode("ascii")).hexdigest()
+
+
 def parse_topics_manifest(raw: bytes, where: str) -> TopicsManifest:
-    """A many-topic root manifest from its bytes, every key, type and path checked.
+    """A many-topic root manifest from its bytes, every key, type and path checked, and its seal.
 
     ``InvalidArgument`` when it is not JSON or not this format; ``UnsupportedVersion`` for another
-    version; ``CorruptSnapshot`` for a wrong key, type or path (a run that is not one name, a
-    directory outside ``runs/<run>/topics/``, a file entry without size and SHA-256).
+    version; ``CorruptSnapshot`` for a missing, unknown or mistyped key or a path that is not the one
+    this layout gives (a run that is not one name, a summary or report other than the run's, a
+    directory other than ``runs/<run>/topics/<its topic's directory name>/a<attempt>``, a file entry
+    without size and SHA-256), or a ``seal`` that does not match the rest. Manifests written before
+    the seal (0.2) have none, and are checked for everything else.
     """
     doc = load_json(raw, where, f"a {TOPICS_FORMAT} manifest")
     if not is_topics_doc(doc):
         raise InvalidArgument(f'{where} is not a {TOPICS_FORMAT} manifest (no "format": {TOPICS_FORMAT!r})')
     _check_version(where, doc)
+    _exact_keys(where, doc, frozenset(TOPICS_KEYS), optional=frozenset({SEAL_KEY}))
     run = safe_name(_expect(where, doc, "run", str), f"{where}: run")
     summary = safe_relative(_expect(where, doc, "summary", str), f"{where}: summary")
+    _is(where, "summary", summary, f"{RUNS_DIR}/{run}/summary.json")
     report = doc.get("report")
     if report is not None:
         if not isinstance(report, str):
             raise CorruptSnapshot(f"{where}: report must be a path or null, got {report!r}")
-        safe_relative(report, f"{where}: report")
+        _is(where, "report", safe_relative(report, f"{where}: report"), f"{RUNS_DIR}/{run}/report.html")
     topics: dict[str, TopicEntry] = {}
     for name, entry in _expect(where, doc, "topics", dict).items():
-        what = f"{where}: topics[{name!r}]"
+        what = f"{where}: topics[{_short(name)}]"
         if not isinstance(entry, dict):
             raise CorruptSnapshot(f"{what} must be an object, got {entry!r}")
+        _exact_keys(what, entry, _ENTRY_KEYS)
         rel = safe_relative(_expect(what, entry, "dir", str), f"{what}.dir")
         parts = PurePosixPath(rel).parts
         if len(parts) != 5 or parts[:3] != (RUNS_DIR, run, "topics"):
             raise CorruptSnapshot(
                 f"{what}.dir: {rel!r} is not under {RUNS_DIR}/{run}/topics/<topic>/<attempt>"
             )
-        topics[name] = TopicEntry(rel, parse_files(entry.get("files"), f"{what}.files"))
+        if parts[3] != _topic_dir(name, what) or not _ATTEMPT.fullmatch(parts[4]):
+            raise CorruptSnapshot(
+                f"{what}.dir: {rel!r} is not {RUNS_DIR}/{run}/topics/{_topic_dir(name, what)}/a<attempt>, "
+                f"where this topic is staged"
+            )
+        files = entry["files"]
+        if isinstance(files, list):
+            for i, f in enumerate(files):
+                if isinstance(f, dict):
+                    _exact_keys(f"{what}.files[{i}]", f, _FILE_KEYS)
+        topics[name] = TopicEntry(rel, parse_files(files, f"{what}.files"))
+    if SEAL_KEY in doc and doc[SEAL_KEY] != topics_seal(doc):
+        raise CorruptSnapshot(
+            f"{where}: its seal does not match its content (the manifest was changed or damaged)"
+        )
     return TopicsManifest(run=run, summary=summary, report=report, topics=topics)
+
+
+def _exact_keys(
+    where: str, doc: Mapping[str, Any], keys: frozenset[str], *, optional: frozenset[str] = frozenset()
+) -> None:
+    """``CorruptSnapshot`` naming a key of ``keys`` that ``doc`` lacks, or one it has beyond those."""
+    missing = sorted(keys - doc.keys())
+    unknown = sorted(doc.keys() - keys - optional)
+    if missing or unknown:
+        said = [f"no {_short(k)}" for k in missing] + [f"an unknown key {_short(k)}" for k in unknown]
+        raise CorruptSnapshot(f"{where}: {', '.join(said)} (keys: {', '.join(sorted(keys))})")
+
+
+def _is(where: str, key: str, value: str, expected: str) -> None:
+    """``CorruptSnapshot`` unless a path the layout fixes is that path."""
+    if value != expected:
+        raise CorruptSnapshot(f"{where}: {key} is {_short(value)}, not the run's {expected!r}")
+
+
+def _topic_dir(topic: str, what: str) -> str:
+    """The directory name a topic is staged under (:func:`~cursorkit.pipeline.cursors.cursor_dir_name`)."""
+    from cursorkit.pipeline.cursors import cursor_dir_name  # numpy and the core: only when read
+
+    try:
+        return cursor_dir_name(topic)
+    except CursorkitError as e:
+        raise CorruptSnapshot(f"{what}: not a topic name ({e})") from None
 
 
 def read_topics_manifest(root: Path) -> TopicsManifest | None:

@@ -1,21 +1,32 @@
 """A many-topic output's commit: the run's summary and report, then the root manifest that names it.
 
-A run stages its topics under ``runs/``; the root ``manifest.json`` written last is the commit. What
-no committed manifest names (killed runs, other attempts) is removed, and only that.
+A run stages its topics under ``runs/``; the root ``manifest.json`` written last, sealed with the
+SHA-256 of its content, is the commit. What no committed manifest names (killed runs, other
+attempts) is removed, and only that: a manifest that does not check out whole removes nothing.
 """
 
 from __future__ import annotations
 
 import json
 
-from cursorkit.errors import CursorkitError, InvalidArgument
-from cursorkit.pipeline.manifest import MANIFEST_FILE, TOPICS_FORMAT, is_topics_doc, parse_topics_manifest
+from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument
+from cursorkit.pipeline.manifest import (
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    SEAL_KEY,
+    TOPICS_FORMAT,
+    TopicsManifest,
+    check_manifest,
+    load_json,
+    parse_topics_manifest,
+    topics_seal,
+)
 from cursorkit.pipeline.output import LEASE_FILE, RUNS_DIR, Output
 from cursorkit.pipeline.rebuild_config import RebuildConfig
 from cursorkit.pipeline.results import TopicsSummary
 from cursorkit.pipeline.topic_risk import risk_order
 
-__all__ = ["TOPICS_MANIFEST_FORMAT", "check_out", "commit_run", "remove_unreferenced"]
+__all__ = ["TOPICS_MANIFEST_FORMAT", "check_out", "commit_run", "committed", "remove_unreferenced"]
 
 TOPICS_MANIFEST_FORMAT = TOPICS_FORMAT
 """The ``format`` of a many-topic output's root manifest."""
@@ -53,32 +64,24 @@ def commit_run(out: Output, run: str, summary: TopicsSummary, cfg: RebuildConfig
         "report": report,
         "topics": {t: {"dir": f["dir"], "files": f["files"]} for t, f in sorted(summary.topics.items())},
     }
+    manifest[SEAL_KEY] = topics_seal(manifest)
     out.write(MANIFEST_FILE, json.dumps(manifest, indent=1).encode(), sync=cfg.fsync)
 
 
 def remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
     """Removes staged directories no manifest names: other runs, and other attempts of this one.
 
-    Only entries listed under ``runs/`` are removed, and only those the committed manifest (checked
-    whole first) does not name; a manifest that does not check out removes nothing and stops the
-    run, since what it names cannot be told apart from what is safe to delete.
+    Only entries listed under ``runs/`` are removed, and only those a valid manifest proves
+    unreferenced: ``keep`` (the run just committed), else the committed manifest, checked whole
+    (:func:`committed`). One that does not check out removes nothing and stops the run, since what
+    it names cannot be told apart from what is safe to delete.
     """
     if RUNS_DIR not in out.names():
         return
-    run, live = "", set()
     if keep is not None:
         run, live = keep.run, {str(t["dir"]) for t in keep.topics.values()}
     else:
-        raw = out.read(MANIFEST_FILE)
-        if raw is not None and _claims_topics(raw):
-            try:
-                doc = parse_topics_manifest(raw, f"{out.uri}/{MANIFEST_FILE}")
-            except CursorkitError as e:
-                raise InvalidArgument(
-                    f"--out {out.uri}: its {MANIFEST_FILE} does not check out ({e}); nothing was removed. "
-                    f"Rebuild into another --out, or move the damaged output aside"
-                ) from None
-            run, live = doc.run, {e.dir for e in doc.topics.values()}
+        run, live = committed(out)
     runs = out.names(RUNS_DIR)
     for other in runs:
         if other != run:
@@ -92,9 +95,44 @@ def remove_unreferenced(out: Output, keep: TopicsSummary | None) -> None:
                 out.remove(f"{topics}/{topic_dir}/{attempt}")
 
 
-def _claims_topics(raw: bytes) -> bool:
-    """Whether a manifest's bytes claim the many-topic format (anything else names no run)."""
+def committed(out: Output) -> tuple[str, set[str]]:
+    """The run and topic directories the committed manifest names (``""`` and none: nothing committed).
+
+    No ``manifest.json`` means no run ever committed, so everything staged is a killed run's; a
+    one-topic manifest names nothing under ``runs/``. Any other manifest must check out whole
+    (:func:`~cursorkit.pipeline.manifest.parse_topics_manifest`: exact format and keys, the
+    layout's paths, its seal) and every directory it names must be there; otherwise
+    ``InvalidArgument``, saying that nothing was removed.
+    """
+    where = f"{out.uri}/{MANIFEST_FILE}"
     try:
-        return is_topics_doc(json.loads(raw))
-    except (ValueError, RecursionError):
-        return True  # unreadable: parse_topics_manifest says why, and nothing is removed
+        if MANIFEST_FILE not in out.names():
+            return "", set()
+        raw = out.read(MANIFEST_FILE)
+        if raw is None:
+            raise CorruptSnapshot(f"{where} is not a regular file")
+        doc = load_json(raw, where, f"a {TOPICS_FORMAT} manifest")
+        if isinstance(doc, dict) and doc.get("format") == MANIFEST_FORMAT:
+            check_manifest(doc, where)  # a one-topic output: it names nothing under runs/
+            return "", set()
+        manifest = parse_topics_manifest(raw, where)
+        _check_staged(out, manifest, where)
+    except (CursorkitError, OSError) as e:
+        raise InvalidArgument(
+            f"--out {out.uri}: its {MANIFEST_FILE} does not check out ({e}); nothing was removed. "
+            f"Rebuild into another --out, or move the damaged output aside"
+        ) from None
+    return manifest.run, {e.dir for e in manifest.topics.values()}
+
+
+def _check_staged(out: Output, manifest: TopicsManifest, where: str) -> None:
+    """``CorruptSnapshot`` unless the run and every topic directory the manifest names are on disk."""
+    if manifest.run not in out.names(RUNS_DIR):
+        raise CorruptSnapshot(f"{where} names run {manifest.run!r}, which is not under {RUNS_DIR}/")
+    listed: dict[str, list[str]] = {}
+    for topic, entry in sorted(manifest.topics.items()):
+        parent, _, attempt = entry.dir.rpartition("/")
+        if parent not in listed:
+            listed[parent] = out.names(parent)
+        if attempt not in listed[parent]:
+            raise CorruptSnapshot(f"{where} names {entry.dir} for topic {topic!r}, which is missing")
