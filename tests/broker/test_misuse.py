@@ -150,3 +150,23 @@ def test_misuse_beside_a_live_consumer_keeps_the_connection(broker: BrokerProces
     pong = live.request(_T(type=_T.PING, ping=api.CommandPing()), _T.PONG)
     assert pong.type == _T.PONG
     live.raw.close()
+
+
+def test_a_command_over_the_size_limit_is_refused_on_a_live_connection(broker: BrokerProcess) -> None:
+    live = Live(broker, "misuse-big")
+    first = live.publish(0, b"m0")
+    assert live.next(_T.MESSAGE).message.message_id.entryId == first.entryId
+    props = [api.KeyValue(key=f"k{i}", value="v") for i in range(100_000)]  # ~1.4 MB, walked per element
+    big = api.CommandSubscribe(
+        topic="misuse-big", subscription="t", subType=0, consumer_id=2, request_id=31, metadata=props
+    )
+    error = live.request(_T(type=_T.SUBSCRIBE, subscribe=big), _T.ERROR).error
+    assert error.request_id == 31 and error.error == api.NotAllowedError
+    ack = api.CommandAck(consumer_id=1, ack_type=api.CommandAck.Individual, request_id=32)
+    for i in range(60_000):
+        ack.message_id.add(ledgerId=first.ledgerId, entryId=i)
+    answer = live.request(_T(type=_T.ACK, ack=ack), _T.ACK_RESPONSE).ackResponse
+    assert answer.request_id == 32 and answer.error == api.NotAllowedError
+    later = live.publish(1, b"m1")  # the connection, its producer and its consumer serve on
+    assert live.next(_T.MESSAGE).message.message_id.entryId == later.entryId
+    live.raw.close()

@@ -188,6 +188,13 @@ def _add_limits(b: argparse.ArgumentParser) -> None:
         "ServiceNotReady",
     )
     limits.add_argument(
+        "--max-command-bytes",
+        type=int,
+        default=d.max_command_bytes,
+        metavar="BYTES",
+        help="the largest command (besides its message) decoded in Python; a larger one is refused",
+    )
+    limits.add_argument(
         "--max-concurrent-topic-loads",
         type=int,
         default=d.max_concurrent_topic_loads,
@@ -251,6 +258,7 @@ def run_broker(args: argparse.Namespace) -> int:
         topic_idle_s=args.topic_idle_s,
         topic_loads_per_s=args.topic_loads_per_s,
         max_topic_loads_per_s=args.max_topic_loads_per_s,
+        max_command_bytes=args.max_command_bytes,
         max_concurrent_topic_loads=args.max_concurrent_topic_loads,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))

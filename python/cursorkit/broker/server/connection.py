@@ -3,7 +3,7 @@
 A command the protocol refuses gets Pulsar's ERROR (or SEND_ERROR, or a lookup's failed response)
 and the connection stays; bytes that are not a frame, a frame past the size limit or a first command
 other than CONNECT close it. A SEND with a bad checksum is refused with ChecksumError and stored
-nowhere. Receipts go out in send order, each once its entry is durable. The consumer commands
+nowhere, and so is one whose batch count its payload cannot hold (MetadataError). Receipts go out in send order, each once its entry is durable. The consumer commands
 (subscribe, flow, ack, redeliver, close, unsubscribe, seek) are in ``consumer_commands.py``.
 """
 
@@ -13,13 +13,17 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import struct
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from google.protobuf.message import DecodeError
+
 from cursorkit import Position
 from cursorkit._core import FrameScanner
 from cursorkit.broker.protocol import commands
+from cursorkit.broker.protocol.batches import payload_holds
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
 from cursorkit.broker.server import consumer_commands
@@ -41,6 +45,7 @@ __all__ = ["READ_SIZE", "Connection"]
 log = logging.getLogger("cursorkit.broker")
 
 SERVER_VERSION = "cursorkit-broker"
+_U32 = struct.Struct(">I")
 READ_SIZE = 65536
 """Bytes taken from the socket per read (a connection holds at most one read beyond its frame)."""
 WRITE_BUFFER = 4 * 1024 * 1024
@@ -199,6 +204,8 @@ class Connection:
                 if self._sends:
                     self._publish_sends()
                 if kind == 0:
+                    if self._oversized(item[1]):
+                        continue
                     frame = decode_frame(item[1])
                     waiting = self._handle(frame.command, frame.payload)
                     if waiting is not None:
@@ -217,6 +224,21 @@ class Connection:
             for topic in dirty:
                 topic.dispatch()
         return at, waiting
+
+    def _oversized(self, body: bytes) -> bool:
+        """Refuses a command over ``max_command_bytes`` (True), read only as far as its request id."""
+        (size,) = _U32.unpack_from(body, 0)
+        limit = self.broker.config.max_command_bytes
+        if size <= limit:
+            return False
+        try:
+            cmd = api.BaseCommand.FromString(body[4 : 4 + size])  # one C parse: no walk of its fields
+        except DecodeError as e:
+            raise ProtocolError(f"a command of {size} bytes does not parse: {e}") from None
+        self._refuse(
+            cmd, api.NotAllowedError, f"a command of {size} bytes is over this broker's limit of {limit}"
+        )
+        return True
 
     def _hot(self, kind: int, handler: Callable[..., None], *args: object) -> None:
         """Runs an ACK or FLOW handler; what it refuses is logged and ignored, as Pulsar ignores it.
@@ -497,6 +519,12 @@ class Connection:
         topic, _name = found
         meta = payload.metadata
         count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
+        if not payload_holds(meta, payload.stored):
+            # Pulsar's code for a message whose metadata a broker refuses; the client closes the
+            # connection and sends again, so only a client that built the batch wrong sees it.
+            message = f"a batch of {count} messages does not fit its payload: the message was not stored"
+            self.reply(commands.send_error(q.producer_id, q.sequence_id, api.MetadataError, message))
+            return
         row = (payload.stored, meta.publish_time, max(1, count))
         topic.publish_many([row], partial(self._stored_many, q.producer_id, [q.sequence_id]))
 
