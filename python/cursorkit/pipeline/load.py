@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cursorkit._core import RedeliveryCounts
@@ -193,6 +193,11 @@ def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
     root = Path(into)
     bad: dict[str, str] = {}
     for f in entry.files:
+        try:  # the local copy's path must be one this machine holds (no ENAMETOOLONG half-way)
+            target = inside(root, f.path, f"{entry.dir}/{f.path}")
+        except CorruptSnapshot as e:
+            bad[f.path] = str(e)
+            continue
         data = output.read(f"{entry.dir}/{f.path}")
         if data is None:
             bad[f.path] = "missing"
@@ -203,9 +208,11 @@ def fetch_topic(out: str, topic: str, into: str | os.PathLike[str]) -> Path:
         if hashlib.sha256(data).hexdigest() != f.sha256:
             bad[f.path] = "its SHA-256 is not the manifest's"
             continue
-        target = root.joinpath(*PurePosixPath(f.path).parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        try:  # a manifest listing both "x" and "x/y" cannot be laid out on disk
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        except OSError as e:
+            bad[f.path] = f"cannot be copied to {target} ({e.strerror or e})"
     if bad:
         raise DamagedStore(_damage_message(f"{out}/{entry.dir}", "file(s)", bad), damage=bad)
     return root

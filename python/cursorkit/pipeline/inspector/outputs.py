@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from pathlib import Path
 
 from cursorkit.ackstate.store.file.log import META_FILE
@@ -59,14 +60,16 @@ def inspect_rebuild(
         delayed_topic, delayed_cursor = delayed["topic"], delayed["cursor"]
         storage = _part(root, delayed["storage"], "delayed.storage", problems)
         props = _part(root, delayed["properties"], "delayed.properties", problems)
-        if props is not None and not props.is_file():
-            problems.append(f"delayed.properties: {props} is missing")
+        if props is not None and not _probe(props, Path.is_file, "delayed.properties", problems):
             props = None
-        if storage is not None and not storage.is_dir():
-            problems.append(f"delayed.storage: {storage} is missing")
+        if storage is not None and not _probe(storage, Path.is_dir, "delayed.storage", problems):
             storage = None
         if storage is not None:
-            delayed_summary = inspect_bucket_store(storage, props, verify=verify)
+            try:
+                delayed_summary = inspect_bucket_store(storage, props, verify=verify)
+            except OSError as e:
+                problems.append(f"delayed.storage: {storage} cannot be read ({e.strerror or e})")
+        if delayed_summary is not None:
             for b in delayed_summary.buckets:
                 for what, got, want in (
                     ("topic", b.topic, delayed_topic),
@@ -78,16 +81,17 @@ def inspect_rebuild(
                         )
     subs: dict[str, CursorStoreSummary] = {}
     for name, rel in manifest["subscriptions"].items():
-        where = _part(root, rel, f"subscriptions[{name!r}]", problems)
-        if where is None:
+        what = f"subscriptions[{name!r}]"
+        where = _part(root, rel, what, problems)
+        if where is None or not _probe(where, Path.is_dir, what, problems):
             continue
-        if not where.is_dir():
-            problems.append(f"subscriptions[{name!r}]: {where} is missing")
-            continue
-        if not any(p.name == META_FILE or fnmatch.fnmatch(p.name, CURSOR_LOG) for p in where.iterdir()):
-            problems.append(f"subscriptions[{name!r}]: {where} is not a cursor store")
-            continue
-        subs[name] = inspect_cursor_store(where, sample=sample)
+        try:
+            if not any(p.name == META_FILE or fnmatch.fnmatch(p.name, CURSOR_LOG) for p in where.iterdir()):
+                problems.append(f"{what}: {where} is not a cursor store")
+                continue
+            subs[name] = inspect_cursor_store(where, sample=sample)
+        except OSError as e:
+            problems.append(f"{what}: {where} cannot be read ({e.strerror or e})")
     return RebuildOutputSummary(
         path=str(root),
         topic=manifest["topic"],
@@ -98,6 +102,17 @@ def inspect_rebuild(
         subscriptions=subs,
         problems=tuple(problems),
     )
+
+
+def _probe(where: Path, test: Callable[[Path], bool], what: str, problems: list[str]) -> bool:
+    """``test(where)`` (``Path.is_dir``, ``Path.is_file``); False with a problem when it fails or errs."""
+    try:
+        if test(where):
+            return True
+        problems.append(f"{what}: {where} is missing")
+    except OSError as e:  # a permission, a path the OS refuses: damage of this part only
+        problems.append(f"{what}: {where} cannot be read ({e.strerror or e})")
+    return False
 
 
 def _part(root: Path, rel: str, what: str, problems: list[str]) -> Path | None:
