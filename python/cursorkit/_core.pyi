@@ -30,6 +30,7 @@ __all__ = [
     "SharedCore",
     "__version__",
     "_guard_selftest",
+    "batch_fits",
     "bitmap_cardinality",
     "cut_segments",
     "decode_records",
@@ -262,6 +263,14 @@ class CursorState:
         """
     def ack_batch_index(self, position: Position, index: int, batch_size: int) -> bool:
         """Acknowledges one index of a batch entry; the entry is acknowledged with its last index."""
+    def ack_batch_set(self, position: Position, words: Any, batch_size: int) -> int:
+        """Applies Pulsar's ``ack_set`` (int64 words, a set bit = index still unacked) to a batch entry.
+
+        ANDed word by word: every index the words leave unset is acknowledged, the entry with its
+        last (all-zero words ack it whole). Only the words a batch of ``batch_size`` holds are read:
+        words past them and bits past ``batch_size`` are ignored, missing words count as zero.
+        Returns how many indexes were newly acknowledged.
+        """
     @overload
     def is_acked(self, position: Position, entry_id: None = None) -> bool:
         """Whether the entry is acknowledged (at or below mark-delete, or individually)."""
@@ -850,6 +859,15 @@ def message_frames(
 
 def send_receipts(producer_id: int, sequence_ids: list[int], positions: list[Position]) -> bytes:
     """The SEND_RECEIPT frames of ``sequence_ids`` stored at ``positions``, concatenated."""
+
+def batch_fits(
+    num_messages: int, payload_bytes: int, compression: int = 0, uncompressed_size: int | None = None
+) -> bool:
+    """Whether a batch payload of ``payload_bytes`` can hold ``num_messages`` messages (6 bytes each).
+
+    A compressed payload is bounded by its codec's largest expansion and its stated
+    ``uncompressed_size``; a count of 1 or less always fits.
+    """
 
 def entry_fields(datas: list[bytes]) -> tuple[list[int], list[bytes]]:
     """Each stored entry's ``deliver_at_time`` (0 when absent) and key (ordering, else partition key)."""

@@ -1,8 +1,9 @@
 """``Cursor``: a subscription's ack state with Pulsar's semantics, and its persisted forms.
 
-The ack paths (``ack``, ``ack_many``, ``ack_cumulative``, ``ack_batch_index``, ``is_acked``, …) are
-inherited from the native ``CursorState``, so each is one call into Rust. This class adds what is
-decided per persist rather than per ack: limits, encodings, truncation counters, stats.
+The ack paths (``ack``, ``ack_many``, ``ack_cumulative``, ``ack_batch_index``, ``ack_batch_set``,
+``is_acked``, …) are inherited from the native ``CursorState``, so each is one call into Rust. This
+class adds what is decided per persist rather than per ack: limits, encodings, truncation counters,
+stats.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A producer that batches sends one entry whose metadata has ``num_messages_in_batch`` and whose
 payload is the messages back to back, each ``size | SingleMessageMetadata | bytes`` (``size`` a
 big-endian u32 counting the SingleMessageMetadata, whose ``payload_size`` counts the bytes). A batch
-index ack names messages by their place in this list.
+index ack names messages by their place in this list. A broker refuses an entry whose payload
+cannot hold the messages its metadata counts (:func:`payload_holds`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
+from cursorkit._core import batch_fits
 from cursorkit.broker.protocol.frames import read_stored
 from cursorkit.errors import InvalidArgument, ProtocolError
 from cursorkit.proto import strict
@@ -25,7 +27,7 @@ from cursorkit.proto.pulsar_api_pb2 import (
     SingleMessageMetadata,
 )
 
-__all__ = ["SingleMessage", "entries_in", "is_batch", "pack_batch", "split_batch"]
+__all__ = ["SingleMessage", "entries_in", "is_batch", "pack_batch", "payload_holds", "split_batch"]
 
 _U32 = struct.Struct(">I")
 
@@ -53,6 +55,20 @@ def entries_in(metadata: MessageMetadata) -> int:
     if n < 1:
         raise ProtocolError(f"num_messages_in_batch is {n}")
     return n
+
+
+def payload_holds(metadata: MessageMetadata, stored: bytes) -> bool:
+    """Whether ``stored``'s payload can hold the ``num_messages_in_batch`` its ``metadata`` claims.
+
+    Each message takes 6 bytes at least (its size and a ``SingleMessageMetadata`` with
+    ``payload_size``); a compressed payload is bounded by its codec's largest expansion and its
+    stated ``uncompressed_size``. The same rule the frame scanner applies before it takes a SEND.
+    """
+    if not is_batch(metadata) or metadata.num_messages_in_batch <= 1:
+        return True
+    payload_bytes = len(stored) - 4 - _U32.unpack_from(stored)[0]
+    stated = metadata.uncompressed_size if metadata.HasField("uncompressed_size") else None
+    return batch_fits(metadata.num_messages_in_batch, max(0, payload_bytes), metadata.compression, stated)
 
 
 def split_batch(stored: bytes) -> list[SingleMessage]:

@@ -128,6 +128,22 @@ impl BatchAcks {
         was
     }
 
+    /// ANDs Pulsar's ack-set words into the batch (a set bit = still unacked, as here): every index
+    /// the words leave unset is acknowledged. Only the words the batch holds are read, so the cost
+    /// is O(batch size / 64) whatever `given` holds: words past them and bits past the batch size
+    /// change nothing (Java's `BitSet.and` ignores them too), and a word `given` lacks counts as
+    /// zero (its indexes are acknowledged). Returns how many indexes were newly acknowledged.
+    pub(crate) fn and_words(&mut self, given: &[u64]) -> u32 {
+        let mut acked = 0;
+        for (i, w) in self.words.iter_mut().enumerate() {
+            let kept = *w & given.get(i).copied().unwrap_or(0);
+            acked += (*w ^ kept).count_ones();
+            *w = kept;
+        }
+        self.unacked -= acked;
+        acked
+    }
+
     /// Marks indexes `0..=index` acknowledged; returns how many were unacked.
     pub(crate) fn ack_through(&mut self, index: u32) -> u32 {
         let mut n = 0;
@@ -200,6 +216,21 @@ mod tests {
         assert_eq!(b.ack_through(2), 2);
         assert_eq!(b.unacked(), 0);
         assert!(b.words().is_empty());
+    }
+
+    #[test]
+    fn and_words_acks_the_unset_bits_of_the_batch_only() {
+        let mut b = BatchAcks::new(70).unwrap();
+        // Index 1 and 65 stay; bits past 70 and a third word are ignored.
+        assert_eq!(b.and_words(&[0b10, (1 << 1) | (1 << 20), u64::MAX]), 68);
+        assert_eq!(b.unacked(), 2);
+        assert_eq!(b.words(), &[0b10, 0b10]);
+        assert_eq!(b.and_words(&[u64::MAX, u64::MAX]), 0);
+        // A missing word is zero: its indexes are acknowledged.
+        assert_eq!(b.and_words(&[u64::MAX]), 1);
+        assert_eq!(b.words(), &[0b10]);
+        assert_eq!(b.and_words(&[]), 1);
+        assert_eq!(b.unacked(), 0);
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! Pulsar's protobuf schema does, so a frame taken here is one a full decoder would take with the
 //! same values — or handed back whole as [`Frame::Other`] for the caller's full decoder, which
 //! gives the errors. The hot decoder takes no payload section that it cannot check: a SEND whose
-//! checksum fails, or that carries broker entry metadata, goes to the full decoder.
+//! checksum fails, that carries broker entry metadata, or whose batch count its payload cannot
+//! hold ([`batch_fits`]) goes to the full decoder.
 
+use super::batches::batch_fits;
 use super::reader::{int32, Reader, LEN, VARINT};
 use crate::error::{CoreError, Result};
 
@@ -23,7 +25,8 @@ const MAX_ID: u64 = i64::MAX as u64;
 /// One frame of the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame<'a> {
-    /// A SEND whose checksum matched (or that had none) and whose metadata is well formed.
+    /// A SEND whose checksum matched (or that had none), whose metadata is well formed and whose
+    /// payload can hold the messages its metadata counts.
     Send {
         /// The producer's id on its connection.
         producer_id: u64,
@@ -224,7 +227,17 @@ fn send<'a>(sub: &[u8], section: &'a [u8]) -> Option<Frame<'a>> {
     };
     let meta_size = be_u32(stored, 0)? as usize;
     let meta = stored.get(4..4usize.checked_add(meta_size)?)?;
-    let (publish_time, num_messages) = metadata(meta)?;
+    let m = metadata(meta)?;
+    let payload_bytes = (stored.len() - 4 - meta_size) as u64;
+    if !batch_fits(
+        i64::from(m.count),
+        payload_bytes,
+        m.compression,
+        m.uncompressed_size,
+    ) {
+        return None; // refused by the full decoder's caller
+    }
+    let (publish_time, num_messages) = (m.publish_time, m.count.max(1) as u32);
     Some(Frame::Send {
         producer_id,
         sequence_id,
@@ -235,12 +248,22 @@ fn send<'a>(sub: &[u8], section: &'a [u8]) -> Option<Frame<'a>> {
     })
 }
 
-/// The publish time and message count of a `MessageMetadata` holding only fields read exactly here
-/// (strings checked as UTF-8, enums in range, the three required fields present).
-fn metadata(meta: &[u8]) -> Option<(u64, u32)> {
+/// What the scanner reads of a SEND's `MessageMetadata`.
+struct Metadata {
+    publish_time: u64,
+    /// `num_messages_in_batch` as sent (1 when absent).
+    count: i32,
+    /// The `CompressionType` (0, NONE, when absent).
+    compression: u32,
+    uncompressed_size: Option<u64>,
+}
+
+/// The fields a SEND needs of a `MessageMetadata` holding only fields read exactly here (strings
+/// checked as UTF-8, enums in range, the three required fields present).
+fn metadata(meta: &[u8]) -> Option<Metadata> {
     let mut r = Reader::new(meta);
     let (mut name, mut sequence, mut publish_time) = (false, false, None);
-    let mut count = 1i32;
+    let (mut count, mut compression, mut uncompressed_size) = (1i32, 0u32, None);
     while !r.done() {
         match r.key()? {
             (1, LEN) => {
@@ -258,19 +281,27 @@ fn metadata(meta: &[u8]) -> Option<(u64, u32)> {
             }
             (3, VARINT) => publish_time = Some(r.varint()?),
             (8, VARINT) => {
-                if r.varint()? > 4 {
+                let codec = r.varint()?;
+                if codec > 4 {
                     return None; // not a CompressionType
                 }
+                compression = codec as u32;
             }
+            (9, VARINT) => uncompressed_size = Some(u64::from(r.varint()? as u32)),
             (11, VARINT) => count = int32(r.varint()?),
-            (9 | 12 | 17 | 19 | 24 | 25 | 30, VARINT) => {
+            (12 | 17 | 19 | 24 | 25 | 30, VARINT) => {
                 r.varint()?;
             }
             _ => return None,
         }
     }
     (name && sequence).then_some(())?;
-    Some((publish_time?, count.max(1) as u32))
+    Some(Metadata {
+        publish_time: publish_time?,
+        count,
+        compression,
+        uncompressed_size,
+    })
 }
 
 fn key_value(data: &[u8]) -> Option<()> {

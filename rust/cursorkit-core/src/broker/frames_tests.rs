@@ -38,6 +38,10 @@ fn metadata(name: &[u8], batch: Option<u64>, extra: &[u8]) -> Vec<u8> {
     let mut stored = (meta.len() as u32).to_be_bytes().to_vec();
     stored.extend_from_slice(&meta);
     stored.extend_from_slice(b"payload");
+    if let Some(n) = batch.filter(|&n| n < 1 << 20) {
+        // room for the batch's messages (each at least MIN_BATCHED_MESSAGE_BYTES)
+        stored.resize(stored.len() + 6 * n as usize, 0);
+    }
     stored
 }
 
@@ -183,6 +187,26 @@ fn sends_the_hot_decoder_cannot_vouch_for_go_whole() {
         ),
     ] {
         assert!(matches!(scan_one(&bytes), Frame::Other(_)), "{why}");
+    }
+}
+
+/// A batch count the payload cannot hold is left to the full decoder (whose caller refuses it);
+/// a compressed payload may hold more, up to its stated uncompressed size.
+#[test]
+fn a_batch_its_payload_cannot_hold_goes_whole() {
+    let huge = metadata(b"p", Some(1 << 20), &[]); // a million messages in 7 payload bytes
+    assert!(matches!(
+        scan_one(&send_frame(1, 1, &huge, None)),
+        Frame::Other(_)
+    ));
+    let mut zstd = Vec::new();
+    field_varint(&mut zstd, 8, 3);
+    field_varint(&mut zstd, 9, 6000); // uncompressed_size: room for 1,000 messages
+    for (count, hot) in [(1000, true), (1001, false)] {
+        let mut extra = zstd.clone();
+        field_varint(&mut extra, 11, count);
+        let got = scan_one(&send_frame(1, 1, &metadata(b"p", None, &extra), None));
+        assert_eq!(matches!(got, Frame::Send { .. }), hot, "{count} messages");
     }
 }
 

@@ -4,12 +4,14 @@
 //! (MESSAGE, SEND_RECEIPT). Pure byte work: the sockets, the log and every decision stay with the
 //! caller. Frames the hot decoder does not take whole are handed back as bytes for a full decoder.
 
+pub mod batches;
 pub mod entries;
 pub mod frames;
 pub mod out;
 mod reader;
 pub mod records;
 
+pub use batches::{batch_fits, MIN_BATCHED_MESSAGE_BYTES};
 pub use entries::entry_fields;
 pub use frames::{Frame, FrameScanner};
 pub use out::{put_message_frame, put_send_receipt};

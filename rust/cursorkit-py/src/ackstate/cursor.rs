@@ -14,7 +14,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::ackstate::position::{position_arg, PyPosition};
 use crate::ackstate::rangeset::{columns, PyRangeSet};
-use crate::args::{bool_arg, bytes_arg, int_arg, ledger_sizes, limit_arg, str_arg, u32_arg};
+use crate::args::{
+    bool_arg, bytes_arg, column, int_arg, ledger_sizes, limit_arg, str_arg, u32_arg,
+};
 use crate::errors::{to_py, CorruptSnapshot, InvalidArgument, InvalidInputType};
 use crate::sync::{self, Shared};
 
@@ -300,6 +302,31 @@ impl PyCursorState {
         let (i, n) = (u32_arg(index, "index")?, u32_arg(batch_size, "batch_size")?);
         let r = self.run(py, "ack_batch_index", |c| {
             c.ack_batch_index(p.ledger_id, p.entry_id, i, n)
+        });
+        self.ok(py, r)
+    }
+
+    /// Applies Pulsar's `ack_set` (int64 words, a set bit = index still unacked) to a batch entry
+    /// of `batch_size` messages, word by word; returns how many indexes were newly acknowledged.
+    /// Only the words a batch of `batch_size` holds are read (the rest are ignored).
+    fn ack_batch_set(
+        &self,
+        position: &Bound<'_, PyAny>,
+        words: &Bound<'_, PyAny>,
+        batch_size: &Bound<'_, PyAny>,
+    ) -> PyResult<u32> {
+        let py = position.py();
+        let p = position_arg(position, "position")?;
+        let n = u32_arg(batch_size, "batch_size")?;
+        let given = column(words, "words")?;
+        let given: Vec<u64> = given
+            .as_slice()
+            .iter()
+            .take(n.div_ceil(64) as usize)
+            .map(|&w| w as u64)
+            .collect();
+        let r = self.run(py, "ack_batch_set", |c| {
+            c.ack_batch_set(p.ledger_id, p.entry_id, &given, n)
         });
         self.ok(py, r)
     }

@@ -4,15 +4,18 @@
 //! `(6, producer_id, sequence_id, stored, publish_time, num_messages)` for a SEND,
 //! `(10, consumer_id, cumulative, [Position])` for an ACK, `(11, consumer_id, permits)` for a
 //! FLOW, `(0, frame)` for any other frame (its bytes after `totalSize`, for the full decoder).
+//! A SEND whose batch count its payload cannot hold is left whole: `batch_fits` is the rule, for
+//! the full decoder's caller to refuse it by.
 
 use std::sync::Mutex;
 
-use cursorkit_core::{broker::Frame, FrameScanner, Position};
+use cursorkit_core::broker::{batch_fits as core_batch_fits, Frame};
+use cursorkit_core::{FrameScanner, Position};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use crate::ackstate::position::untracked_position;
-use crate::args::int_arg;
+use crate::args::{int_arg, limit_arg};
 use crate::errors::to_py;
 use crate::sync::Shared;
 
@@ -96,4 +99,30 @@ impl PyFrameScanner {
         }
         Ok(out)
     }
+}
+
+/// Whether a batch payload of ``payload_bytes`` (after the metadata) can hold ``num_messages``
+/// messages: 6 bytes each at least, uncompressed; a compressed payload by its codec's largest
+/// expansion and its stated ``uncompressed_size``. A count of 1 or less always fits.
+#[pyfunction]
+#[pyo3(signature = (num_messages, payload_bytes, compression = None, uncompressed_size = None))]
+pub fn batch_fits(
+    num_messages: &Bound<'_, PyAny>,
+    payload_bytes: &Bound<'_, PyAny>,
+    compression: Option<&Bound<'_, PyAny>>,
+    uncompressed_size: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let n = int_arg(num_messages, "num_messages")?;
+    let bytes = limit_arg(Some(payload_bytes), "payload_bytes")?.unwrap_or(0);
+    let codec = limit_arg(compression, "compression")?.unwrap_or(0);
+    let stated = limit_arg(
+        uncompressed_size.filter(|u| !u.is_none()),
+        "uncompressed_size",
+    )?;
+    Ok(core_batch_fits(
+        n,
+        bytes,
+        u32::try_from(codec).unwrap_or(u32::MAX),
+        stated,
+    ))
 }

@@ -429,6 +429,61 @@ impl Cursor {
         Ok(true)
     }
 
+    /// Applies Pulsar's `ack_set` to a batch entry of `batch_size` messages: `words` hold the
+    /// indexes still unacknowledged (a set bit = unacked) and are ANDed into the entry's bitset, so
+    /// every index they leave unset is acknowledged; when none is left, the entry itself is (all
+    /// zero words ack the whole entry, as in Pulsar). Cost O(`batch_size` / 64): words past the
+    /// batch's last and bits past `batch_size` are ignored, missing words count as zero. Returns
+    /// how many indexes were newly acknowledged (each counted as a batch-index ack; a call that
+    /// acknowledges none counts one duplicate). Sizes are checked as `ack_batch_index` checks them.
+    pub fn ack_batch_set(
+        &mut self,
+        ledger_id: i64,
+        entry_id: i64,
+        words: &[u64],
+        batch_size: u32,
+    ) -> Result<u32> {
+        let p = self.valid_entry(ledger_id, entry_id)?;
+        let created = match self.batches.get_mut(&p) {
+            Some(b) => {
+                b.check(0, batch_size)?;
+                None
+            }
+            None => Some(BatchAcks::new(batch_size)?),
+        };
+        if p <= self.mark_delete || self.acked_contains(p) {
+            self.counters.duplicate_batch_index_acks += 1;
+            return Ok(0);
+        }
+        let acked = match created {
+            // A new batch is held only once something of it is acknowledged.
+            Some(mut b) => {
+                let n = b.and_words(words);
+                if n > 0 {
+                    self.insert_batch(p, b);
+                }
+                n
+            }
+            None => self
+                .batches
+                .get_mut(&p)
+                .expect("held above")
+                .and_words(words),
+        };
+        if acked == 0 {
+            self.counters.duplicate_batch_index_acks += 1;
+            return Ok(0);
+        }
+        self.counters.batch_index_acks += u64::from(acked);
+        if self.batches.get(&p).is_none_or(|b| b.unacked() == 0) {
+            self.drop_batch(p);
+            self.ack_new(p);
+        } else {
+            self.touch();
+        }
+        Ok(acked)
+    }
+
     /// An O(1) upper estimate of the compact encoding's size in bytes: exact to within the
     /// per-ledger constant for ledgers below 65,536 entries, where each bitmap is one container.
     pub fn compact_size_estimate(&self) -> u64 {
