@@ -188,6 +188,13 @@ def _add_limits(b: argparse.ArgumentParser) -> None:
         "ServiceNotReady",
     )
     limits.add_argument(
+        "--max-subscriptions-per-topic",
+        type=int,
+        default=d.max_subscriptions_per_topic,
+        metavar="N",
+        help="subscriptions one topic may have; a new one past it gets NotAllowedError (0: no limit)",
+    )
+    limits.add_argument(
         "--max-command-bytes",
         type=int,
         default=d.max_command_bytes,
@@ -259,6 +266,7 @@ def run_broker(args: argparse.Namespace) -> int:
         topic_loads_per_s=args.topic_loads_per_s,
         max_topic_loads_per_s=args.max_topic_loads_per_s,
         max_command_bytes=args.max_command_bytes,
+        max_subscriptions_per_topic=args.max_subscriptions_per_topic,
         max_concurrent_topic_loads=args.max_concurrent_topic_loads,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))

@@ -85,11 +85,16 @@ class BrokerConfig:
     topic_idle_s: float = 60.0
     """A topic without producers and consumers for this long is closed (reopened on demand)."""
     topic_loads_per_s: float = 20.0
-    """New topics one connection may have opened per second (as many at once): past it, the client gets
-    ``ServiceNotReady`` and retries after its back-off."""
+    """New topics (or new subscriptions of open topics) one connection may have opened per second
+    (twice as many at once): past it, the client gets ``ServiceNotReady`` and retries after its
+    back-off (a client subscribing to 100 partitions at once gets 40 at once, the rest within ~3 s)."""
     max_topic_loads_per_s: float = 50.0
-    """New topics opened per second over all connections (twice as many at once), past which they
-    get ``ServiceNotReady`` too: a topic load costs ~2 ms of CPU, and the loop must keep ~80% of it."""
+    """New topics or subscriptions opened per second over all connections (twice as many at once),
+    past which they get ``ServiceNotReady`` too: one costs ~2 ms of CPU, and the event loop must keep
+    at least 80% of a core for the clients already served."""
+    max_subscriptions_per_topic: int = 1000
+    """Subscriptions one topic may have (Pulsar's ``maxSubscriptionsPerTopic``, there 0: no limit); past
+    it a new one is refused with ``NotAllowedError``. Each holds three file descriptors."""
     max_command_bytes: int = 256 * 1024
     """The largest command (the frame without its message) decoded in Python: a larger one is refused
     with ``NotAllowedError`` (ignored when it has no request id). Pulsar's clients send at most 1,000
@@ -123,6 +128,7 @@ class BrokerConfig:
             "stuck_consumer_timeout_ms",
             "max_connections",
             "max_connections_per_address",
+            "max_subscriptions_per_topic",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

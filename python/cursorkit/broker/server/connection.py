@@ -3,8 +3,9 @@
 A command the protocol refuses gets Pulsar's ERROR (or SEND_ERROR, or a lookup's failed response)
 and the connection stays; bytes that are not a frame, a frame past the size limit or a first command
 other than CONNECT close it. A SEND with a bad checksum is refused with ChecksumError and stored
-nowhere, and so is one whose batch count its payload cannot hold (MetadataError). Receipts go out in send order, each once its entry is durable. The consumer commands
-(subscribe, flow, ack, redeliver, close, unsubscribe, seek) are in ``consumer_commands.py``.
+nowhere, and so is one whose batch count its payload cannot hold (MetadataError). Receipts go out
+in send order, each once its entry is durable. The consumer commands (subscribe, flow, ack,
+redeliver, close, unsubscribe, seek) are in ``consumer_commands.py``.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Connection:
         self._partial_since: float | None = None
         """When the unfinished frame began (None: no frame unfinished)."""
         rate = broker.config.topic_loads_per_s
-        self._topic_loads = TokenBucket(rate, max(1.0, rate))
+        self._topic_loads = TokenBucket(rate, max(1.0, 2 * rate))
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_due = False
@@ -456,22 +457,26 @@ class Connection:
         topic = self.broker.open_topic(name)
         if topic is not None:
             return topic
-        if not self._topic_loads.take():
-            self.broker.warnings.warn(
-                "topic-loads", "a connection opens topics faster than %s/s", self._topic_loads.rate
-            )
-            raise ProtocolError(
-                f"too many new topics opened by this connection (at most {self._topic_loads.rate:g}/s)",
-                server_error=api.ServiceNotReady,
-            )
-        if not self.broker.topic_loads.take():
-            rate = self.broker.topic_loads.rate
-            self.broker.warnings.warn("topic-loads", "clients open topics faster than %s/s", rate)
-            raise ProtocolError(
-                f"too many new topics opened on this broker (at most {rate:g}/s)",
-                server_error=api.ServiceNotReady,
-            )
+        self.take_load(name.full)
         return self.broker.load_topic(name)
+
+    def take_load(self, what: str) -> None:
+        """Counts opening a topic or making a subscription against the connection's and broker's rates.
+
+        Past either: ServiceNotReady, and the client retries after its back-off.
+        """
+        for bucket, whose in (
+            (self._topic_loads, "this connection"),
+            (self.broker.topic_loads, "this broker"),
+        ):
+            if not bucket.take():
+                self.broker.warnings.warn(
+                    "loads", "refusing %s: %s opens topics faster than %g/s", what, whose, bucket.rate
+                )
+                raise ProtocolError(
+                    f"too many topics or subscriptions opened by {whose} (at most {bucket.rate:g}/s): retry",
+                    server_error=api.ServiceNotReady,
+                )
 
     def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
         q = cmd.producer

@@ -40,30 +40,43 @@ __all__ = [
 def subscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
     """SUBSCRIBE: a consumer joins the topic's subscription (made on first use).
 
-    The topic is loaded off the loop when it is not open; the connection's later commands wait.
+    A topic that is not open, or a subscription that does not exist yet, is opened or made off
+    the loop (counted against the connection's and the broker's load rates); the connection's later
+    commands wait. A name Pulsar refuses is refused before anything is made for it.
     """
     q = cmd.subscribe
     if q.consumer_id in conn.consumers:
         raise ProtocolError(
             f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy
         )
+    name = subscription_name(q.subscription)  # Pulsar's naming rules, before anything is made for it
     found = conn.topic(q.topic)
-    if inspect.isawaitable(found):
-        return _subscribe_later(conn, q, found)
-    _subscribe(conn, q, found)
+    if inspect.isawaitable(found) or name not in found.subscriptions:
+        return _subscribe_later(conn, q, name, found)
+    _subscribe(conn, q, name, found)
     return None
 
 
-async def _subscribe_later(conn: Connection, q: api.CommandSubscribe, loading: Awaitable[Topic]) -> None:
-    topic = await loading
+async def _subscribe_later(
+    conn: Connection, q: api.CommandSubscribe, name: str, found: Topic | Awaitable[Topic]
+) -> None:
+    loaded = inspect.isawaitable(found)
+    topic = await found if inspect.isawaitable(found) else found
+    if name not in topic.subscriptions:
+        if not loaded:  # a new topic's first subscription comes with its load
+            conn.take_load(f"subscription {name!r}")
+        earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
+        await topic.add_subscription(name, q.subType, earliest=earliest)
     if not conn.closed:
-        _subscribe(conn, q, topic)
+        _subscribe(conn, q, name, topic)
 
 
-def _subscribe(conn: Connection, q: api.CommandSubscribe, topic: Topic) -> None:
-    name = subscription_name(q.subscription)  # before anything is made for it (Pulsar's naming rules)
-    earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
-    sub = topic.subscription(name, q.subType, earliest=earliest)
+def _subscribe(conn: Connection, q: api.CommandSubscribe, name: str, topic: Topic) -> None:
+    sub = topic.subscriptions.get(name)
+    if sub is None:  # unsubscribed by another consumer while it was being made
+        raise ProtocolError(
+            f"subscription {name!r} was just deleted: retry", server_error=api.ServiceNotReady
+        )
     consumer = Consumer(
         q.consumer_id,
         q.consumer_name or f"consumer-{q.consumer_id}",

@@ -22,7 +22,8 @@ from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.paths import ensure_directory, subscription_component, topic_directory
 from cursorkit.broker.server.subscription import Subscription
-from cursorkit.errors import CursorkitError, PersistFailed
+from cursorkit.errors import CursorkitError, PersistFailed, ProtocolError
+from cursorkit.proto import pulsar_api_pb2 as api
 
 __all__ = ["Row", "Stored", "StoredMany", "Topic"]
 
@@ -56,6 +57,8 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self._pending: list[tuple[list[Row], StoredMany]] = []
         self._committing = False
+        self._creating: dict[str, asyncio.Task[Subscription]] = {}
+        """Subscriptions being made off the loop, by name."""
         self._timer: asyncio.TimerHandle | None = None
         self.producer_names: Counter[str] = Counter()
         """The producers on the topic, by name (a reconnecting one may briefly hold its name twice)."""
@@ -85,11 +88,33 @@ class Topic:
             topic=self.name.full,
         )
 
-    def subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
-        """The subscription ``name``, created at the initial position when new."""
+    async def add_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        """The subscription ``name``, made off the loop at the initial position when new.
+
+        Refused with NotAllowedError past ``max_subscriptions_per_topic`` (Pulsar's
+        ``maxSubscriptionsPerTopic``; each subscription holds a few file descriptors).
+        """
         sub = self.subscriptions.get(name)
-        if sub is None:
-            sub = self.subscriptions[name] = self._open_subscription(name, sub_type, earliest=earliest)
+        if sub is not None:
+            return sub
+        task = self._creating.get(name)
+        if task is None:
+            limit = self.config.max_subscriptions_per_topic
+            if limit and len(self.subscriptions) + len(self._creating) >= limit:
+                raise ProtocolError(
+                    f"{self.name.full} reached its maximum of {limit} subscriptions",
+                    server_error=api.NotAllowedError,
+                )
+            task = self._creating[name] = asyncio.get_running_loop().create_task(
+                self._create_subscription(name, sub_type, earliest=earliest)
+            )
+            task.add_done_callback(lambda _: self._creating.pop(name, None))
+        return await asyncio.shield(task)
+
+    async def _create_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        sub = await asyncio.to_thread(self._open_subscription, name, sub_type, earliest=earliest)
+        sub.cursor.set_ledger_sizes(self.log.ledger_sizes())  # appends that landed meanwhile
+        self.subscriptions[name] = sub
         return sub
 
     def unsubscribe(self, name: str) -> None:
@@ -156,8 +181,8 @@ class Topic:
 
     @property
     def busy(self) -> bool:
-        """Whether producers are on the topic or appends are on their way (it is not idle)."""
-        return bool(self.producer_names) or self._committing or bool(self._pending)
+        """Whether producers are on the topic, appends are on their way or subscriptions being made."""
+        return bool(self.producer_names) or self._committing or bool(self._pending) or bool(self._creating)
 
     def stop_timers(self) -> None:
         """Cancels the delayed-delivery timer (on the loop, before a close off it)."""
