@@ -22,6 +22,12 @@ reported in :class:`RecoveryReport` and only a store with no usable marker left 
 ``CorruptSnapshot``. Compaction rolls the live records into a new generation once dead bytes exceed
 ``StoreOptions``' threshold.
 
+A log cut exactly at a flush boundary is indistinguishable from a crash before that flush: nothing
+records the last flush outside the log (that would cost more than the flush itself), so recovery
+returns the flush before the cut, unreported. A crash only cuts a flush that had not returned; a
+cut after ``flush`` returned loses the acks of the flushes cut, and their messages are redelivered,
+never skipped. Any other cut is reported.
+
 The pieces: :mod:`.store` (``FileCursorStore``), :mod:`.generations` (the log files and how they
 are written), :mod:`.log` (the record format and its recovery), :mod:`.reports`.
 """

@@ -64,7 +64,11 @@ class RecoveryReport:
 
     @property
     def damaged(self) -> bool:
-        """Whether anything was torn, corrupt or passed over."""
+        """Whether anything was torn, corrupt or passed over.
+
+        False for a log cut exactly at a flush boundary: that reads as a crash before the flush.
+        The flush before the cut is recovered, and the acks cut are redelivered.
+        """
         return bool(
             self.torn_tail_bytes
             or self.unfinished_flush_records

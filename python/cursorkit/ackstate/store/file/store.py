@@ -57,7 +57,8 @@ class FileCursorStore(CursorStore):
     ``CursorStore.create(path)`` makes one, ``CursorStore.open(path)`` reopens it (recovery happens
     there, with ``options=StoreOptions(...)`` and ``opener=`` as keywords); :meth:`recover` rebuilds the
     cursor, :meth:`flush` persists it. One lock serialises flushes and compactions; the store directory
-    is locked (``flock``) against a second opener.
+    is locked (``flock``) against a second opener. A log cut exactly at a flush boundary recovers the
+    flush before it, unreported, as a crash before that flush would (see the package docstring).
     """
 
     def __init__(self, path: Path, options: StoreOptions | None, opener: Opener | None) -> None:
