@@ -7,6 +7,7 @@ beside the attack must keep every message.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import struct
 import threading
@@ -256,3 +257,30 @@ def test_subscriptions_per_topic_are_capped_without_a_trace(tmp_path: Path) -> N
         subs = broker.data / "topics" / "public" / "default" / "capped" / "subscriptions"
         assert sorted(p.name for p in subs.iterdir()) == sorted(f"s{i}".encode().hex() for i in range(3))
         raw.close()
+
+
+def test_descriptors_run_short_and_idle_topics_make_room(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", "--no-sync", "--topic-loads-per-s", "1000")
+    broker.args += ("--max-topic-loads-per-s", "1000")
+    broker.start()
+    assert broker.proc is not None
+    resource.prlimit(broker.proc.pid, resource.RLIMIT_NOFILE, (300, 300))  # 300 descriptors from now on
+    try:
+        client = _client(broker)
+        consumer = client.subscribe("kept", "s")
+        raw = Raw(broker.url)
+        raw.connect()
+        for i in range(150):  # 5 descriptors a topic with its subscription: 750 without closing any
+            reply = _subscribe(raw, f"fd-{i}", i + 1, i + 1)
+            assert reply.type == _T.SUCCESS, (i, reply)
+            close = api.CommandCloseConsumer(consumer_id=i + 1, request_id=1000 + i)
+            raw.send(_T(type=_T.CLOSE_CONSUMER, close_consumer=close))
+            assert raw.receive().type == _T.SUCCESS
+        raw.close()
+        assert _fds(broker) < 300
+        producer = client.create_producer("kept")
+        producer.send(b"still here")
+        assert consumer.receive(timeout_millis=5000).data() == b"still here"
+        client.close()
+    finally:
+        broker.stop()

@@ -26,7 +26,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.connection import READ_SIZE, Connection
-from cursorkit.broker.server.limits import Admission, Buffers, TokenBucket, Warnings
+from cursorkit.broker.server.limits import Admission, Buffers, Descriptors, TokenBucket, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.ownership import Ownership
 from cursorkit.broker.server.services import Lookup
@@ -46,6 +46,12 @@ LOG_WAIT_S = 10.0
 
 
 _NOT_READY = api.ServiceNotReady
+_DESCRIPTORS_FOR_TOPICS = 0.8
+"""Past this share of the descriptor limit, idle topics are closed before anything new is opened."""
+_DESCRIPTORS_FOR_CONNECTIONS = 0.95
+"""Past this share, new connections are refused (NotAllowedError) until some close."""
+_CLOSED_AT_ONCE = 8
+"""Idle topics closed at once when descriptors run short."""
 _NO_REQUEST = (1 << 64) - 1
 """Pulsar's request id −1 (an ERROR that answers no request), as the uint64 the wire carries."""
 
@@ -72,6 +78,7 @@ class Broker:
         self.admission = Admission(config.max_connections, config.max_connections_per_address)
         self.buffers = Buffers(config.max_buffered_bytes, READ_SIZE)
         self.warnings = Warnings()
+        self.descriptors = Descriptors()
         self.topic_loads = TokenBucket(config.max_topic_loads_per_s, 2 * config.max_topic_loads_per_s)
         """New topics over all connections (each connection has a bucket of its own as well)."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,7 +139,7 @@ class Broker:
             return topic
         task = self._opening.get(name)
         if task is None:
-            self._make_room()
+            self.make_room()
             task = self._opening[name] = asyncio.get_running_loop().create_task(self._load(name))
             task.add_done_callback(lambda _: self._opening.pop(name, None))
         return await asyncio.shield(task)
@@ -147,20 +154,26 @@ class Broker:
         """Whether a producer or consumer is on the topic, or an append is pending."""
         return topic.busy or any(s.consumers for s in topic.subscriptions.values())
 
-    def _make_room(self) -> None:
-        """Closes the longest-idle topic when ``max_open_topics`` are open (ServiceNotReady: none idle)."""
+    def make_room(self) -> None:
+        """Closes idle topics before something new is opened, when topics or descriptors run short.
+
+        Short: ``max_open_topics`` open, or past 80% of the descriptor limit. ServiceNotReady when no
+        topic is idle.
+        """
         limit = self.config.max_open_topics
-        if len(self.topics) + len(self._opening) < limit:
+        full = len(self.topics) + len(self._opening) >= limit
+        short = self.descriptors.short(_DESCRIPTORS_FOR_TOPICS)
+        if not (full or short):
             return
         idle = [name for name, t in self.topics.items() if not self._in_use(t)]
         if not idle:
-            self.warnings.warn("topics", "refusing a new topic: %d topics are open, all in use", limit)
-            raise ProtocolError(
-                f"this broker has its maximum of {limit} topics open, all in use: retry later",
-                server_error=_NOT_READY,
-            )
+            why = f"its maximum of {limit} topics open" if full else "too many file descriptors open"
+            self.warnings.warn("topics", "refusing a new topic or subscription: %s, all in use", why)
+            raise ProtocolError(f"this broker has {why}, all in use: retry later", server_error=_NOT_READY)
         far = float("inf")
-        self._close_idle(min(idle, key=lambda n: self._idle_since.get(n, far)))
+        idle.sort(key=lambda n: self._idle_since.get(n, far))
+        for name in idle[: 1 if full and not short else _CLOSED_AT_ONCE]:
+            self._close_idle(name)
 
     def _close_idle(self, name: TopicName) -> None:
         """Closes a topic nobody uses, off the loop; it is reopened on demand."""
@@ -300,6 +313,11 @@ class Broker:
         peer = writer.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         refused = self.admission.admit(address)
+        if refused is None and self.descriptors.short(_DESCRIPTORS_FOR_CONNECTIONS):
+            self.admission.release(address)
+            refused = (
+                f"Reached the maximum number of connections (file descriptors: {self.descriptors.limit})"
+            )
         if refused is not None:  # as Pulsar: an ERROR without a request, then the connection closes
             self.warnings.warn("connections", "refusing a connection from %s: %s", address, refused)
             with contextlib.suppress(Exception):

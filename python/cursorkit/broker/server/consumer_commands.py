@@ -65,6 +65,7 @@ async def _subscribe_later(
     if name not in topic.subscriptions:
         if not loaded:  # a new topic's first subscription comes with its load
             conn.take_load(f"subscription {name!r}")
+            conn.broker.make_room()
         earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
         await topic.add_subscription(name, q.subType, earliest=earliest)
     if not conn.closed:

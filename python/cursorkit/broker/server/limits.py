@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import resource
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-__all__ = ["Admission", "Buffers", "TokenBucket", "Warnings"]
+__all__ = ["Admission", "Buffers", "Descriptors", "TokenBucket", "Warnings"]
 
 log = logging.getLogger("cursorkit.broker")
 
@@ -123,3 +125,34 @@ class Buffers:
         self._freed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._freed.wait(), timeout)
+
+
+class Descriptors:
+    """The process's file descriptors against its limit (raised to the hard limit at start).
+
+    Topics hold two, subscriptions three, connections one: past ``share`` of the limit the broker
+    closes idle topics before opening more, and refuses what it cannot make room for.
+    """
+
+    def __init__(self) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+    @property
+    def limit(self) -> int:
+        """The soft limit in force (read each time: an operator may change it with ``prlimit``)."""
+        return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+    def in_use(self) -> int:
+        """Descriptors open now (0 where the system does not tell)."""
+        try:
+            return len(os.listdir("/proc/self/fd"))
+        except OSError:
+            return 0
+
+    def short(self, share: float) -> bool:
+        """Whether more than ``share`` of the limit is in use."""
+        return self.in_use() > share * self.limit

@@ -56,6 +56,10 @@ class BrokerServices(Protocol):
         """The topic when open here, else None; ServiceNotReady when this broker does not own it."""
         ...
 
+    def make_room(self) -> None:
+        """Closes idle topics when topics or descriptors run short; ServiceNotReady when none is idle."""
+        ...
+
     def load_topic(self, name: TopicName) -> Awaitable[Topic]:
         """Opens or creates the topic off the event loop."""
         ...
