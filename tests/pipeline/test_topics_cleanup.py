@@ -255,6 +255,16 @@ def test_a_changed_seal_or_content_is_refused_by_readers_too(template: Path, tmp
         (None, True),  # nothing ever committed: everything staged is a killed run's
         ({"format": "cursorkit-rebuild", "version": 1, "topic": "t", "now_ms": 0, "subscriptions": {}}, True),
         ({"format": "cursorkit-rebuild", "version": 1, "topic": "t"}, False),  # one-topic, but damaged
+        (  # one-topic, naming a staged directory: no real one does
+            {
+                "format": "cursorkit-rebuild",
+                "version": 1,
+                "topic": "t",
+                "now_ms": 0,
+                "subscriptions": {"s": STAGED[0]},
+            },
+            False,
+        ),
         ({"format": "cursorkit-rebuild-topic", "version": 1}, False),
         ({"version": 1}, False),
         ([], False),

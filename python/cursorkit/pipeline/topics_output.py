@@ -8,6 +8,8 @@ attempts) is removed, and only that: a manifest that does not check out whole re
 from __future__ import annotations
 
 import json
+from pathlib import PurePosixPath
+from typing import Any
 
 from cursorkit.errors import CorruptSnapshot, CursorkitError, InvalidArgument
 from cursorkit.pipeline.manifest import (
@@ -113,7 +115,7 @@ def committed(out: Output) -> tuple[str, set[str]]:
             raise CorruptSnapshot(f"{where} is not a regular file")
         doc = load_json(raw, where, f"a {TOPICS_FORMAT} manifest")
         if isinstance(doc, dict) and doc.get("format") == MANIFEST_FORMAT:
-            check_manifest(doc, where)  # a one-topic output: it names nothing under runs/
+            _names_nothing_staged(check_manifest(doc, where), where)  # a one-topic output
             return "", set()
         manifest = parse_topics_manifest(raw, where)
         _check_staged(out, manifest, where)
@@ -136,3 +138,13 @@ def _check_staged(out: Output, manifest: TopicsManifest, where: str) -> None:
             listed[parent] = out.names(parent)
         if attempt not in listed[parent]:
             raise CorruptSnapshot(f"{where} names {entry.dir} for topic {topic!r}, which is missing")
+
+
+def _names_nothing_staged(doc: dict[str, Any], where: str) -> None:
+    """``CorruptSnapshot`` if a one-topic manifest names a path under ``runs/`` (none ever does)."""
+    delayed = doc["delayed"] or {}
+    paths = [*doc["subscriptions"].values(), delayed.get("storage"), delayed.get("properties")]
+    paths += [f.get("path") for f in doc.get("files", []) if isinstance(f, dict)]
+    staged = [p for p in paths if isinstance(p, str) and PurePosixPath(p).parts[:1] == (RUNS_DIR,)]
+    if staged:
+        raise CorruptSnapshot(f"{where}: a one-topic manifest naming {staged[0]!r}, under {RUNS_DIR}/")
