@@ -87,6 +87,23 @@ class CursorMachine(RuleBasedStateMachine):
         if want is not None:
             assert got == want
 
+    @rule(
+        p=positions,
+        words=st.lists(
+            st.sampled_from([0, -1, 1, 2**62, -(2**63)]) | st.integers(-(2**63), 2**63 - 1), max_size=4
+        ),
+        size=st.sampled_from([0, 1, 3, 5, 64, 65, 130]),
+    )
+    def ack_batch_set(self, p: Pos, words: list[int], size: int) -> None:
+        """Pulsar's ``ack_set`` ANDed word by word equals acking each index it leaves unset."""
+        try:
+            want: int | None = self.model.ack_batch_set(p, words, size) if self.model.valid(p) else None
+        except ValueError:
+            want = None
+        got = self._call(want is not None, self.cursor.ack_batch_set, Position(*p), words, size)
+        if want is not None:
+            assert got == want
+
     @rule(p=positions, index=st.integers(0, 5), size=st.integers(1, 5))
     def ack_cumulative_batch(self, p: Pos, index: int, size: int) -> None:
         try:

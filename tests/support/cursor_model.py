@@ -91,6 +91,17 @@ class ModelCursor:
         self.roll()
         return changed
 
+    def ack_batch_set(self, p: Pos, words: list[int], size: int) -> int:
+        """Pulsar's ``ack_set`` the slow way: each index whose bit ``words`` leave unset, acked one by one.
+
+        Returns how many were newly acked; raises ValueError where the cursor must reject the call.
+        """
+        existing = self.batches.get(p)
+        if not 1 <= size <= 1 << 20 or (existing is not None and existing[0] != size):
+            raise ValueError("bad batch size")
+        unset = [i for i in range(size) if i // 64 >= len(words) or not (words[i // 64] >> (i % 64)) & 1]
+        return sum(self.ack_batch_index(p, i, size) for i in unset)
+
     def reset(self, p: Pos) -> None:
         self.md = (p[0], p[1] - 1)
         self.acked.clear()

@@ -243,16 +243,20 @@ class Subscription:
             else:
                 self._shared.ack(positions)
 
-    def _ack_batch_indexes(self, position: Position, ack_set: Iterable[int]) -> bool:
-        """Acks the batch indexes an ``ack_set`` leaves unset; False when it leaves none (the whole entry)."""
-        words = list(ack_set)
+    def _ack_batch_indexes(self, position: Position, ack_set: Sequence[int]) -> bool:
+        """Acks the batch indexes an ``ack_set`` leaves unset; False when it leaves none (the whole entry).
+
+        The words are read only as far as the entry's real batch size (the log's count, not the
+        client's), and the cursor ANDs them in word by word: a huge ``ack_set`` costs no more than
+        the batch's own words. Bits past the batch are ignored; missing words leave nothing unacked.
+        """
         size = self._message_count(position)
-        unacked = {i for i in range(size) if (words[i // 64] >> (i % 64)) & 1} if size else set()
-        if not unacked:
+        words = list(ack_set[: -(-size // 64)])
+        if size % 64 and len(words) == -(-size // 64):
+            words[-1] &= (1 << (size % 64)) - 1
+        if not any(words):
             return False
-        for i in range(size):
-            if i not in unacked:
-                self.cursor.ack_batch_index(position, i, size)
+        self.cursor.ack_batch_set(position, words, size)
         return True
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
