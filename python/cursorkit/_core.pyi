@@ -861,12 +861,15 @@ def send_receipts(producer_id: int, sequence_ids: list[int], positions: list[Pos
     """The SEND_RECEIPT frames of ``sequence_ids`` stored at ``positions``, concatenated."""
 
 def batch_fits(
-    num_messages: int, payload_bytes: int, compression: int = 0, uncompressed_size: int | None = None
+    num_messages: int,
+    payload_bytes: int,
+    compression: int | None = None,
+    uncompressed_size: int | None = None,
 ) -> bool:
     """Whether a batch payload of ``payload_bytes`` can hold ``num_messages`` messages (6 bytes each).
 
-    A compressed payload is bounded by its codec's largest expansion and its stated
-    ``uncompressed_size``; a count of 1 or less always fits.
+    A compressed payload (``compression``: a ``CompressionType``, None or 0 for none) is bounded by
+    its codec's largest expansion and its stated ``uncompressed_size``; a count of 1 or less fits.
     """
 
 def entry_fields(datas: list[bytes]) -> tuple[list[int], list[bytes]]:
