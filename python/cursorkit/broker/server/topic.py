@@ -88,6 +88,17 @@ class Topic:
             topic=self.name.full,
         )
 
+    def subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        """The subscription ``name``, made now at the initial position when new.
+
+        Blocking (its store is created and flushed): the broker makes new ones off the loop with
+        :meth:`add_subscription`.
+        """
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            sub = self.subscriptions[name] = self._open_subscription(name, sub_type, earliest=earliest)
+        return sub
+
     async def add_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
         """The subscription ``name``, made off the loop at the initial position when new.
 
