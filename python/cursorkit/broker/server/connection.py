@@ -1,18 +1,20 @@
 """One client connection: frames in, commands handled in order, replies and messages out.
 
-A command the protocol refuses gets Pulsar's ERROR (or SEND_ERROR, or a lookup's failed response)
-and the connection stays; bytes that are not a frame, a frame past the size limit or a first command
-other than CONNECT close it. A SEND with a bad checksum is refused with ChecksumError and stored
-nowhere, and so is one whose batch count its payload cannot hold (MetadataError). Receipts go out
-in send order, each once its entry is durable. The consumer commands (subscribe, flow, ack,
-redeliver, close, unsubscribe, seek) are in ``consumer_commands.py``.
+A command the protocol refuses gets Pulsar's ERROR (or SEND_ERROR, or a lookup's failed response;
+see ``refusals.py``) and the connection stays; one without a request id to answer (ACK, FLOW,
+REDELIVER) is ignored and logged, as Pulsar ignores it. Only framing errors close a connection:
+bytes that are not a frame, a frame past the size limit, a first command other than CONNECT, a
+SEND for a producer never created. A SEND with a bad checksum is refused with ChecksumError and
+stored nowhere, and so is one whose batch count its payload cannot hold (MetadataError). Receipts
+go out in send order, each once its entry is durable. What a connection may hold (an unfinished
+frame, its time before CONNECT) is bounded: see ``limits.py``. The commands themselves are in
+``lookup_commands.py``, ``producer_commands.py`` and ``consumer_commands.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -24,14 +26,12 @@ from google.protobuf.message import DecodeError
 from cursorkit import Position
 from cursorkit._core import FrameScanner
 from cursorkit.broker.protocol import commands
-from cursorkit.broker.protocol.batches import payload_holds
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
-from cursorkit.broker.server import consumer_commands
+from cursorkit.broker.server import consumer_commands, lookup_commands, producer_commands
 from cursorkit.broker.server.limits import TokenBucket
 from cursorkit.broker.server.names import topic_name
 from cursorkit.broker.server.refusals import command_name, failure, refusal
-from cursorkit.broker.server.services import Lookup
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
@@ -72,7 +72,7 @@ class Connection:
         self.connected = False
         self.producers: dict[int, tuple[Topic, str]] = {}
         self.consumers: dict[int, tuple[Subscription, Consumer, Topic]] = {}
-        self._failed: set[int] = set()
+        self.failed_producers: set[int] = set()
         """Producers whose append failed: no more receipts until they are created again."""
         self._closed = False
         self._loop = asyncio.get_running_loop()
@@ -262,20 +262,18 @@ class Connection:
             found = self.producers.get(producer_id)
             if found is None:
                 raise ProtocolError(f"SEND from producer {producer_id}, which was never created here")
-            found[0].publish_many(rows, partial(self._stored_many, producer_id, sequence_ids))
+            found[0].publish_many(rows, partial(self.receipts, producer_id, sequence_ids))
 
-    def _stored_many(
-        self, producer_id: int, sequence_ids: list[int], result: list[Position] | Exception
-    ) -> None:
+    def receipts(self, producer_id: int, sequence_ids: list[int], result: list[Position] | Exception) -> None:
         """The receipts of a group of SENDs once their entries are durable (the topic calls in send order).
 
         After a failed append the producer gets one error and no further receipts: the client
         closes it, reconnects and sends again from its first unreceipted message.
         """
-        if producer_id in self._failed:
+        if producer_id in self.failed_producers:
             return
         if isinstance(result, Exception):
-            self._failed.add(producer_id)
+            self.failed_producers.add(producer_id)
             message = str(result)
             self.reply(commands.send_error(producer_id, sequence_ids[0], api.PersistenceError, message))
             return
@@ -414,39 +412,6 @@ class Connection:
     def _pong(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         pass
 
-    def _partitioned_metadata(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.partitionMetadata
-        self.reply(
-            commands.partitioned_metadata(q.request_id, self.broker.partitions_of(topic_name(q.topic)))
-        )
-
-    def _lookup(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.lookupTopic
-        answer = self.broker.lookup(topic_name(q.topic))
-        if isinstance(answer, Lookup):
-            self._answer_lookup(q.request_id, answer)
-        else:  # the topic is being claimed or opened: other commands are served meanwhile
-            asyncio.get_running_loop().create_task(self._lookup_later(q.request_id, answer))
-
-    def _answer_lookup(self, request_id: int, answer: Lookup) -> None:
-        if answer.redirect:
-            self.reply(commands.lookup_redirect(request_id, answer.url))
-        else:
-            self.reply(commands.lookup_connect(request_id, answer.url))
-
-    async def _lookup_later(self, request_id: int, pending: Awaitable[Lookup]) -> None:
-        try:
-            answer = await pending
-        except ProtocolError as e:
-            self.reply(commands.lookup_failed(request_id, e.server_error or api.UnknownError, str(e)))
-            return
-        except Exception as e:  # noqa: BLE001 - ZooKeeper unreachable, a bug: the client looks it up again
-            log.warning("lookup failed: %s: %s", type(e).__name__, e)
-            message = f"Failed to acquire ownership: {type(e).__name__}: {e}"
-            self.reply(commands.lookup_failed(request_id, api.ServiceNotReady, message))
-            return
-        self._answer_lookup(request_id, answer)
-
     def topic(self, text: str) -> Topic | Awaitable[Topic]:
         """The topic a command names: at once when open, else loaded off the loop.
 
@@ -477,68 +442,6 @@ class Connection:
                     f"too many topics or subscriptions opened by {whose} (at most {bucket.rate:g}/s): retry",
                     server_error=api.ServiceNotReady,
                 )
-
-    def _producer(self, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
-        q = cmd.producer
-        if q.producer_id in self.producers:
-            raise ProtocolError(
-                f"producer id {q.producer_id} is in use on this connection", server_error=api.ProducerBusy
-            )
-        found = self.topic(q.topic)
-        if inspect.isawaitable(found):
-            return self._producer_later(q, found)
-        self._add_producer(q, found)
-        return None
-
-    async def _producer_later(self, q: api.CommandProducer, loading: Awaitable[Topic]) -> None:
-        topic = await loading
-        if not self._closed:
-            self._add_producer(q, topic)
-
-    def _add_producer(self, q: api.CommandProducer, topic: Topic) -> None:
-        name = (
-            q.producer_name
-            if q.HasField("producer_name") and q.producer_name
-            else self.broker.producer_name()
-        )
-        if q.user_provided_producer_name and name in topic.producer_names:
-            raise ProtocolError(
-                f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
-            )
-        topic.add_producer(name)
-        self.producers[q.producer_id] = (topic, name)
-        self._failed.discard(q.producer_id)
-        self.reply(commands.producer_success(q.request_id, name))
-
-    def _send(self, cmd: api.BaseCommand, payload: Payload | None) -> None:
-        q = cmd.send
-        found = self.producers.get(q.producer_id)
-        if found is None:
-            raise ProtocolError(f"SEND from producer {q.producer_id}, which was never created here")
-        if payload is None:
-            raise ProtocolError("SEND without a message")
-        if payload.checksum_ok is False:
-            message = "checksum mismatch: the message was not stored"
-            self.reply(commands.send_error(q.producer_id, q.sequence_id, api.ChecksumError, message))
-            return
-        topic, _name = found
-        meta = payload.metadata
-        count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-        if not payload_holds(meta, payload.stored):
-            # Pulsar's code for a message whose metadata a broker refuses; the client closes the
-            # connection and sends again, so only a client that built the batch wrong sees it.
-            message = f"a batch of {count} messages does not fit its payload: the message was not stored"
-            self.reply(commands.send_error(q.producer_id, q.sequence_id, api.MetadataError, message))
-            return
-        row = (payload.stored, meta.publish_time, max(1, count))
-        topic.publish_many([row], partial(self._stored_many, q.producer_id, [q.sequence_id]))
-
-    def _close_producer(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        q = cmd.close_producer
-        found = self.producers.pop(q.producer_id, None)
-        if found is not None:
-            found[0].remove_producer(found[1])
-        self.success(q.request_id)
 
     def release_topic(self, topic: Topic) -> None:
         """The broker gave ``topic`` up: its producers and consumers here are closed.
@@ -572,11 +475,11 @@ Handler = Callable[["Connection", api.BaseCommand, Payload | None], Awaitable[No
 _HANDLERS: dict[int, Handler] = {
     _T.PING: Connection._ping,
     _T.PONG: Connection._pong,
-    _T.PARTITIONED_METADATA: Connection._partitioned_metadata,
-    _T.LOOKUP: Connection._lookup,
-    _T.PRODUCER: Connection._producer,
-    _T.SEND: Connection._send,
-    _T.CLOSE_PRODUCER: Connection._close_producer,
+    _T.PARTITIONED_METADATA: lookup_commands.partitioned_metadata,
+    _T.LOOKUP: lookup_commands.lookup,
+    _T.PRODUCER: producer_commands.producer,
+    _T.SEND: producer_commands.send,
+    _T.CLOSE_PRODUCER: producer_commands.close_producer,
     _T.SUBSCRIBE: consumer_commands.subscribe,
     _T.FLOW: consumer_commands.flow,
     _T.ACK: consumer_commands.ack,

@@ -25,11 +25,11 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.delayed_trackers import open_tracker
+from cursorkit.broker.server.isolation import reread_spilled
 from cursorkit.broker.server.redeliveries import DurableCounts
 from cursorkit.delayed import BucketDelayedDeliveryTracker
 from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
-from cursorkit.keyshared.dispatcher import Entry as ReadEntry
 from cursorkit.keyshared.hashing import hash_many, slots
 from cursorkit.keyshared.hooks import Selector
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -382,11 +382,12 @@ class Subscription:
             return
         if self.durable is not None and self.durable.dirty:
             self.durable.write_ahead()
+        more = False
         if self._ks is not None:
-            self._dispatch_key_shared()
+            more = self._dispatch_key_shared()
         else:
             self._dispatch_shared()
-        self._arm_delayed()
+        self._arm_delayed(soon=more)
 
     def _dispatch_shared(self) -> None:
         shared = self._shared
@@ -405,12 +406,14 @@ class Subscription:
             due, _keys = entry_fields([e.data for e in entries])  # one call for the read
             shared.add_read([e.position for e in entries], [e.num_messages for e in entries], due)
 
-    def _dispatch_key_shared(self) -> None:
+    def _dispatch_key_shared(self) -> bool:
+        """Key_Shared's dispatch; True when spilled entries are left to read again on the next turn."""
         ks = self._key_shared
         assert ks is not None
+        more = False
         if ks.stuck_after is not None:
             ks.isolate_stuck(self._clock() / 1000.0)
-            self._reread_spilled(ks)
+            more = reread_spilled(self.log, ks, self._read_batch)
         # A read, then its dispatch, while the dispatcher asks for more: what a read could not send
         # reaches the replay queue before the next read is sized, so the look-ahead limit holds.
         while True:
@@ -428,27 +431,13 @@ class Subscription:
             for consumer, positions, counts in ks.dispatch_with_counts():
                 self._send(consumer, positions, counts.tolist())
             if not entries:
-                return
+                return more
 
-    def _reread_spilled(self, ks: KeySharedDispatcher) -> None:
-        """Stuck-consumer isolation: reads again the span of spilled entries the dispatcher names."""
-        span = ks.take_reread()
-        if span is None:
+    def _arm_delayed(self, *, soon: bool = False) -> None:
+        """Wakes the topic's dispatch when the next delayed message is due (at once when ``soon``)."""
+        if soon:
+            self._schedule(0.0)  # the dispatch it wakes arms the delayed timer again
             return
-        first, last = span
-        at, entries = first, []
-        while at <= last:
-            got = self.log.read_from(at, self._read_batch, _READ_BYTES)
-            got = [e for e in got if e.position <= last]
-            if not got:
-                break
-            entries.extend(got)
-            at = self._after(got[-1].position)
-        _due, keys = entry_fields([e.data for e in entries])
-        found = slots(hash_many(keys), ks.slot_kind)
-        ks.add_reread(ReadEntry(e.position, int(s)) for e, s in zip(entries, found, strict=True))
-
-    def _arm_delayed(self) -> None:
         nxt = self.delayed.next_delivery_time()
         if nxt is not None:
             self._schedule(max(0.0, (nxt - self._clock()) / 1000.0))
