@@ -284,3 +284,29 @@ def test_descriptors_run_short_and_idle_topics_make_room(tmp_path: Path) -> None
         client.close()
     finally:
         broker.stop()
+
+
+def test_consumers_per_subscription_and_producers_per_topic_are_capped(tmp_path: Path) -> None:
+    args = ("--no-sync", "--max-consumers-per-subscription", "2", "--max-producers-per-topic", "2")
+    with running_broker(tmp_path / "data", *args) as broker:
+        raw = Raw(broker.url)
+        raw.connect()
+        answers = [_subscribe(raw, "capped", i, i) for i in range(3)]
+        assert [a.type for a in answers[:2]] == [_T.SUCCESS, _T.SUCCESS]
+        assert answers[2].type == _T.ERROR and answers[2].error.error == api.ConsumerBusy
+        produced = []
+        for i in range(3):
+            cmd = api.CommandProducer(topic="capped", producer_id=i, request_id=10 + i)
+            raw.send(_T(type=_T.PRODUCER, producer=cmd))
+            produced.append(raw.receive())
+        assert [a.type for a in produced[:2]] == [_T.PRODUCER_SUCCESS, _T.PRODUCER_SUCCESS]
+        assert produced[2].type == _T.ERROR and produced[2].error.error == api.ProducerBusy
+        raw.send(
+            _T(type=_T.CLOSE_PRODUCER, close_producer=api.CommandCloseProducer(producer_id=0, request_id=20))
+        )
+        assert raw.receive().type == _T.SUCCESS
+        raw.send(
+            _T(type=_T.PRODUCER, producer=api.CommandProducer(topic="capped", producer_id=5, request_id=21))
+        )
+        assert raw.receive().type == _T.PRODUCER_SUCCESS  # room again
+        raw.close()

@@ -195,6 +195,20 @@ def _add_limits(b: argparse.ArgumentParser) -> None:
         help="subscriptions one topic may have; a new one past it gets NotAllowedError (0: no limit)",
     )
     limits.add_argument(
+        "--max-consumers-per-subscription",
+        type=int,
+        default=d.max_consumers_per_subscription,
+        metavar="N",
+        help="consumers one subscription may have; one more gets ConsumerBusy (0: no limit)",
+    )
+    limits.add_argument(
+        "--max-producers-per-topic",
+        type=int,
+        default=d.max_producers_per_topic,
+        metavar="N",
+        help="producers one topic may have; one more gets ProducerBusy (0: no limit)",
+    )
+    limits.add_argument(
         "--max-command-bytes",
         type=int,
         default=d.max_command_bytes,
@@ -267,6 +281,8 @@ def run_broker(args: argparse.Namespace) -> int:
         max_topic_loads_per_s=args.max_topic_loads_per_s,
         max_command_bytes=args.max_command_bytes,
         max_subscriptions_per_topic=args.max_subscriptions_per_topic,
+        max_consumers_per_subscription=args.max_consumers_per_subscription,
+        max_producers_per_topic=args.max_producers_per_topic,
         max_concurrent_topic_loads=args.max_concurrent_topic_loads,
     )
     asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))

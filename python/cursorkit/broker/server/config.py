@@ -95,6 +95,12 @@ class BrokerConfig:
     max_subscriptions_per_topic: int = 1000
     """Subscriptions one topic may have (Pulsar's ``maxSubscriptionsPerTopic``, there 0: no limit); past
     it a new one is refused with ``NotAllowedError``. Each holds three file descriptors."""
+    max_consumers_per_subscription: int = 5000
+    """Consumers one subscription may have (Pulsar's ``maxConsumersPerSubscription``, there 0: no
+    limit); one more gets ``ConsumerBusy``."""
+    max_producers_per_topic: int = 5000
+    """Producers one topic may have (Pulsar's ``maxProducersPerTopic``, there 0: no limit); one more
+    gets ``ProducerBusy`` ("Topic reached max producers limit")."""
     max_command_bytes: int = 256 * 1024
     """The largest command (the frame without its message) decoded in Python: a larger one is refused
     with ``NotAllowedError`` (ignored when it has no request id). Pulsar's clients send at most 1,000
@@ -129,6 +135,8 @@ class BrokerConfig:
             "max_connections",
             "max_connections_per_address",
             "max_subscriptions_per_topic",
+            "max_consumers_per_subscription",
+            "max_producers_per_topic",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -78,6 +78,11 @@ def _subscribe(conn: Connection, q: api.CommandSubscribe, name: str, topic: Topi
         raise ProtocolError(
             f"subscription {name!r} was just deleted: retry", server_error=api.ServiceNotReady
         )
+    limit = conn.broker.config.max_consumers_per_subscription
+    if limit and len(sub.consumers) >= limit:
+        raise ProtocolError(
+            f"subscription {name!r} reached its maximum of {limit} consumers", server_error=api.ConsumerBusy
+        )
     consumer = Consumer(
         q.consumer_id,
         q.consumer_name or f"consumer-{q.consumer_id}",

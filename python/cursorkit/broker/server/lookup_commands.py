@@ -8,6 +8,7 @@ the connection serves its other commands.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
@@ -39,8 +40,18 @@ def lookup(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     answer = conn.broker.lookup(topic_name(q.topic))
     if isinstance(answer, Lookup):
         _answer(conn, q.request_id, answer)
-    else:  # the topic is being claimed or opened: other commands are served meanwhile
-        asyncio.get_running_loop().create_task(_later(conn, q.request_id, answer))
+        return
+    # The topic is claimed and opened first (brokers sharing ZooKeeper): that counts as a load.
+    # Refused, the answer names ownership so that the client retries on the same connection.
+    try:
+        conn.take_load(q.topic)
+    except ProtocolError as e:
+        if inspect.iscoroutine(answer):
+            answer.close()
+        message = f"Failed to acquire ownership of {q.topic[:200]}: {e}"
+        conn.reply(commands.lookup_failed(q.request_id, api.ServiceNotReady, message))
+        return
+    asyncio.get_running_loop().create_task(_later(conn, q.request_id, answer))
 
 
 def _answer(conn: Connection, request_id: int, answer: Lookup) -> None:

@@ -62,6 +62,8 @@ class Topic:
         self._timer: asyncio.TimerHandle | None = None
         self.producer_names: Counter[str] = Counter()
         """The producers on the topic, by name (a reconnecting one may briefly hold its name twice)."""
+        self.producers = 0
+        """How many producers are on the topic."""
         self.clock: Callable[[], int] = _clock
         self.stores = stores if stores is not None else FileCursorStores()
         try:
@@ -179,11 +181,19 @@ class Topic:
             self._committing = False
 
     def add_producer(self, name: str) -> None:
-        """A producer named ``name`` joined."""
+        """A producer named ``name`` joins; ProducerBusy past ``max_producers_per_topic``."""
+        limit = self.config.max_producers_per_topic
+        if limit and self.producers >= limit:
+            raise ProtocolError(
+                f"Topic reached max producers limit ({limit}): {self.name.full}",
+                server_error=api.ProducerBusy,
+            )
         self.producer_names[name] += 1
+        self.producers += 1
 
     def remove_producer(self, name: str) -> None:
         """A producer named ``name`` left."""
+        self.producers -= 1
         left = self.producer_names[name] - 1
         if left > 0:
             self.producer_names[name] = left
