@@ -73,6 +73,16 @@ def _subscribe(raw: Raw, topic: str, consumer_id: int, request_id: int) -> _T:
     return raw.receive()
 
 
+def _visit_topics(raw: Raw, prefix: str, n: int) -> None:
+    """Subscribes to ``n`` new topics one after the other, closing each consumer (the topic goes idle)."""
+    for i in range(n):
+        reply = _subscribe(raw, f"{prefix}-{i}", i + 1, i + 1)
+        assert reply.type == _T.SUCCESS, (i, reply)
+        close = api.CommandCloseConsumer(consumer_id=i + 1, request_id=1000 + i)
+        raw.send(_T(type=_T.CLOSE_CONSUMER, close_consumer=close))
+        assert raw.receive().type == _T.SUCCESS
+
+
 def test_connections_past_the_limit_get_pulsars_error(tmp_path: Path) -> None:
     with running_broker(tmp_path / "data", "--no-sync", "--max-connections-per-address", "6") as broker:
         client = _client(broker)
@@ -170,16 +180,7 @@ def test_idle_topics_are_closed_and_reopened_with_their_state(tmp_path: Path) ->
             fds = _fds(broker)
             raw = Raw(broker.url)
             raw.connect()
-            for i in range(60):  # 60 new topics through one connection, 10 open at most
-                reply = _subscribe(raw, f"flood-{i}", i + 1, i + 1)
-                assert reply.type == _T.SUCCESS, reply
-                raw.send(
-                    _T(
-                        type=_T.CLOSE_CONSUMER,
-                        close_consumer=api.CommandCloseConsumer(consumer_id=i + 1, request_id=1000 + i),
-                    )
-                )
-                assert raw.receive().type == _T.SUCCESS
+            _visit_topics(raw, "flood", 60)  # through one connection, 10 open at most
             raw.close()
             assert _fds(broker) <= fds + 10 * 8, "file descriptors grew with the topics"
             # "kept" was closed to make room (or idle); its state comes back with it.
@@ -270,12 +271,7 @@ def test_descriptors_run_short_and_idle_topics_make_room(tmp_path: Path) -> None
         consumer = client.subscribe("kept", "s")
         raw = Raw(broker.url)
         raw.connect()
-        for i in range(150):  # 5 descriptors a topic with its subscription: 750 without closing any
-            reply = _subscribe(raw, f"fd-{i}", i + 1, i + 1)
-            assert reply.type == _T.SUCCESS, (i, reply)
-            close = api.CommandCloseConsumer(consumer_id=i + 1, request_id=1000 + i)
-            raw.send(_T(type=_T.CLOSE_CONSUMER, close_consumer=close))
-            assert raw.receive().type == _T.SUCCESS
+        _visit_topics(raw, "fd", 150)  # 5 descriptors a topic with its subscription: 750 without closing any
         raw.close()
         assert _fds(broker) < 300
         producer = client.create_producer("kept")
