@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker_process import BrokerProcess, running_broker
+from cursorkit.broker.protocol.frames import encode_payload_command, pack_stored
 from cursorkit.proto import pulsar_api_pb2 as api
 from raw_client import Raw
 
@@ -306,3 +307,29 @@ def test_consumers_per_subscription_and_producers_per_topic_are_capped(tmp_path:
         )
         assert raw.receive().type == _T.PRODUCER_SUCCESS  # room again
         raw.close()
+
+
+def test_an_idle_connection_keeps_no_memory_of_its_large_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fixed mmap threshold: glibc returns each large block to the system when it is freed, so the
+    # RSS shows what is still held (with its dynamic threshold, freed blocks stay in its heap).
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
+    with running_broker(tmp_path / "data", "--no-sync") as broker:
+        raw_connections = []
+        before = _rss_kib(broker)
+        for n in range(30):
+            raw = Raw(broker.url)
+            raw.connect()
+            cmd = api.CommandProducer(topic="large", producer_id=1, request_id=1)
+            raw.send(_T(type=_T.PRODUCER, producer=cmd))
+            assert raw.receive().type == _T.PRODUCER_SUCCESS
+            meta = api.MessageMetadata(producer_name=f"p{n}", sequence_id=0, publish_time=1)
+            send = _T(type=_T.SEND, send=api.CommandSend(producer_id=1, sequence_id=0))
+            raw.sock.sendall(encode_payload_command(send, pack_stored(meta, b"x" * (4 << 20))))
+            assert raw.receive().type == _T.SEND_RECEIPT
+            raw_connections.append(raw)  # held open, idle
+        grown = _rss_kib(broker) - before
+        assert grown < 40 * 1024, f"30 idle connections kept {grown} KiB after one 4 MiB message each"
+        for raw in raw_connections:
+            raw.close()

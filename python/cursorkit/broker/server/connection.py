@@ -49,6 +49,9 @@ SERVER_VERSION = "cursorkit-broker"
 _U32 = struct.Struct(">I")
 READ_SIZE = 65536
 """Bytes taken from the socket per read (a connection holds at most one read beyond its frame)."""
+_KEPT_CAPACITY = 4 * READ_SIZE
+"""An unfinished frame past this makes the scanner renewed once it is done (the buffer's capacity
+would otherwise stay with an idle connection)."""
 WRITE_BUFFER = 4 * 1024 * 1024
 """Bytes sent to a client and not yet taken by it past which its consumers get no more messages:
 a consumer that asks for many and reads none costs the broker this much, not its whole backlog."""
@@ -81,6 +84,8 @@ class Connection:
         """Bytes of the unfinished frame, as last counted in the broker's total."""
         self._partial_since: float | None = None
         """When the unfinished frame began (None: no frame unfinished)."""
+        self._grown = False
+        """Whether the scanner held a large frame (its buffer keeps that capacity until renewed)."""
         rate = broker.config.topic_loads_per_s
         self._topic_loads = TokenBucket(rate, max(1.0, 2 * rate))
         self._out: list[bytes] = []
@@ -140,12 +145,8 @@ class Connection:
                 if not data:
                     break
                 self._last_seen = self._loop.time()
-                items = self._feed(data)
-                at = 0
-                while at < len(items) and not self._closed:
-                    at, waiting = self._frames(items, at)
-                    if waiting is not None:
-                        await waiting
+                await self._handle_read(data)
+                del data  # nothing of a read is held while the connection waits for the next
                 self._flush_out()
                 await self.writer.drain()
         except ProtocolError as e:
@@ -155,6 +156,15 @@ class Connection:
         finally:
             keep_alive.cancel()
             self.close(lost=True)
+
+    async def _handle_read(self, data: bytes) -> None:
+        """Handles the frames a read completes, waiting where a command must (its frames die with it)."""
+        items = self._feed(data)
+        at = 0
+        while at < len(items) and not self._closed:
+            at, waiting = self._frames(items, at)
+            if waiting is not None:
+                await waiting
 
     async def _read(self) -> bytes:
         """The next bytes from the client; waits first while unfinished frames hold too much in total."""
@@ -172,6 +182,10 @@ class Connection:
             after = self.scanner.buffered
             self.broker.buffers.update(before, after)
             self._held = after
+            self._grown = self._grown or after > _KEPT_CAPACITY
+            if after == 0 and self._grown:  # a large frame is done: its buffer's memory goes with it
+                self.scanner = FrameScanner(self.broker.config.max_frame_size)
+                self._grown = False
             if after == 0:
                 self._partial_since = None
             elif before == 0 or items:
