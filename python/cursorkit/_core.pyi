@@ -545,13 +545,24 @@ class DispatchCore:
     def set_stuck(self, consumer_id: int, stuck: bool) -> None:
         """Beyond Pulsar: marks a consumer stuck (its slots' unsendable entries are spilled)."""
     def take_reread(self) -> tuple[Position, Position] | None:
-        """The span of positions to read again for spilled entries, or None."""
+        """The span of positions to read again for spilled entries that can come back, or None."""
     def add_reread(
-        self, ledgers: Any, entries: Any, slots: Any, limit: int | None, cursor: CursorState
+        self,
+        ledgers: Any,
+        entries: Any,
+        slots: Any,
+        limit: int | None,
+        cursor: CursorState,
+        read_to: Position | None = None,
     ) -> int:
-        """The span's entries read again; queues at most `limit` spilled ones (None: all); how many."""
-    def isolation_figures(self) -> tuple[int, int, tuple[Position, Position] | None, int, int]:
-        """`(stuck consumers, spilled slots, span or None, spilled in total, brought back in total)`."""
+        """The span's entries read again, through `read_to` (None: all of it).
+
+        Queues at most `limit` spilled ones (None: all); returns how many.
+        """
+    def isolation_figures(
+        self,
+    ) -> tuple[int, int, tuple[Position, Position] | None, int, int, int, int]:
+        """`(stuck, spilled slots, span or None, spilled, brought back, read back, heap bytes)`."""
     def replay_positions(self) -> list[Position]:
         """The replay queue, in order."""
     def replay_len(self) -> int:

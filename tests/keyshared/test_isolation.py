@@ -2,10 +2,12 @@
 
 Consumers read, ack, nack, ask for permits, join and leave; some hang (no acks, no flows) and
 come back. The broker runs the policy (``isolate_stuck``) on a clock and re-reads from its log
-the span the dispatcher names. After every dispatch: nothing acknowledged is sent again, each
-key's first deliveries keep position order, no entry of a stuck consumer's keys waits in the
-replay queue, and nothing is sent to a consumer while it hangs beyond what its permits allow.
-At the end everyone recovers and acks: the topic drains (nothing spilled was lost).
+the span the dispatcher names, a few entries at a time. After every dispatch: nothing
+acknowledged is sent again, each key's first deliveries keep position order, no entry of a stuck
+consumer's keys waits in the replay queue, and nothing is sent to a consumer while it hangs beyond
+what its permits allow. Re-reads make progress: each spilled entry is read back at most once per
+spill, and a part read is not named again. At the end everyone recovers and acks: the topic
+drains (nothing spilled was lost).
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ class C:
 class Broker:
     """A dispatcher, its log, a clock, and the model the checks need."""
 
-    def __init__(self) -> None:
+    def __init__(self, part: int = 1 << 30) -> None:
+        self.part = part
+        """Log entries one re-read reads at most (the rest of the span at the next)."""
+        self.reread_entries = 0
         self.cursor = Cursor(Position(1, -1))
         self.d = KeySharedDispatcher(selector=AutoSplitSelector(), cursor=self.cursor, stuck_after=5.0)
         self.now = 0.0
@@ -71,10 +76,7 @@ class Broker:
     def round(self) -> None:
         """The broker's round: the policy, a re-read if one is due, a dispatch."""
         self.d.isolate_stuck(self.now)
-        span = self.d.take_reread()
-        if span is not None:
-            lo, hi = span
-            self.d.add_reread(Entry(p, s) for p, s in self.log.items() if lo <= p <= hi)
+        self.reread()
         for c, positions in self.d.dispatch():
             for p in positions:
                 assert p not in self.acked, f"{p} sent after its ack"
@@ -88,6 +90,22 @@ class Broker:
         for p in self.d.replay_queue:
             owner = self.d.selector.select(self.log[p])
             assert getattr(owner, "name", None) not in stuck, f"{p} of a stuck consumer waits in replay"
+
+    def reread(self) -> None:
+        """The broker's re-read: the spans named, ``part`` entries at a time, while there is room."""
+        floor: Position | None = None
+        while (span := self.d.take_reread()) is not None:
+            lo, hi = span
+            # Progress: a re-read brings some back, or the part read is not named again.
+            assert floor is None or lo > floor, f"{span} named again after reading through {floor}"
+            part = [p for p in self.log if lo <= p <= hi][: self.part]
+            whole = not part or len(part) < self.part or part[-1] == hi
+            back = self.d.add_reread((Entry(p, self.log[p]) for p in part), None if whole else part[-1])
+            self.reread_entries += len(part)
+            figures = self.d.stats().isolation
+            assert figures is not None
+            assert figures.read_back <= figures.spilled, f"read back twice: {figures}"
+            floor = None if back else hi if whole else part[-1]
 
     def _stuck(self, c: C) -> bool:
         return any(s.name == c.name and s.stuck for s in self.d.stats().consumers)
@@ -120,7 +138,7 @@ class Broker:
 
 def walk(seed: int, steps: int) -> Broker:
     rnd = random.Random(seed)
-    b = Broker()
+    b = Broker(part=rnd.choice([1 << 30, 1, 3, 10]))
     for _ in range(3):
         b.join(4)
     for _ in range(steps):

@@ -132,14 +132,12 @@ class KeySharedDispatcher(KeySharedBase):
     their messages in the order received, whatever their ack grouping or nack delay (see
     docs/semantics/key-shared.md). ``redeliver`` and leaving release a consumer's holds.
 
-    ``stuck_after`` (beyond Pulsar, off by default): stuck-consumer isolation. ``isolate_stuck()``,
-    called now and then, marks a consumer stuck once it has made no progress (no ack, nack or
-    flow) for that many seconds while holding unacknowledged messages or with no permits left:
-    the entries of its keys that cannot be sent are then dropped from memory (``spilled``) instead
-    of filling the replay queue and the look-ahead every consumer shares. When it makes progress
-    again, or leaves, ``take_reread()`` names the span to read again from the log and
-    ``add_reread(...)`` brings the spilled entries back, in order, before anything newer of their
-    keys. Nothing is lost; nothing acknowledged is sent again.
+    ``stuck_after`` (beyond Pulsar, off by default): stuck-consumer isolation. ``isolate_stuck()``
+    marks a consumer stuck after that many seconds without progress (ack, nack or flow) while it
+    holds unacked messages or has no permits: its keys' entries that cannot be sent are dropped
+    from memory (``spilled``) instead of filling the look-ahead all share. Once it recovers or
+    leaves, ``take_reread()`` names a span to read again and ``add_reread(...)`` brings them back
+    once each, in order, before anything newer of their keys: none lost, none acked sent again.
     """
 
     def __init__(
@@ -381,29 +379,35 @@ class KeySharedDispatcher(KeySharedBase):
     def take_reread(self) -> tuple[Position, Position] | None:
         """The span ``(first, last)`` to read again from the log for spilled entries, or None.
 
-        Read every entry of it and hand them to ``add_reread`` before the next dispatch.
+        None when none can come back now (their consumers are stuck, or the look-ahead is full).
+        Read from ``first`` on, all of it or a first part, for ``add_reread`` before the next dispatch.
         """
         with self._lock:
+            if self._reread_room() == 0:
+                return None
             return self._core.take_reread()
 
-    def add_reread(self, entries: Iterable[Entry]) -> int:
+    def add_reread(self, entries: Iterable[Entry], read_to: Position | None = None) -> int:
         """The entries of the span ``take_reread`` named, read again; returns how many came back.
 
-        At most what the look-ahead leaves room for comes back, and at most the per-consumer
-        look-ahead: the rest of the span stays spilled and is named again by the next
-        ``take_reread``, so the replay queue stays within the look-ahead while a long backlog
-        returns.
+        ``entries``: every entry of the log from the span's first through ``read_to`` (None: its
+        last). That part is done with (each spilled entry is read back once); at most the room the
+        look-ahead leaves, and the per-consumer look-ahead, comes back: the rest stays spilled and
+        the next ``take_reread`` names it, so the replay queue stays bounded.
         """
         batch = list(entries)
         _check_positions([e.position for e in batch])
         ls, es = _columns([e.position for e in batch])
         slots = np.fromiter((e.slot for e in batch), np.int64, len(batch))
         with self._lock:
-            limit = self.look_ahead_limit
-            room = None
-            if limit < UNLIMITED:
-                room = max(0, min(limit - self._core.replay_len(), self.look_ahead_per_consumer or limit))
-            return int(self._core.add_reread(ls, es, slots, room, self.cursor))
+            room = self._reread_room()
+            return int(self._core.add_reread(ls, es, slots, room, self.cursor, read_to))
+
+    def _reread_room(self) -> int | None:
+        """How many spilled entries a re-read may bring back now (None: no limit)."""
+        limit = self.look_ahead_limit
+        per = self.look_ahead_per_consumer or limit
+        return None if limit >= UNLIMITED else max(0, min(limit - self._core.replay_len(), per))
 
     def take_rewind(self) -> Position | None:
         """The position to read again after (mark-delete) when the last consumer left, or None.

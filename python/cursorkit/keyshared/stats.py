@@ -106,6 +106,10 @@ class IsolationStats:
     """Entries dropped from memory, in total."""
     brought_back: int
     """Entries brought back by re-reads, in total."""
+    read_back: int
+    """Spilled entries re-reads found, in total: at most one per spill."""
+    memory_bytes: int
+    """Heap bytes isolation holds: a slot bitmap and two positions per spilled slot."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,13 +201,15 @@ def subscription_stats(
 
 
 def _isolation_stats(core: DispatchCore, consumers: list[ConsumerStats]) -> IsolationStats:
-    _, slots, span, spilled, back = core.isolation_figures()
+    _, slots, span, spilled, back, read_back, memory = core.isolation_figures()
     return IsolationStats(
         stuck_consumers=[c.name for c in consumers if c.stuck],
         spilled_keys=slots,
         span=span,
         spilled=spilled,
         brought_back=back,
+        read_back=read_back,
+        memory_bytes=memory,
     )
 
 

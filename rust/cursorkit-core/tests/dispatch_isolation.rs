@@ -31,6 +31,12 @@ struct World {
     first_sent: HashMap<u16, Vec<Position>>,
     ever_sent: BTreeSet<Position>,
     spilled_seen: u64,
+    /// Log entries handed to re-reads, in total.
+    log_reread: u64,
+    /// Re-reads made (spans or parts of them).
+    rereads: u64,
+    /// Log entries a re-read reads at most (the rest of the span at the next one).
+    chunk: usize,
     /// Entries a re-read may bring back (None: all): small ones leave the rest for later rounds.
     limit: Option<usize>,
 }
@@ -40,7 +46,7 @@ fn p(e: i64) -> Position {
 }
 
 impl World {
-    fn new(limit: Option<usize>) -> Self {
+    fn new(limit: Option<usize>, chunk: usize) -> Self {
         let mut w = Self {
             core: DispatchCore::new(DispatchMode::Draining),
             cursor: Cursor::new(Position::new(1, -1).unwrap(), false),
@@ -55,6 +61,9 @@ impl World {
             first_sent: HashMap::new(),
             ever_sent: BTreeSet::new(),
             spilled_seen: 0,
+            log_reread: 0,
+            rereads: 0,
+            chunk,
             limit,
         };
         for _ in 0..3 {
@@ -113,17 +122,45 @@ impl World {
         self.core.add_read(&ls, &es, &ss, &self.cursor).unwrap();
     }
 
-    /// What a broker does each round: re-read a span the core hands out, from the log.
+    /// What a broker does each round: re-read the spans the core hands out, from the log, in
+    /// parts of `chunk` entries (each part is done with: the next span starts after it).
     fn reread(&mut self) {
-        if let Some((lo, hi)) = self.core.take_reread() {
-            let span: Vec<(Position, u16)> =
-                self.log.range(lo..=hi).map(|(&q, &s)| (q, s)).collect();
-            let ls: Vec<i64> = span.iter().map(|(q, _)| q.ledger_id).collect();
-            let es: Vec<i64> = span.iter().map(|(q, _)| q.entry_id).collect();
-            let ss: Vec<i64> = span.iter().map(|(_, s)| i64::from(*s)).collect();
-            self.core
-                .add_reread(&ls, &es, &ss, self.limit, &self.cursor)
+        let mut floor: Option<Position> = None;
+        while let Some((lo, hi)) = self.core.take_reread() {
+            // Progress: a re-read brings some back, or the part read is not named again.
+            assert!(
+                floor.is_none_or(|f| lo > f),
+                "{lo}..{hi} named again after reading through {floor:?}"
+            );
+            let part: Vec<(Position, u16)> = self
+                .log
+                .range(lo..=hi)
+                .take(self.chunk)
+                .map(|(&q, &s)| (q, s))
+                .collect();
+            let read_to = match part.last() {
+                Some(&(q, _)) if part.len() == self.chunk && q < hi => Some(q),
+                _ => None, // the whole span
+            };
+            let ls: Vec<i64> = part.iter().map(|(q, _)| q.ledger_id).collect();
+            let es: Vec<i64> = part.iter().map(|(q, _)| q.entry_id).collect();
+            let ss: Vec<i64> = part.iter().map(|(_, s)| i64::from(*s)).collect();
+            let back = self
+                .core
+                .add_reread(&ls, &es, &ss, self.limit, read_to, &self.cursor)
                 .unwrap();
+            self.log_reread += part.len() as u64;
+            self.rereads += 1;
+            // Progress: each spilled entry is read back at most once per spill.
+            let f = self.core.isolation_figures();
+            assert!(
+                f.read_back <= f.spilled,
+                "{} spilled entries read back for {} spilled ({} log entries re-read)",
+                f.read_back,
+                f.spilled,
+                self.log_reread
+            );
+            floor = (back == 0).then(|| read_to.unwrap_or(hi));
         }
     }
 
@@ -265,7 +302,8 @@ fn spilled_entries_come_back_in_order_and_nothing_is_lost() {
     let seeds = if cfg!(debug_assertions) { 80 } else { 200 };
     for seed in 0..seeds {
         let mut rng = Rng(seed);
-        let mut w = World::new([None, Some(2), Some(1), Some(8)][seed as usize % 4]);
+        let limit = [None, Some(2), Some(1), Some(8)][seed as usize % 4];
+        let mut w = World::new(limit, [usize::MAX, 3, 16][seed as usize % 3]);
         for _ in 0..500 {
             w.step(&mut rng);
         }
@@ -317,6 +355,7 @@ fn a_hung_consumer_spills_and_the_others_keep_reading() {
             &[0, 1, 2, 3, 4],
             &[5, 3, 5, 3, 5],
             None,
+            None,
             &cursor,
         )
         .unwrap();
@@ -342,9 +381,118 @@ fn a_spilled_entry_acknowledged_meanwhile_comes_back_as_nothing_and_loses_its_co
     cursor.ack(1, 0).unwrap(); // a skip while it is spilled
     core.set_stuck(1, false).unwrap();
     assert_eq!(core.take_reread(), Some((p(0), p(0))));
-    assert_eq!(core.add_reread(&[1], &[0], &[5], None, &cursor).unwrap(), 0);
+    assert_eq!(
+        core.add_reread(&[1], &[0], &[5], None, None, &cursor)
+            .unwrap(),
+        0
+    );
     assert_eq!(core.redeliveries_tracked(), 0);
     assert_eq!(core.isolation_figures().span, None);
     core.add_permits(1, 5).unwrap();
     assert!(core.dispatch(&cursor).unwrap().is_empty()); // never sent again
+}
+
+/// Issue 44 item 5: one of a stuck consumer's spilled slots moves to a consumer that is not
+/// stuck. Its entries come back once; the stuck one's stay spilled and are not read again at
+/// every dispatch (they were, with every entry brought back spilled again behind them).
+#[test]
+fn a_spilled_slot_that_moves_comes_back_once_and_the_stuck_ones_are_not_read_again() {
+    let cursor = Cursor::new(Position::new(1, -1).unwrap(), false);
+    let mut core = DispatchCore::new(DispatchMode::Draining);
+    core.add_consumer(1, 0, &cursor).unwrap(); // well, but with no permits for now
+    core.add_consumer(2, 0, &cursor).unwrap(); // hung
+    let mut owners = vec![1i64; 8];
+    owners[5] = 2;
+    owners[6] = 2;
+    core.set_owners(&owners).unwrap();
+    core.set_stuck(2, true).unwrap();
+    let es: Vec<i64> = (0..12).collect();
+    let slots: Vec<i64> = (0..12).map(|e| [5, 6, 3][e as usize % 3]).collect();
+    core.add_read(&[1; 12], &es, &slots, &cursor).unwrap();
+    core.dispatch(&cursor).unwrap();
+    assert_eq!(core.isolation_figures().spilled, 8); // slots 5 and 6
+    assert_eq!(
+        core.take_reread(),
+        None,
+        "only stuck consumers' slots are spilled"
+    );
+    owners[6] = 1; // slot 6 moves to consumer 1
+    core.set_owners(&owners).unwrap();
+    let (lo, hi) = core.take_reread().unwrap();
+    assert_eq!((lo, hi), (p(1), p(10))); // slot 6's span
+    let part: Vec<i64> = (lo.entry_id..=hi.entry_id).collect();
+    let part_slots: Vec<i64> = part.iter().map(|&e| [5, 6, 3][e as usize % 3]).collect();
+    let back = core
+        .add_reread(
+            &vec![1; part.len()],
+            &part,
+            &part_slots,
+            None,
+            None,
+            &cursor,
+        )
+        .unwrap();
+    assert_eq!(back, 4); // 1:1, 1:4, 1:7, 1:10
+    for _ in 0..5 {
+        assert!(core.dispatch(&cursor).unwrap().is_empty()); // consumer 1 has no permits yet
+        assert_eq!(core.take_reread(), None, "nothing more can come back");
+    }
+    let f = core.isolation_figures();
+    assert_eq!((f.spilled, f.read_back, f.spilled_slots), (8, 4, 1));
+    assert_eq!(core.replay_len(), 4 + 4); // slot 3's and slot 6's, none spilled again
+    core.add_permits(1, 100).unwrap();
+    let sent: Vec<i64> = core.dispatch(&cursor).unwrap()[0].entries.clone();
+    assert_eq!(sent, vec![1, 2, 4, 5, 7, 8, 10, 11]);
+}
+
+/// A re-read in parts: each part is done with, and the next span starts after it.
+#[test]
+fn a_span_read_in_parts_is_read_once() {
+    let cursor = Cursor::new(Position::new(1, -1).unwrap(), false);
+    let mut core = DispatchCore::new(DispatchMode::Draining);
+    core.add_consumer(1, 0, &cursor).unwrap();
+    core.set_owners(&[1; 8]).unwrap();
+    core.set_stuck(1, true).unwrap();
+    let es: Vec<i64> = (0..100).collect();
+    core.add_read(&[1; 100], &es, &[5; 100], &cursor).unwrap();
+    core.dispatch(&cursor).unwrap();
+    core.set_stuck(1, false).unwrap();
+    let mut read = 0;
+    while let Some((lo, hi)) = core.take_reread() {
+        let part: Vec<i64> = (lo.entry_id..=hi.entry_id.min(lo.entry_id + 9)).collect();
+        let to = p(*part.last().unwrap());
+        read += part.len();
+        core.add_reread(
+            &vec![1; part.len()],
+            &part,
+            &vec![5; part.len()],
+            None,
+            Some(to),
+            &cursor,
+        )
+        .unwrap();
+    }
+    assert_eq!(read, 100);
+    let f = core.isolation_figures();
+    assert_eq!((f.brought_back, f.read_back, f.span), (100, 100, None));
+    assert!(core.add_reread(&[], &[], &[], None, None, &cursor).is_err()); // none under way
+}
+
+/// A span handed out and never brought back (a caller that stopped reading) is handed out again.
+#[test]
+fn an_abandoned_span_is_handed_out_again() {
+    let cursor = Cursor::new(Position::new(1, -1).unwrap(), false);
+    let mut core = DispatchCore::new(DispatchMode::Draining);
+    core.add_consumer(1, 0, &cursor).unwrap();
+    core.set_owners(&[1; 8]).unwrap();
+    core.set_stuck(1, true).unwrap();
+    core.add_read(&[1, 1], &[0, 1], &[5, 5], &cursor).unwrap();
+    core.dispatch(&cursor).unwrap();
+    core.set_stuck(1, false).unwrap();
+    assert_eq!(core.take_reread(), Some((p(0), p(1))));
+    assert_eq!(core.take_reread(), Some((p(0), p(1))));
+    let back = core
+        .add_reread(&[1, 1], &[0, 1], &[5, 5], None, None, &cursor)
+        .unwrap();
+    assert_eq!((back, core.take_reread()), (2, None));
 }

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::ackstate::cursor::with_cursor;
-use crate::ackstate::position::PyPosition;
+use crate::ackstate::position::{position_arg, PyPosition};
 use crate::ackstate::rangeset::columns;
 use crate::args::{column, int_arg, str_arg, u32_arg};
 use crate::errors::{to_py, InvalidArgument, InvalidInputType};
@@ -450,8 +450,10 @@ impl PyDispatchCore {
             .map(|(a, b)| (PyPosition(a), PyPosition(b)))
     }
 
-    /// The entries of the span read again (ledger, entry and slot columns); at most `limit` of the
-    /// spilled ones are queued again (None: all); returns how many.
+    /// The entries of the span read again (ledger, entry and slot columns), every one of it
+    /// through `read_to` (None: through its end); at most `limit` of the spilled ones are queued
+    /// again (None: all); returns how many.
+    #[pyo3(signature = (ledgers, entries, slots, limit, cursor, read_to = None))]
     fn add_reread(
         &self,
         ledgers: &Bound<'_, PyAny>,
@@ -459,29 +461,45 @@ impl PyDispatchCore {
         slots: &Bound<'_, PyAny>,
         limit: Option<usize>,
         cursor: &Bound<'_, PyAny>,
+        read_to: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<usize> {
+        let read_to = match read_to.filter(|r| !r.is_none()) {
+            Some(r) => Some(position_arg(r, "read_to")?),
+            None => None,
+        };
         let (ls, es) = columns(ledgers, entries)?;
         let ss = column(slots, "slots")?;
         let (ls, es, ss) = (ls.as_slice(), es.as_slice(), ss.as_slice());
         with_cursor(self, cursor, "add_reread", ls.len() > SMALL, |d, c| {
-            d.add_reread(ls, es, ss, limit, c)
+            d.add_reread(ls, es, ss, limit, read_to, c)
         })
     }
 
     /// Stuck-consumer isolation's figures: `(stuck consumers, spilled slots, span or None,
-    /// spilled in total, brought back in total)`.
+    /// spilled in total, brought back in total, read back in total, heap bytes held)`.
     #[allow(clippy::type_complexity)]
     fn isolation_figures(
         &self,
         py: Python<'_>,
-    ) -> (u64, u64, Option<(PyPosition, PyPosition)>, u64, u64) {
-        let f = self.lock(py).isolation_figures();
+    ) -> (
+        u64,
+        u64,
+        Option<(PyPosition, PyPosition)>,
+        u64,
+        u64,
+        u64,
+        usize,
+    ) {
+        let core = self.lock(py);
+        let f = core.isolation_figures();
         (
             f.stuck,
             f.spilled_slots,
             f.span.map(|(a, b)| (PyPosition(a), PyPosition(b))),
             f.spilled,
             f.brought_back,
+            f.read_back,
+            core.isolation_memory(),
         )
     }
 
