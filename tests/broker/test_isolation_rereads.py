@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+import pytest
+
 from cursorkit import Cursor, Position
 from cursorkit.broker.log import Entry, MessageLog
 from cursorkit.broker.protocol.frames import pack_stored
+from cursorkit.broker.server import isolation
 from cursorkit.broker.server.isolation import reread_spilled
 from cursorkit.keyshared.dispatcher import Entry as ReadEntry
 from cursorkit.keyshared.dispatcher import KeySharedDispatcher
@@ -42,7 +45,11 @@ class CountingLog:
         return got
 
 
-def test_a_recovered_consumer_s_entries_are_read_once_and_a_stuck_one_s_not_again(tmp_path: Path) -> None:
+def _spilled(log: MessageLog) -> tuple[KeySharedDispatcher, C, list[Position]]:
+    """Three consumers, one key each, ``ENTRIES`` in the log; "b" and "c" hang and "b" comes back.
+
+    Returns the dispatcher, "b", and the positions in the log.
+    """
     ks = KeySharedDispatcher(
         selector=AutoSplitSelector(),
         cursor=Cursor(Position(1, -1)),
@@ -55,28 +62,32 @@ def test_a_recovered_consumer_s_entries_are_read_once_and_a_stuck_one_s_not_agai
     ks.add_consumer(c, 0)
     candidates = [f"key-{i}".encode() for i in range(1000)]
     keys = [next(k for k in candidates if ks.selector.select(ks.slot_of(k)) is owner) for owner in (a, b, c)]
-    slot_of = {key: ks.slot_of(key) for key in keys}
+    stored = [
+        pack_stored(
+            api.MessageMetadata(
+                producer_name="p", sequence_id=i, publish_time=1, partition_key=keys[i % 3].decode()
+            ),
+            b"",
+        )
+        for i in range(ENTRIES)
+    ]
+    positions = log.append([(data, 1, 1) for data in stored])
+    ks.isolate_stuck(0.0)
+    ks.add_permits(a, 1)  # "a" makes progress; "b" and "c" hang
+    ks.isolate_stuck(10.0)
+    ks.add_entries(ReadEntry(p, ks.slot_of(keys[i % 3])) for i, p in enumerate(positions))
+    ks.dispatch()
+    figures = ks.stats().isolation
+    assert figures is not None and figures.spilled == 2 * ENTRIES // 3
+    ks.add_permits(b, 100_000)  # "b" comes back
+    ks.add_permits(a, 1)
+    ks.isolate_stuck(20.0)
+    return ks, b, positions
+
+
+def test_a_recovered_consumer_s_entries_are_read_once_and_a_stuck_one_s_not_again(tmp_path: Path) -> None:
     with MessageLog.open(tmp_path / "log", sync=False) as log:
-        stored = [
-            pack_stored(
-                api.MessageMetadata(
-                    producer_name="p", sequence_id=i, publish_time=1, partition_key=keys[i % 3].decode()
-                ),
-                b"",
-            )
-            for i in range(ENTRIES)
-        ]
-        positions = log.append([(data, 1, 1) for data in stored])
-        ks.isolate_stuck(0.0)
-        ks.add_permits(a, 1)  # "a" makes progress; "b" and "c" hang
-        ks.isolate_stuck(10.0)
-        ks.add_entries(ReadEntry(p, slot_of[keys[i % 3]]) for i, p in enumerate(positions))
-        ks.dispatch()
-        figures = ks.stats().isolation
-        assert figures is not None and figures.spilled == 2 * ENTRIES // 3
-        ks.add_permits(b, 100_000)  # "b" comes back
-        ks.add_permits(a, 1)
-        ks.isolate_stuck(20.0)
+        ks, b, positions = _spilled(log)
         counting = CountingLog(log)
         back = []
         for _ in range(50):  # dispatch after dispatch, as the broker does
@@ -89,3 +100,20 @@ def test_a_recovered_consumer_s_entries_are_read_once_and_a_stuck_one_s_not_agai
         # The span from b's first to its last entry, read once (and a read's worth past it).
         assert counting.read <= ENTRIES - 1 + 100, f"{counting.read} entries read again"
         assert figures.read_back == figures.brought_back == ENTRIES // 3
+
+
+def test_a_dispatch_reads_a_bounded_part_and_the_next_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``REREAD_PER_DISPATCH`` entries a dispatch stops reading and says more is left."""
+    monkeypatch.setattr(isolation, "REREAD_PER_DISPATCH", 250)
+    with MessageLog.open(tmp_path / "log", sync=False) as log:
+        ks, b, positions = _spilled(log)
+        counting = CountingLog(log)
+        assert reread_spilled(cast(MessageLog, counting), ks, 100)  # more is left
+        assert counting.read == 300  # three reads: past 250
+        back = []
+        for _ in range(50):
+            reread_spilled(cast(MessageLog, counting), ks, 100)
+            back += [p for to, ps in ks.dispatch() if to is b for p in ps]
+        assert back == positions[1::3]
