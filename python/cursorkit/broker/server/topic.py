@@ -237,10 +237,19 @@ class Topic:
                     )
 
     def _schedule_dispatch(self, delay_s: float) -> None:
+        """A dispatch of every subscription in ``delay_s``, unless one is already due sooner.
+
+        One timer serves the topic's subscriptions: a later arming never pushes back an earlier
+        one (the dispatch it runs lets each subscription arm again for its own next time).
+        """
         loop = asyncio.get_running_loop()
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_later(delay_s, self.dispatch)
+        at = loop.time() + delay_s
+        timer = self._timer
+        if timer is not None and not timer.cancelled() and loop.time() < timer.when() <= at:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timer = loop.call_at(at, self.dispatch)
 
     def flush(self) -> None:
         """Flushes every subscription's cursor, then deletes the ledgers all of them have consumed."""
