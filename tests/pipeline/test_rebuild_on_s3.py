@@ -7,6 +7,7 @@ same run writes to a local directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -30,6 +31,9 @@ from object_store import s3_server
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 CFG = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60)
+STATE_ONLY = dataclasses.replace(CFG, report=False)
+"""For every run but the first test's remote one, which writes the HTML report to the store (3-4 s of
+matplotlib a run): the others check stores, commits, leases and reads."""
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +96,7 @@ def test_object_store_in_and_out_equals_local(
 ) -> None:
     local_logs, remote_logs = logs
     local = cluster.rebuild_topics(
-        spark, local_logs / "messages", local_logs / "acks", tmp_path / "local", CFG
+        spark, local_logs / "messages", local_logs / "acks", tmp_path / "local", STATE_ONLY
     )
     out = f"{s3}/out"
     remote = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
@@ -116,10 +120,10 @@ def test_object_store_in_and_out_equals_local(
 def test_rerun_replaces_and_cleans(spark: Any, s3: str, logs: tuple[Path, str]) -> None:
     _, remote_logs = logs
     out = f"{s3}/again"
-    first = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
+    first = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, STATE_ONLY)
     output = ObjectOutput(out)
     output.write("runs/killed-run/topics/x/a1/junk", b"left by a killed run", sync=True)
-    second = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
+    second = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, STATE_ONLY)
     assert output.names("runs") == [second.run] and first.run != second.run
     doc = json.loads(output.read("manifest.json") or b"")
     assert doc["run"] == second.run
@@ -131,10 +135,10 @@ def test_a_held_lease_refuses_a_second_run(spark: Any, s3: str, logs: tuple[Path
     output = ObjectOutput(out, lease_seconds=60)
     output.write(LEASE_FILE, json.dumps({"run": "other", "host": "h", "expires": 4e9}).encode(), sync=True)
     with pytest.raises(InvalidArgument, match="holds its lease"):
-        cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
+        cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, STATE_ONLY)
     assert output.names() == [LEASE_FILE]  # nothing staged
     output.write(LEASE_FILE, json.dumps({"run": "other", "host": "h", "expires": 1.0}).encode(), sync=True)
-    summary = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
+    summary = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, STATE_ONLY)
     assert summary.topics and LEASE_FILE not in output.names()
 
 
@@ -143,7 +147,7 @@ def test_fetch_checks_every_file_and_inspect_reads_the_store(
 ) -> None:
     _, remote_logs = logs
     out = f"{s3}/inspected"
-    summary = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, CFG)
+    summary = cluster.rebuild_topics(spark, f"{remote_logs}/messages", f"{remote_logs}/acks", out, STATE_ONLY)
     assert main(["inspect", out]) == 0
     table = capsys.readouterr().out
     assert f"{len(summary.topics)} topics, damaged first, then riskiest" in table

@@ -30,7 +30,8 @@ from standalone import spark_submit, standalone_cluster
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 OPTIONS = ["--min-index-count-per-bucket", "150", "--max-indexes-per-segment", "60"]
-CFG = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60)
+CFG = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60, report=False)
+"""The local run compared with the cluster's: its stores, not its HTML report (the cluster run writes one)."""
 
 
 @pytest.fixture(scope="module")
