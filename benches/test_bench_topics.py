@@ -10,8 +10,9 @@ rebuilds to one such process (``topics_driver.py --jobs``) to start Python and t
 - the per-topic overhead: 1,000 named topics holding 200,000 messages (Zipf-sized, most of them
   tiny) against 200,000 messages in one topic, the difference divided by the topic count.
 
-The smoke run (``--benchmark-disable``, part of ``make test``) uses 50 topics and tiny sizes and
-judges nothing; its peaks are each job's high-water marks over what the shared session already held.
+The smoke run (``--benchmark-disable``, part of ``make test``) uses 10 named topics (one of them
+partitioned × 16: 25 topics in all) and tiny sizes and judges nothing; its peaks are each job's
+high-water marks over what the shared session already held.
 The closing table is printed by ``conftest.py`` from this module's ``TABLE``.
 """
 
@@ -53,10 +54,13 @@ class Scale:
     single: int
     overhead_topics: int
     overhead_messages: int
+    partitioned: float
+    """The share of named topics that are partitioned (× 16), as ``generate_topics`` takes it."""
 
 
-FULL = Scale(1_000, (10_000_000, 40_000_000), 16_000_000, 1_000, 200)
-SMOKE = Scale(50, (40_000, 80_000), 80_000, 50, 200)
+FULL = Scale(1_000, (10_000_000, 40_000_000), 16_000_000, 1_000, 200, 0.02)
+SMOKE = Scale(10, (5_000, 10_000), 10_000, 10, 200, 0.1)
+"""The smoke run's cost is per topic (Spark jobs, files), not per message: few topics, one partitioned."""
 
 END_TO_END = "rebuild of the larger cluster, end to end"
 RATE = "messages/s: larger cluster / single topic"
@@ -198,7 +202,7 @@ def drive(smoke: bool) -> Iterator[Drive]:
         yield shared
 
 
-def _cluster(root: Path, topics: int, n: int, *, seed: int = 1) -> tuple[Path, Path, int]:
+def _cluster(root: Path, topics: int, n: int, partitioned: float, *, seed: int = 1) -> tuple[Path, Path, int]:
     g = generate_topics(
         root / f"cluster-{topics}-{n}",
         topics=topics,
@@ -208,6 +212,7 @@ def _cluster(root: Path, topics: int, n: int, *, seed: int = 1) -> tuple[Path, P
         subscriptions=3,
         min_subscriptions=3,
         seed=seed,
+        partitioned_fraction=partitioned,
     )
     return g.messages_path, g.acks_path, len(g.topics)
 
@@ -232,7 +237,7 @@ def test_many_topics(
 
     def run_all() -> None:
         for n in scale.sizes:
-            m, a, topics = _cluster(root, scale.topics, n)
+            m, a, topics = _cluster(root, scale.topics, n, scale.partitioned)
             RUNS.runs[f"cluster at {n:,}"] = (n, topics, drive(m, a, root / f"out-{n}", "topics"))
         m, a = _single(root, scale.single)
         RUNS.runs["single topic"] = (scale.single, 1, drive(m, a, root / "out-single", "single"))
@@ -253,7 +258,7 @@ def test_per_topic_overhead(
 ) -> None:
     root = tmp_path_factory.mktemp("topics-overhead")
     n = scale.overhead_topics * scale.overhead_messages
-    m, a, topics = _cluster(root, scale.overhead_topics, n)
+    m, a, topics = _cluster(root, scale.overhead_topics, n, scale.partitioned)
 
     def run_both() -> None:
         RUNS.runs["many small topics"] = (n, topics, drive(m, a, root / "out-many", "topics"))
