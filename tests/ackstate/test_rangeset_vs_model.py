@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 import pyroaring
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cursorkit import Position, RangeSet
+from fuzz_budget import runs
 from rangeset_model import MAX_ENTRY, ModelRangeSet, encode_long_list_maps
 
 LEDGERS = st.integers(0, 4)
@@ -375,11 +377,17 @@ class QuirksMachine(RangeSetMachine):
 
 MACHINE_SETTINGS = settings(
     settings.default,
-    max_examples=max(150, settings.default.max_examples),
+    max_examples=max(
+        runs(60, 150), settings.default.max_examples if settings.default.max_examples > 150 else 0
+    ),
     stateful_step_count=40,
 )
+"""60 runs of 40 steps in CI (a boundary id comes one draw in ten), 150 under ``make fuzz``, more under
+the ``thorough`` profile."""
 
 TestRangeSetDefault = RangeSetMachine.TestCase
 TestRangeSetDefault.settings = MACHINE_SETTINGS
+TestRangeSetDefault.pytestmark = [pytest.mark.fuzz]
 TestRangeSetQuirks = QuirksMachine.TestCase
 TestRangeSetQuirks.settings = MACHINE_SETTINGS
+TestRangeSetQuirks.pytestmark = [pytest.mark.fuzz]

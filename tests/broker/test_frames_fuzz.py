@@ -30,7 +30,7 @@ pytestmark = pytest.mark.fuzz
 
 LIMIT = 1024
 """The hostile tests' max_frame_size: small, so that damage often lands near or over it."""
-FUZZ = settings(max_examples=runs(300, 20_000), deadline=timedelta(seconds=10))
+FUZZ = settings(max_examples=runs(150, 20_000), deadline=timedelta(seconds=10))
 
 
 def encode(item: object) -> tuple[bytes, Frame]:
