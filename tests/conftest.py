@@ -30,6 +30,11 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cursorkit"))
 
+# Every Spark driver JVM the tests start (the session's, the crash children's, the CLI's, spark-submit's)
+# runs short jobs on small data on 2 cores: the C1 compiler alone and the serial collector halve its
+# CPU time (C2's and G1's threads cost more than they give back here). Same bytecode, same Spark.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:

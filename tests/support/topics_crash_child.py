@@ -49,8 +49,7 @@ def main() -> None:
     cluster.commit_run = commit  # type: ignore[assignment]
     output.LocalOutput.write = write  # type: ignore[method-assign]
     cluster.remove_unreferenced = remove  # type: ignore[assignment]
-    conf = [("spark.sql.shuffle.partitions", "2"), ("spark.ui.enabled", "false")]
-    spark = spark_session("local[1]", conf, app_name="crash-child")
+    spark = spark_session("local[1]", [("spark.sql.shuffle.partitions", "2")], app_name="crash-child")
     cfg = RebuildConfig(min_index_count_per_bucket=150, max_indexes_per_segment=60)
     cluster.rebuild_topics(spark, messages, acks, out, cfg)
     print("DONE", flush=True)
