@@ -10,6 +10,7 @@ The output equals, file for file, what the same job writes on the test session's
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,7 +69,10 @@ def test_spark_submit_on_a_standalone_cluster(
         str(logs), "cluster-run/logs", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs
     )
     out = "s3://cluster-run/out"
-    with standalone_cluster(tmp_path / "cluster", cores=1, memory="1g", env=s3_settings) as master:
+    # The master's, worker's and executor's JVMs as the driver's (tests/conftest.py): C1 only, serial GC.
+    jvm = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    daemons = {**s3_settings, "SPARK_DAEMON_JAVA_OPTS": jvm}
+    with standalone_cluster(tmp_path / "cluster", cores=1, memory="1g", env=daemons) as master:
         done = spark_submit(
             master,
             [
@@ -87,6 +91,7 @@ def test_spark_submit_on_a_standalone_cluster(
                 "spark.sql.shuffle.partitions": "2",
                 "spark.executor.memory": "768m",
                 "spark.ui.enabled": "false",
+                "spark.executor.extraJavaOptions": jvm,
             },
             env=s3_settings,
         )
