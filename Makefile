@@ -55,7 +55,7 @@ bench: develop-release
 # The same model/fuzz tests CI runs at a bounded count, here at their long counts; Rust's randomised
 # decoder tests likewise (CURSORKIT_FUZZ=long raises their case counts).
 fuzz: develop-release
-	CURSORKIT_FUZZ=long cargo test --workspace --locked --release
+	CURSORKIT_FUZZ=long cargo test --workspace --exclude cursorkit-py --locked --release
 	CURSORKIT_FUZZ=long $(PY) -m pytest tests -m fuzz
 
 lint: rust-lint python-lint typecheck
@@ -111,8 +111,11 @@ rust-lint: venv
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cargo package -p cursorkit-core --locked --allow-dirty --quiet
 
+# The binding (cursorkit-py) holds no Rust tests: pytest tests it through the extension `develop` builds,
+# and clippy --all-targets checks it. Testing it here would only build pyo3, numpy and ndarray once more
+# (at opt-level 2, in target/debug) and link an empty test binary against libpython.
 rust-test: venv
-	cargo test --workspace --locked
+	cargo test --workspace --exclude cursorkit-py --locked
 
 python-lint: venv
 	$(BIN)/ruff check $(PY_DIRS)
