@@ -80,8 +80,6 @@ class Connection:
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._last_seen = self._opened = self._loop.time()
-        self._held = 0
-        """Bytes of the unfinished frame, as last counted in the broker's total."""
         self._partial_since: float | None = None
         """When the unfinished frame began (None: no frame unfinished)."""
         self._grown = False
@@ -142,7 +140,7 @@ class Connection:
         try:
             while not self._closed:
                 data = await self._read()
-                if not data:
+                if not data or self._closed:
                     break
                 self._last_seen = self._loop.time()
                 await self._handle_read(data)
@@ -181,7 +179,6 @@ class Connection:
         finally:
             after = self.scanner.buffered
             self.broker.buffers.update(before, after)
-            self._held = after
             self._grown = self._grown or after > _KEPT_CAPACITY
             if after == 0 and self._grown:  # a large frame is done: its buffer's memory goes with it
                 self.scanner = FrameScanner(self.broker.config.max_frame_size)
@@ -334,7 +331,7 @@ class Connection:
                 self.broker.warnings.warn(
                     "timeout",
                     "closing a connection holding %d bytes of a frame unfinished after %.0f s",
-                    self._held,
+                    self.scanner.buffered,
                     now - self._partial_since,
                 )
                 self.close(lost=True)
@@ -359,8 +356,8 @@ class Connection:
         for topic, name in self.producers.values():
             topic.remove_producer(name)
         self.producers.clear()
-        self.broker.buffers.update(self._held, 0)
-        self._held = 0
+        self.broker.buffers.update(self.scanner.buffered, 0)
+        self.scanner = FrameScanner(self.broker.config.max_frame_size)  # what it held goes now
         self._partial_since = None
         with contextlib.suppress(Exception):
             self.writer.close()
