@@ -107,7 +107,8 @@ def test_deliver_after_is_not_early(broker: BrokerProcess) -> None:
         consumer.acknowledge(first)
         second = consumer.receive(timeout_millis=TIMEOUT_MS)
         waited = time.time() - sent
-        assert second.data() == b"soon" and 0.8 <= waited < 0.8 + 0.5
+        # deliver_at travels in whole milliseconds of the client's clock: up to 1 ms of truncation
+        assert second.data() == b"soon" and 0.8 - 0.001 <= waited < 0.8 + 0.5
         consumer.acknowledge(second)
     finally:
         c.close()
