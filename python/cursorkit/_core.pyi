@@ -865,8 +865,12 @@ def message_frames(
     redelivery_counts: list[int],
     datas: list[bytes],
     ack_sets: list[list[int] | None] | None = None,
+    partition: int = -1,
 ) -> bytes:
-    """The MESSAGE frames delivering ``datas`` at ``positions`` to ``consumer_id``, concatenated."""
+    """The MESSAGE frames delivering ``datas`` at ``positions`` to ``consumer_id``, concatenated.
+
+    Their ids name ``partition`` when it is a partition of a partitioned topic (>= 0).
+    """
 
 def send_receipts(producer_id: int, sequence_ids: list[int], positions: list[Position]) -> bytes:
     """The SEND_RECEIPT frames of ``sequence_ids`` stored at ``positions``, concatenated."""

@@ -16,6 +16,7 @@ __all__ = [
     "InternalError",
     "InvalidPosition",
     "LengthMismatch",
+    "NotDurable",
     "PersistFailed",
     "ProtocolError",
     "StoreUnavailable",
@@ -36,6 +37,10 @@ class InvalidPosition(CursorkitError, ValueError):
 
 class InvalidArgument(CursorkitError, ValueError):
     """An argument with a legal type but an unusable value (a negative limit, an unknown name)."""
+
+
+class NotDurable(CursorkitError, TypeError):
+    """A persist of a non-durable cursor (a reader's): its state lives in memory only, by design."""
 
 
 class InvalidInputType(CursorkitError, TypeError):

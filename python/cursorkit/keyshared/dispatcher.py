@@ -21,14 +21,14 @@ import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from cursorkit._core import KeySharedBase, Position
 from cursorkit.ackstate import Cursor, DispatchPausePolicy
-from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
+from cursorkit.errors import ConsumerAssignError, InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
 from cursorkit.keyshared.hashing import sticky_key_hash
 from cursorkit.keyshared.hooks import DelayedTracker, Selector
@@ -202,16 +202,31 @@ class KeySharedDispatcher(KeySharedBase):
 
     # --- consumers --------------------------------------------------------------------------------
 
-    def add_consumer(self, consumer: Hashable, permits: int = 0) -> None:
-        """Registers a consumer (it must have a ``.name``); hashes it takes over may start draining."""
+    def add_consumer(
+        self, consumer: Hashable, permits: int = 0, ranges: Iterable[tuple[int, int]] | None = None
+    ) -> None:
+        """Registers a consumer (it must have a ``.name``); hashes it takes over may start draining.
+
+        With an :class:`ExclusiveRangeSelector` (STICKY) the consumer brings its inclusive hash
+        ``ranges``; ranges another consumer holds raise ``ConsumerAssignError`` and nothing changes.
+        """
         name = getattr(consumer, "name", None)
         if not isinstance(name, str):
             raise InvalidInputType(f"a consumer needs a str .name, got {type(consumer).__name__}")
         n = _count(permits, "permits")
+        sticky = isinstance(self.selector, ExclusiveRangeSelector)
+        if sticky and ranges is None:
+            raise ConsumerAssignError(f"a STICKY consumer needs hash ranges: {name!r} brought none")
+        if not sticky and ranges is not None:
+            raise InvalidArgument("hash ranges are for STICKY (exclusive-range) selectors only")
         with self._lock:
             if consumer in self._consumers:
                 raise InvalidArgument(f"consumer {name!r} is already registered")
-            impact = self.selector.add_consumer(consumer)
+            if sticky:
+                exclusive = cast(ExclusiveRangeSelector[Any], self.selector)
+                impact = exclusive.add_consumer(consumer, list(ranges or ()))
+            else:
+                impact = self.selector.add_consumer(consumer)
             state = _Consumer(consumer, name, self._next_cid)
             self._next_cid += 1
             self._core.add_consumer(state.cid, n, self.cursor)
@@ -219,6 +234,11 @@ class KeySharedDispatcher(KeySharedBase):
             self._by_cid[state.cid] = state
             self._register(consumer, state.cid)
             self._membership_changed(impact, state.cid)
+
+    @property
+    def sticky(self) -> bool:
+        """Whether consumers bring their own hash ranges (Pulsar's STICKY mode)."""
+        return isinstance(self.selector, ExclusiveRangeSelector)
 
     def remove_consumer(self, consumer: Hashable) -> list[Position]:
         """Removes a consumer; its unacked messages go to the replay queue (returned, in order).

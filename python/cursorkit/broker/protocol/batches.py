@@ -27,7 +27,15 @@ from cursorkit.proto.pulsar_api_pb2 import (
     SingleMessageMetadata,
 )
 
-__all__ = ["SingleMessage", "entries_in", "is_batch", "pack_batch", "payload_holds", "split_batch"]
+__all__ = [
+    "SingleMessage",
+    "entries_in",
+    "is_batch",
+    "last_index",
+    "pack_batch",
+    "payload_holds",
+    "split_batch",
+]
 
 _U32 = struct.Struct(">I")
 
@@ -55,6 +63,15 @@ def entries_in(metadata: MessageMetadata) -> int:
     if n < 1:
         raise ProtocolError(f"num_messages_in_batch is {n}")
     return n
+
+
+def last_index(stored: bytes) -> int | None:
+    """The batch index of a stored entry's last message (``n - 1``), or None for an unbatched one.
+
+    GET_LAST_MESSAGE_ID names it, so a reader's ``has_message_available`` sees the rest of a batch.
+    """
+    metadata, _ = read_stored(stored)
+    return entries_in(metadata) - 1 if is_batch(metadata) else None
 
 
 def payload_holds(metadata: MessageMetadata, stored: bytes) -> bool:

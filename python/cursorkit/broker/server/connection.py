@@ -351,6 +351,7 @@ class Connection:
         self._closed = True
         for sub, consumer, topic in self.consumers.values():
             sub.remove_consumer(consumer, lost=lost)
+            topic.drop_if_unused(sub)
             topic.dispatch()
         self.consumers.clear()
         for topic, name in self.producers.values():
@@ -469,11 +470,11 @@ class Connection:
                 self.reply(commands.close_consumer(cid, 0))
 
     def detach(self, subscription: Subscription) -> None:
-        """Forgets this connection's consumers of ``subscription`` (the client subscribes again)."""
+        """Forgets this connection's consumers of ``subscription`` after a seek (they subscribe again)."""
         for cid, (s, c, _topic) in list(self.consumers.items()):
             if s is subscription:
                 del self.consumers[cid]
-                s.remove_consumer(c)
+                s.remove_consumer(c, seeking=True)
 
     def _get_schema(self, cmd: api.BaseCommand, _: Payload | None) -> None:
         message = "this broker keeps no schemas"

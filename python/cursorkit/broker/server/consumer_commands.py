@@ -12,10 +12,12 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from cursorkit import Position
+from cursorkit.ackstate.non_durable import EARLIEST, LATEST, start_of
 from cursorkit.broker.protocol import commands
+from cursorkit.broker.protocol.batches import last_index
 from cursorkit.broker.protocol.frames import Payload, encode_command
 from cursorkit.broker.server.consumer import Consumer
-from cursorkit.broker.server.names import subscription_name
+from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
@@ -40,60 +42,88 @@ __all__ = [
 def subscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
     """SUBSCRIBE: a consumer joins the topic's subscription (made on first use).
 
-    A topic that is not open, or a subscription that does not exist yet, is opened or made off
-    the loop (counted against the connection's and the broker's load rates); the connection's later
-    commands wait. A name Pulsar refuses is refused before anything is made for it.
+    A topic that is not open, or a durable subscription that does not exist yet, is opened or made
+    off the loop (counted against the connection's and the broker's load rates); the connection's
+    later commands wait. A reader's (non-durable) subscription is made in memory at its start.
+    Whatever the broker refuses is refused before anything is made for it, and a refusal after
+    that takes back what this command made: a refused SUBSCRIBE leaves no trace.
     """
     q = cmd.subscribe
     if q.consumer_id in conn.consumers:
         raise ProtocolError(
             f"consumer id {q.consumer_id} is in use on this connection", server_error=api.ConsumerBusy
         )
-    name = subscription_name(q.subscription)  # Pulsar's naming rules, before anything is made for it
+    request = SubscribeRequest.read(q)  # Pulsar's naming rules and ranges, before anything is made
     found = conn.topic(q.topic)
-    if inspect.isawaitable(found) or name not in found.subscriptions:
-        return _subscribe_later(conn, q, name, found)
-    _subscribe(conn, q, name, found)
+    if inspect.isawaitable(found) or (request.durable and request.name not in found.subscriptions):
+        return _subscribe_later(conn, q, request, found)
+    _subscribe(conn, q, request, found)
     return None
 
 
 async def _subscribe_later(
-    conn: Connection, q: api.CommandSubscribe, name: str, found: Topic | Awaitable[Topic]
+    conn: Connection, q: api.CommandSubscribe, request: SubscribeRequest, found: Topic | Awaitable[Topic]
 ) -> None:
     loaded = inspect.isawaitable(found)
     topic = await found if inspect.isawaitable(found) else found
-    if name not in topic.subscriptions:
+    made = False
+    if request.durable and request.name not in topic.subscriptions:
         if not loaded:  # a new topic's first subscription comes with its load
-            conn.take_load(f"subscription {name!r}")
+            conn.take_load(f"subscription {request.name!r}")
             conn.broker.make_room()
-        earliest = q.HasField("initialPosition") and q.initialPosition == api.CommandSubscribe.Earliest
-        await topic.add_subscription(name, q.subType, earliest=earliest)
-    if not conn.closed:
-        _subscribe(conn, q, name, topic)
+        earliest = request.initial == EARLIEST
+        made = request.name not in topic.subscriptions
+        await topic.add_subscription(request.name, request.sub_type, earliest=earliest)
+    if conn.closed:
+        return
+    try:
+        _subscribe(conn, q, request, topic)
+    except Exception:
+        sub = topic.subscriptions.get(request.name)
+        if made and sub is not None and not sub.consumers:
+            await topic.remove_subscription(request.name)  # refused: the subscription it made goes
+        raise
 
 
-def _subscribe(conn: Connection, q: api.CommandSubscribe, name: str, topic: Topic) -> None:
+def _subscribe(conn: Connection, q: api.CommandSubscribe, request: SubscribeRequest, topic: Topic) -> None:
+    name = request.name
     sub = topic.subscriptions.get(name)
-    if sub is None:  # unsubscribed by another consumer while it was being made
+    made = False
+    if sub is None and not request.durable:
+        sub, made = topic.add_reader(request), True
+    elif sub is None:  # unsubscribed by another consumer while it was being made
         raise ProtocolError(
             f"subscription {name!r} was just deleted: retry", server_error=api.ServiceNotReady
         )
-    limit = conn.broker.config.max_consumers_per_subscription
-    if limit and len(sub.consumers) >= limit:
+    elif sub.is_durable != request.durable:
+        kind = "durable" if sub.is_durable else "non-durable"
         raise ProtocolError(
-            f"subscription {name!r} reached its maximum of {limit} consumers", server_error=api.ConsumerBusy
+            f"subscription {name!r} exists and is {kind}: a "
+            f"{'non-durable' if sub.is_durable else 'durable'} consumer cannot join it",
+            server_error=api.NotAllowedError,
         )
-    consumer = Consumer(
-        q.consumer_id,
-        q.consumer_name or f"consumer-{q.consumer_id}",
-        conn.send,
-        conn.writable,
-        priority=q.priority_level,
-    )
-    sub.add_consumer(consumer, q.subType, q.keySharedMeta if q.HasField("keySharedMeta") else None)
+    try:
+        limit = conn.broker.config.max_consumers_per_subscription
+        if limit and len(sub.consumers) >= limit:
+            raise ProtocolError(
+                f"subscription {name!r} reached its maximum of {limit} consumers",
+                server_error=api.ConsumerBusy,
+            )
+        consumer = Consumer(
+            q.consumer_id,
+            q.consumer_name or f"consumer-{q.consumer_id}",
+            conn.send,
+            conn.writable,
+            priority=q.priority_level,
+        )
+        sub.add_consumer(consumer, request)
+    except Exception:
+        if made:
+            topic.drop_if_unused(sub)
+        raise
     conn.consumers[q.consumer_id] = (sub, consumer, topic)
     conn.success(q.request_id)
-    if q.subType == api.CommandSubscribe.Failover:
+    if request.sub_type == api.CommandSubscribe.Failover:
         for c in sub.consumers:
             c.send(encode_command(commands.active_consumer_change(c.consumer_id, c is sub.consumers[0])))
 
@@ -162,6 +192,7 @@ def close_consumer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) ->
     if found is not None:
         sub, consumer, topic = found
         sub.remove_consumer(consumer)
+        topic.drop_if_unused(sub)
         topic.dispatch()
     conn.success(q.request_id)
 
@@ -182,10 +213,21 @@ def seek(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     """SEEK by message or publish time: the subscription restarts there, its consumers reconnect."""
     q = cmd.seek
     sub, _consumer, topic = consumer_of(conn, q.consumer_id)
+    log = topic.log
+    end = Position(log.last_position.ledger_id, log.last_position.entry_id + 1)
     if q.HasField("message_publish_time"):
-        position = topic.log.find_by_time(q.message_publish_time)
+        position = log.find_by_time(q.message_publish_time)
     elif q.HasField("message_id"):
-        position = Position(q.message_id.ledgerId, q.message_id.entryId)
+        # Pulsar's ends (earliest: ledger -1; latest: ledger 2^63 - 1) and ids outside the log:
+        # the first entry, or the end (nothing left to read).
+        target = start_of(q.message_id.ledgerId, q.message_id.entryId)
+        if target == EARLIEST:
+            position = log.first_position
+        elif target == LATEST:
+            position = end
+        else:
+            assert isinstance(target, Position)
+            position = min(max(target, log.first_position), end)
     else:
         raise ProtocolError("SEEK names neither a message nor a time", server_error=api.MetadataError)
     sub.seek(position)
@@ -202,6 +244,8 @@ def get_last_message_id(conn: Connection, cmd: api.BaseCommand, _: Payload | Non
     sub, _consumer, topic = consumer_of(conn, q.consumer_id)
     last = topic.log.last_position
     md = sub.cursor.mark_delete_position
-    last_id = commands.message_id(last.ledger_id, last.entry_id)
-    md_id = commands.message_id(md.ledger_id, md.entry_id)
+    partition = topic.partition if topic.partition >= 0 else None
+    batch_index = last_index(topic.log.read(last).data) if last.entry_id >= 0 else None
+    last_id = commands.message_id(last.ledger_id, last.entry_id, partition=partition, batch_index=batch_index)
+    md_id = commands.message_id(md.ledger_id, md.entry_id, partition=partition)
     conn.reply(commands.get_last_message_id_response(q.request_id, last_id, mark_delete=md_id))

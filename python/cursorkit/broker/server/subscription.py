@@ -1,4 +1,4 @@
-"""A durable subscription: its cursor and its store, its consumers, and the dispatch of its type.
+"""A subscription: its cursor (and store, when durable), its consumers, and the dispatch of its type.
 
 Shared subscriptions dispatch through cursorkit's ``SharedDispatcher`` (round-robin over permits,
 replay first); Exclusive and Failover through the same dispatcher with only the active consumer
@@ -8,6 +8,9 @@ the topic's log after the cursor's mark-delete, skipping what was acknowledged i
 message with a deliver-at time waits in the delayed tracker and comes back through the
 dispatcher's queue when due. Redelivery counts rise with every nack or redelivery request (in
 memory, as in Pulsar; durable with ``durable_redelivery_counts``, see ``redeliveries.py``).
+A reader's subscription is non-durable: its ``NonDurableCursor`` lives in memory only, with no
+store or directory, and the topic drops it when its last consumer leaves. Delayed delivery
+applies to Shared and Key_Shared only, as in Pulsar.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import cast
 
-from cursorkit import Cursor, Position
+from cursorkit import Cursor, CursorStore, Position
+from cursorkit.ackstate.non_durable import NonDurableCursor
 from cursorkit.broker.log import Entry, MessageLog
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
@@ -24,11 +28,12 @@ from cursorkit.broker.protocol.hot_frames import entry_fields, message_frames
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
-from cursorkit.broker.server.delayed_trackers import open_tracker
+from cursorkit.broker.server.delayed_trackers import DelayedTracker, open_tracker
 from cursorkit.broker.server.isolation import reread_spilled
 from cursorkit.broker.server.redeliveries import DurableCounts
-from cursorkit.delayed import BucketDelayedDeliveryTracker
-from cursorkit.errors import CursorkitError, ProtocolError
+from cursorkit.broker.server.subscribe_request import SubscribeRequest
+from cursorkit.delayed import BucketDelayedDeliveryTracker, InMemoryDelayedDeliveryTracker
+from cursorkit.errors import ConsumerAssignError, CursorkitError, ProtocolError
 from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
 from cursorkit.keyshared.hashing import hash_many, slots
 from cursorkit.keyshared.hooks import Selector
@@ -69,28 +74,44 @@ class Subscription:
         config: BrokerConfig,
         stores: CursorStores | None = None,
         topic: str = "",
+        reader: NonDurableCursor | None = None,
+        partition: int = -1,
     ) -> None:
+        """A durable subscription opened (or made) in ``directory``; with ``reader``, a non-durable one."""
         self.name = name
         self.directory = directory
         self.log = log
         self.sub_type = sub_type
+        self.partition = partition
+        """The topic's partition index (-1: not a partition), named in every message id sent."""
         self._clock = clock
         self._schedule = schedule
         self._stores = stores if stores is not None else FileCursorStores()
-        if self._stores.exists(directory, name):
-            self.store = self._stores.open(directory, name)
-            self.cursor = self.store.recover(ledger_sizes=log.ledger_sizes())
-        else:
-            start = Position(log.first_position.ledger_id, -1) if initial_earliest else log.last_position
-            self.store = self._stores.create(directory, name)
-            self.cursor = Cursor(start, name=name)
-            self.cursor.set_ledger_sizes(log.ledger_sizes())
-            self.store.flush(self.cursor, full=True)
-        self.delayed = open_tracker(config, directory, self.store, self.cursor, topic=topic, clock=clock)
+        self.store: CursorStore | None = None
+        """The durable store of the cursor; None for a non-durable (reader's) subscription."""
+        self.cursor: Cursor
+        self.delayed: DelayedTracker
         self.durable: DurableCounts | None = None
         """The redelivery counts kept across restarts (``durable_redelivery_counts``), or None."""
-        if config.durable_redelivery_counts:
-            self.durable = DurableCounts(self.store, self.cursor)
+        if reader is not None:
+            self.cursor = reader
+            self.cursor.set_ledger_sizes(log.ledger_sizes())
+            self.delayed = InMemoryDelayedDeliveryTracker(tick_time_ms=config.tick_time_ms, clock=clock)
+        else:
+            if self._stores.exists(directory, name):
+                self.store = self._stores.open(directory, name)
+                self.cursor = self.store.recover(ledger_sizes=log.ledger_sizes())
+            else:
+                start = Position(log.first_position.ledger_id, -1) if initial_earliest else log.last_position
+                self.store = self._stores.create(directory, name)
+                self.cursor = Cursor(start, name=name)
+                self.cursor.set_ledger_sizes(log.ledger_sizes())
+                self.store.flush(self.cursor, full=True)
+            self.delayed = open_tracker(config, directory, self.store, self.cursor, topic=topic, clock=clock)
+            if config.durable_redelivery_counts:
+                self.durable = DurableCounts(self.store, self.cursor)
+        self.emptied_at: float | None = None
+        """When a non-durable subscription lost its last consumer to a seek (it waits for them)."""
         self._trimmed = self.cursor.mark_delete_position
         self.consumers: list[Consumer] = []
         self._shared = SharedDispatcher(
@@ -124,8 +145,18 @@ class Subscription:
         """The Key_Shared dispatcher when this is a Key_Shared subscription."""
         return self._key_shared if self.sub_type == api.CommandSubscribe.Key_Shared else None
 
-    def add_consumer(self, consumer: Consumer, sub_type: int, key_shared: api.KeySharedMeta | None) -> None:
-        """Adds a consumer; another type than the subscription's, or a second Exclusive one, is refused."""
+    @property
+    def is_durable(self) -> bool:
+        """Whether the cursor is kept in a store (a reader's subscription is not)."""
+        return self.store is not None
+
+    def add_consumer(self, consumer: Consumer, request: SubscribeRequest) -> None:
+        """Adds a consumer; a refusal leaves the subscription as it was.
+
+        Refused: another type, a second Exclusive consumer, another Key_Shared mode, sticky ranges
+        another consumer holds.
+        """
+        sub_type = request.sub_type
         if self.consumers and sub_type != self.sub_type:
             raise ProtocolError(
                 f"subscription {self.name!r} is {self.type_name}, not {_SUB_TYPES.get(sub_type)}",
@@ -135,39 +166,63 @@ class Subscription:
             raise ProtocolError(
                 f"exclusive subscription {self.name!r} already has a consumer", server_error=api.ConsumerBusy
             )
-        self.sub_type = sub_type
-        self.consumers.append(consumer)
         if sub_type == api.CommandSubscribe.Key_Shared:
-            if self._key_shared is None:
-                sticky = key_shared is not None and key_shared.keySharedMode == api.STICKY
-                selector = cast(Selector, ExclusiveRangeSelector() if sticky else ConsistentHashingSelector())
-                unordered = key_shared is not None and key_shared.allowOutOfOrderDelivery
-                self._key_shared = KeySharedDispatcher(
-                    selector=selector,
-                    cursor=self.cursor,
-                    mode="out-of-order" if unordered else "draining",
-                    delayed=self.delayed,
-                    max_unacked_per_key=self._max_unacked_per_key,
-                    key_ordered_nacks=self._key_ordered_nacks and not unordered,
-                    stuck_after=self._stuck_after,
-                )
-            self._key_shared.add_consumer(consumer, permits=0)
+            self._add_key_shared(consumer, request)
         elif sub_type == api.CommandSubscribe.Shared:
             self._shared.add_consumer(consumer, 0, priority=consumer.priority)
-        else:
+        self.sub_type = sub_type
+        self.consumers.append(consumer)
+        self.emptied_at = None
+        if sub_type in _ONE_ACTIVE:
             if sub_type == api.CommandSubscribe.Failover:
                 self.consumers.sort(key=lambda c: (c.priority, c.name))
             self._activate(announce=False)  # the connection announces after its SUCCESS
 
-    def remove_consumer(self, consumer: Consumer, *, lost: bool = False) -> None:
+    def _add_key_shared(self, consumer: Consumer, request: SubscribeRequest) -> None:
+        """Registers a Key_Shared consumer; the first one sets the mode (AUTO_SPLIT or STICKY)."""
+        ks = self._key_shared if self.consumers else None
+        if ks is not None and (ks.sticky, ks.mode == "out-of-order") != (
+            request.sticky,
+            request.out_of_order,
+        ):
+            mode = "STICKY" if ks.sticky else "AUTO_SPLIT"
+            unordered = " with out-of-order delivery" if ks.mode == "out-of-order" else ""
+            raise ProtocolError(
+                f"subscription {self.name!r} is Key_Shared {mode}{unordered}: another mode is refused",
+                server_error=api.ConsumerBusy,
+            )
+        if ks is None:
+            selector = cast(
+                Selector, ExclusiveRangeSelector() if request.sticky else ConsistentHashingSelector()
+            )
+            ks = KeySharedDispatcher(
+                selector=selector,
+                cursor=self.cursor,
+                mode="out-of-order" if request.out_of_order else "draining",
+                delayed=self.delayed,
+                max_unacked_per_key=self._max_unacked_per_key,
+                key_ordered_nacks=self._key_ordered_nacks and not request.out_of_order,
+                stuck_after=self._stuck_after,
+            )
+        try:
+            ks.add_consumer(consumer, permits=0, ranges=request.ranges if request.sticky else None)
+        except ConsumerAssignError as e:  # ranges another consumer holds: Pulsar's answer, no trace
+            raise ProtocolError(str(e), server_error=api.ConsumerAssignError) from None
+        self._key_shared = ks
+
+    def remove_consumer(self, consumer: Consumer, *, lost: bool = False, seeking: bool = False) -> None:
         """Drops a consumer; what it held unacked goes to the others.
 
         Redelivery counts are unchanged, as in Pulsar, unless they are durable and the consumer's
         connection was ``lost`` (it crashed holding them): then each message it held counts one more.
+        A non-durable subscription left by its last consumer is dropped by the topic, unless the
+        consumers left because of a seek (``seeking``): they come back to the sought position.
         """
         if consumer not in self.consumers:
             return
         self.consumers.remove(consumer)
+        if not self.consumers and seeking:
+            self.emptied_at = self._clock() / 1000.0
         consumer.connected = False
         ks = self._ks
         returned: list[Position] = []
@@ -322,6 +377,7 @@ class Subscription:
                 list(counts),
                 [e.data for e in entries],
                 ack_sets,
+                self.partition,
             )
         )
 
@@ -403,7 +459,9 @@ class Subscription:
             entries = self._read(n) if n else []
             if not entries:
                 return
-            due, _keys = entry_fields([e.data for e in entries])  # one call for the read
+            due = None
+            if self.sub_type == api.CommandSubscribe.Shared:  # Pulsar delays on Shared and Key_Shared only
+                due, _keys = entry_fields([e.data for e in entries])  # one call for the read
             shared.add_read([e.position for e in entries], [e.num_messages for e in entries], due)
 
     def _dispatch_key_shared(self) -> bool:
@@ -450,6 +508,8 @@ class Subscription:
         A bucket tracker's index is trimmed below mark-delete, and what damaged snapshots lost is
         read again from the log.
         """
+        if self.store is None:  # a reader's cursor is never written
+            return
         if self.durable is not None and self.durable.dirty:  # raised with no consumer to send to
             self.durable.write_ahead()
         if self.cursor.mutations != self._flushed:
@@ -468,17 +528,19 @@ class Subscription:
     def close(self) -> None:
         """Flushes and closes the store."""
         try:
-            if not self.store.closed:
+            if self.store is not None and not self.store.closed:
                 self.flush()
         finally:
-            self.store.close()
+            if self.store is not None:
+                self.store.close()
             self.delayed.close()
 
     def delete(self) -> None:
-        """Unsubscribe: the store and its directory go."""
-        self.store.close()
+        """Unsubscribe: the store and its directory go (a reader's subscription has neither)."""
         self.delayed.close()
-        self._stores.delete(self.directory, self.name)
+        if self.store is not None:
+            self.store.close()
+            self._stores.delete(self.directory, self.name)
 
 
 def _active_change(consumer_id: int, active: bool) -> bytes:

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cursorkit import Position
+from cursorkit.ackstate.non_durable import LATEST, NonDurableCursor
 from cursorkit.broker.log import MessageLog
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.paths import ensure_directory, subscription_component, topic_directory
+from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.errors import CursorkitError, PersistFailed, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -35,6 +37,9 @@ Row = tuple[bytes, int, int]
 """One entry to append: its stored bytes, publish time (ms) and message count."""
 
 log = logging.getLogger("cursorkit.broker")
+
+_SEEK_RETURN_S = 60.0
+"""How long a reader's subscription waits for its consumers to come back after a seek."""
 
 
 def _clock() -> int:
@@ -88,7 +93,67 @@ class Topic:
             config=self.config,
             stores=self.stores,
             topic=self.name.full,
+            partition=self.partition,
         )
+
+    @property
+    def partition(self) -> int:
+        """The topic's partition index; -1 when it is not a partition of a partitioned topic."""
+        index = self.name.partition
+        return -1 if index is None else index
+
+    def add_reader(self, request: SubscribeRequest) -> Subscription:
+        """A non-durable subscription (a reader's), made in memory at the start the request names.
+
+        Nothing is written: it is not reopened after a restart, and the topic drops it when its
+        last consumer leaves. A rollback duration starts it at the first message published within
+        that many seconds of now.
+        """
+        log = self.log
+        start = request.start
+        inclusive = False
+        if request.rollback_ms:
+            found = log.find_by_time(self.clock() - request.rollback_ms)
+            start, inclusive = (LATEST, False) if found > log.last_position else (found, True)
+        cursor = NonDurableCursor.starting_at(
+            start,
+            first=log.first_position,
+            last=log.last_position,
+            inclusive=inclusive,
+            initial=request.initial,
+            name=request.name,
+        )
+        sub = Subscription(
+            request.name,
+            self.directory / "subscriptions",
+            log,
+            sub_type=request.sub_type,
+            initial_earliest=False,
+            clock=self.clock,
+            schedule=self._schedule_dispatch,
+            config=self.config,
+            stores=self.stores,
+            topic=self.name.full,
+            reader=cursor,
+            partition=self.partition,
+        )
+        self.subscriptions[request.name] = sub
+        return sub
+
+    def drop_if_unused(self, sub: Subscription) -> None:
+        """Drops a non-durable subscription its last consumer left (unless they left for a seek)."""
+        unused = not sub.is_durable and not sub.consumers and sub.emptied_at is None
+        if unused and self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+            sub.delete()
+
+    def _drop_abandoned_readers(self) -> None:
+        """Drops non-durable subscriptions whose consumers left for a seek and did not come back."""
+        now = self.clock() / 1000.0
+        for sub in list(self.subscriptions.values()):
+            if sub.emptied_at is not None and not sub.consumers and now - sub.emptied_at > _SEEK_RETURN_S:
+                sub.emptied_at = None
+                self.drop_if_unused(sub)
 
     def subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
         """The subscription ``name``, made now at the initial position when new.
@@ -129,6 +194,12 @@ class Topic:
         sub.cursor.set_ledger_sizes(self.log.ledger_sizes())  # appends that landed meanwhile
         self.subscriptions[name] = sub
         return sub
+
+    async def remove_subscription(self, name: str) -> None:
+        """Deletes a subscription with no consumers, its files off the loop (a refused SUBSCRIBE's)."""
+        sub = self.subscriptions.pop(name, None)
+        if sub is not None:
+            await asyncio.to_thread(sub.delete)
 
     def unsubscribe(self, name: str) -> None:
         """Deletes a subscription with no consumers."""
@@ -252,14 +323,17 @@ class Topic:
         self._timer = loop.call_at(at, self.dispatch)
 
     def flush(self) -> None:
-        """Flushes every subscription's cursor, then deletes the ledgers all of them have consumed."""
+        """Flushes every subscription's cursor, then deletes the ledgers all durable ones have consumed.
+
+        Readers (non-durable subscriptions) hold nothing back: one behind a trimmed ledger reads on
+        from the oldest entry left.
+        """
+        self._drop_abandoned_readers()
         for sub in self.subscriptions.values():
             sub.flush()
-        if self.subscriptions:
-            oldest = min(
-                (s.cursor.mark_delete_position for s in self.subscriptions.values()),
-                key=lambda p: (p.ledger_id, p.entry_id),
-            )
+        durable = [s.cursor.mark_delete_position for s in self.subscriptions.values() if s.is_durable]
+        if durable:
+            oldest = min(durable, key=lambda p: (p.ledger_id, p.entry_id))
             self.log.trim(Position(oldest.ledger_id, oldest.entry_id + 1))
 
     def close(self) -> None:

@@ -32,9 +32,9 @@ fn same_length(what: &str, a: usize, b: usize) -> PyResult<()> {
 
 /// The MESSAGE frames delivering ``datas`` (stored bytes) at ``positions`` to ``consumer_id``,
 /// each with its redelivery count and, for a partly acked batch, its ``ack_set`` words (``None``
-/// for none), concatenated.
+/// for none), concatenated; ids name ``partition`` when it is one of a partitioned topic (>= 0).
 #[pyfunction]
-#[pyo3(signature = (consumer_id, positions, redelivery_counts, datas, ack_sets = None))]
+#[pyo3(signature = (consumer_id, positions, redelivery_counts, datas, ack_sets = None, partition = -1))]
 pub fn message_frames<'py>(
     py: Python<'py>,
     consumer_id: &Bound<'py, PyAny>,
@@ -42,6 +42,7 @@ pub fn message_frames<'py>(
     redelivery_counts: &Bound<'py, PyList>,
     datas: &Bound<'py, PyList>,
     ack_sets: Option<&Bound<'py, PyList>>,
+    partition: i32,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let consumer_id = u64_arg(consumer_id, "consumer_id")?;
     let n = positions.len();
@@ -78,6 +79,7 @@ pub fn message_frames<'py>(
             consumer_id,
             p.ledger_id,
             p.entry_id,
+            partition,
             count,
             &words,
             stored,
