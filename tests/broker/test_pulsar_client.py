@@ -114,6 +114,23 @@ def test_deliver_after_is_not_early(broker: BrokerProcess) -> None:
         c.close()
 
 
+@pytest.mark.parametrize("kind", ["Exclusive", "Failover"])
+def test_deliver_after_is_ignored_off_shared_subscriptions(broker: BrokerProcess, kind: str) -> None:
+    """As in Pulsar, only Shared and Key_Shared delay: others get both messages at once, in order."""
+    c = client(broker.url)
+    try:
+        topic = f"undelayed-{kind}"
+        consumer = c.subscribe(topic, "s", consumer_type=getattr(pulsar.ConsumerType, kind))
+        producer = c.create_producer(topic, batching_enabled=False)
+        sent = time.time()
+        producer.send(b"delayed", deliver_after=__import__("datetime").timedelta(seconds=3))
+        producer.send(b"plain")
+        got = [consumer.receive(timeout_millis=TIMEOUT_MS).data() for _ in range(2)]
+        assert got == [b"delayed", b"plain"] and time.time() - sent < 2.0
+    finally:
+        c.close()
+
+
 def test_negative_ack_comes_back_with_a_higher_redelivery_count(broker: BrokerProcess) -> None:
     c = client(broker.url)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -110,7 +109,9 @@ def test_the_last_message_id_names_the_last_batch_index(c: pulsar.Client) -> Non
     reader.close()
 
 
-def test_a_reader_leaves_nothing_on_disk_and_holds_no_backlog(broker: BrokerProcess, c: pulsar.Client) -> None:
+def test_a_reader_leaves_nothing_on_disk_and_holds_no_backlog(
+    broker: BrokerProcess, c: pulsar.Client
+) -> None:
     _produce(c, "r-gone", 3)
     reader = c.create_reader("r-gone", pulsar.MessageId.earliest)
     assert reader.read_next(timeout_millis=TIMEOUT_MS).data() == b"m0"
@@ -170,3 +171,42 @@ def test_consumed_ids_of_a_partitioned_topic_name_their_partition(c: pulsar.Clie
     assert len({str(m.message_id()) for m in got}) == 20  # none compare equal
     for m in got:
         consumer.acknowledge(m)
+
+
+def test_a_rollback_duration_starts_at_what_was_published_within_it(broker: BrokerProcess) -> None:
+    """``start_message_rollback_duration_sec`` (the client library does not send it; raw frames do)."""
+    from cursorkit.broker.protocol.frames import encode_payload_command, pack_stored
+    from cursorkit.proto import pulsar_api_pb2 as api
+    from raw_client import Raw
+
+    t = api.BaseCommand
+    topic = "persistent://public/default/r-rollback"
+    raw = Raw(broker.url)
+    assert raw.connect().type == t.CONNECTED
+    raw.send(t(type=t.PRODUCER, producer=api.CommandProducer(topic=topic, producer_id=1, request_id=1)))
+    assert raw.receive().type == t.PRODUCER_SUCCESS
+    now = int(time.time() * 1000)
+    for seq, published in enumerate([now - 3_600_000] * 3 + [now - 1_000] * 2):
+        meta = api.MessageMetadata(producer_name="raw", sequence_id=seq, publish_time=published)
+        send = t(type=t.SEND, send=api.CommandSend(producer_id=1, sequence_id=seq))
+        raw.sock.sendall(encode_payload_command(send, pack_stored(meta, f"m{seq}".encode())))
+        assert raw.receive().type == t.SEND_RECEIPT
+    sub = api.CommandSubscribe(
+        topic=topic,
+        subscription="reader-rollback",
+        subType=api.CommandSubscribe.Exclusive,
+        consumer_id=1,
+        request_id=2,
+        durable=False,
+        start_message_rollback_duration_sec=60,
+    )
+    raw.send(t(type=t.SUBSCRIBE, subscribe=sub))
+    assert raw.receive().type == t.SUCCESS
+    entries = []
+    for _ in range(2):
+        raw.send(t(type=t.FLOW, flow=api.CommandFlow(consumer_id=1, messagePermits=1)))
+        got = raw.receive()
+        assert got.type == t.MESSAGE
+        entries.append(got.message.message_id.entryId)
+    assert entries == [3, 4]
+    raw.close()
