@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -110,6 +111,10 @@ def test_exclusive_with_fencing_takes_the_topic(clients: list[pulsar.Client]) ->
     old.send(b"old")
     new = b.create_producer(topic, access_mode=Mode.ExclusiveWithFencing)
     new.send(b"new")
+    deadline = time.monotonic() + 5
+    while old.is_connected() and time.monotonic() < deadline:  # told by the broker, before any send
+        time.sleep(0.05)
+    assert not old.is_connected()
     with pytest.raises(pulsar.ProducerFenced):
         old.send(b"too late")
     assert [m.data() for m in receive_all(consumer, 2)] == [b"old", b"new"]
@@ -253,3 +258,14 @@ def test_fencing_closes_holders_and_refuses_waiters(broker: BrokerProcess) -> No
     _ok(c.producer(topic, 5, api.Exclusive), epoch=1)
     _error(b.producer(topic, 6, api.ExclusiveWithFencing, topic_epoch=0), api.ProducerFenced)
     assert c.nothing()  # a fencer with a stale epoch fences nobody
+
+
+def test_waiters_count_against_the_producer_limit(tmp_path: Path) -> None:
+    with running_broker(tmp_path / "data", "--no-sync", "--max-producers-per-topic", "2") as broker:
+        topic = _topic("raw-limit")
+        a, b = Conn(broker), Conn(broker)
+        _ok(a.producer(topic, 1, api.Exclusive), epoch=0)
+        _ok(b.producer(topic, 2, api.WaitForExclusive), ready=False)
+        _error(b.producer(topic, 3, api.WaitForExclusive), api.ProducerBusy)  # a queue has a bound
+        b.close_producer(2)
+        _ok(b.producer(topic, 3, api.WaitForExclusive), ready=False)

@@ -61,7 +61,7 @@ def _add_producer(conn: Connection, q: api.CommandProducer, topic: Topic) -> Non
     epoch = q.topic_epoch if q.HasField("topic_epoch") else None
     decision = topic.access.decide((conn, q.producer_id), q.producer_access_mode, epoch)
     if not decision.queued and q.user_provided_producer_name:
-        fenced_names = [c.producers[pid][1] for c, pid in decision.fenced]
+        fenced_names = [c.producers[pid][1] for c, pid in decision.fenced if pid in c.producers]
         if topic.producer_names[name] > fenced_names.count(name):
             raise ProtocolError(
                 f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
@@ -91,9 +91,10 @@ def _join(
 
 def _fence(conn: Connection, producer_id: int) -> None:
     """Closes a producer an ExclusiveWithFencing one displaced (its client comes back, to be refused)."""
-    topic, name = conn.producers.pop(producer_id)
-    topic.remove_producer(name)
-    conn.reply(commands.close_producer(producer_id, 0))
+    found = conn.producers.pop(producer_id, None)
+    if found is not None:
+        found[0].remove_producer(found[1])
+        conn.reply(commands.close_producer(producer_id, 0))
 
 
 def _refuse_waiter(conn: Connection, producer_id: int, error: int, message: str) -> None:
