@@ -162,15 +162,6 @@ def test_a_key_cannot_ask_twice_and_an_unknown_mode_is_refused() -> None:
     assert refused(access, "b", 9) == api.NotAllowedError
 
 
-def test_giving_up_the_waiters() -> None:
-    access: ProducerAccess[str] = ProducerAccess()
-    admit(access, "x", EXCLUSIVE)
-    admit(access, "w1", WAIT_FOR_EXCLUSIVE)
-    admit(access, "w2", WAIT_FOR_EXCLUSIVE)
-    assert access.give_up_waiting() == ["w1", "w2"]
-    assert access.leave("x") == Handover()
-
-
 _KEYS = st.sampled_from("abcdef")
 _MODES = st.sampled_from([SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING])
 _EPOCHS = st.none() | st.integers(0, 6)

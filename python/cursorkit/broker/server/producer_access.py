@@ -203,9 +203,3 @@ class ProducerAccess(Generic[K]):
             self.epoch = self._next(requested)
             return Handover((first, self.epoch), tuple(fenced))
         return Handover(None, tuple(fenced))
-
-    def give_up_waiting(self) -> list[K]:
-        """Forgets every waiter (the topic is closing), returning them in order."""
-        gone = list(self._waiting)
-        self._waiting.clear()
-        return gone
