@@ -188,14 +188,20 @@ def producer_success(
     last_sequence_id: int = -1,
     schema_version: bytes | None = None,
     topic_epoch: int | None = None,
+    producer_ready: bool = True,
 ) -> BaseCommand:
-    """The answer to PRODUCER. The client numbers its next message ``last_sequence_id + 1``."""
+    """The answer to PRODUCER. The client numbers its next message ``last_sequence_id + 1``.
+
+    ``producer_ready=False``: the producer waits for exclusive access; a second answer to the same
+    request, ready, grants it.
+    """
     body = CommandProducerSuccess(
         request_id=request_id,
         producer_name=producer_name,
         last_sequence_id=last_sequence_id,
         schema_version=schema_version,
         topic_epoch=topic_epoch,
+        producer_ready=None if producer_ready else False,
     )
     return BaseCommand(type=_T.PRODUCER_SUCCESS, producer_success=body)
 

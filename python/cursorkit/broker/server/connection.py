@@ -75,6 +75,8 @@ class Connection:
         self.connected = False
         self.producers: dict[int, tuple[Topic, str]] = {}
         self.consumers: dict[int, tuple[Subscription, Consumer, Topic]] = {}
+        self.waiting_producers: dict[int, producer_commands.Waiting] = {}
+        """Producers queued for exclusive access to their topic (WaitForExclusive)."""
         self.failed_producers: set[int] = set()
         """Producers whose append failed: no more receipts until they are created again."""
         self._closed = False
@@ -354,9 +356,7 @@ class Connection:
             topic.drop_if_unused(sub)
             topic.dispatch()
         self.consumers.clear()
-        for topic, name in self.producers.values():
-            topic.remove_producer(name)
-        self.producers.clear()
+        producer_commands.detach_all(self)
         self.broker.buffers.update(self.scanner.buffered, 0)
         self.scanner = FrameScanner(self.broker.config.max_frame_size)  # what it held goes now
         self._partial_since = None
@@ -460,10 +460,7 @@ class Connection:
 
         As when Pulsar unloads a topic: the client looks it up again and finds its new owner.
         """
-        for pid, (t, _name) in list(self.producers.items()):
-            if t is topic:
-                del self.producers[pid]
-                self.reply(commands.close_producer(pid, 0))
+        producer_commands.release(self, topic)
         for cid, (_sub, _consumer, t) in list(self.consumers.items()):
             if t is topic:
                 del self.consumers[cid]

@@ -2,7 +2,9 @@
 
 Each takes the connection it came on, the command and its payload, as the connection's command
 table calls it; the SENDs the frame scanner decodes are published by the connection itself, and
-both paths receipt through :meth:`Connection.receipts`.
+both paths receipt through :meth:`Connection.receipts`. Who may produce on a topic (Pulsar's
+access modes: Shared, Exclusive, WaitForExclusive, ExclusiveWithFencing) is decided by the topic's
+``access`` (``producer_access.py``); here its decisions reach the clients.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.batches import payload_holds
@@ -22,13 +24,21 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.connection import Connection
     from cursorkit.broker.server.topic import Topic
 
-__all__ = ["close_producer", "producer", "send"]
+__all__ = ["Waiting", "close_producer", "detach_all", "producer", "release", "send"]
+
+
+class Waiting(NamedTuple):
+    """A WaitForExclusive producer queued for its topic, and what its grant will answer."""
+
+    topic: Topic
+    request_id: int
+    name: str
 
 
 def producer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
-    """PRODUCER: a producer joins the topic (loaded off the loop when not open)."""
+    """PRODUCER: a producer joins the topic, or queues for it (loaded off the loop when not open)."""
     q = cmd.producer
-    if q.producer_id in conn.producers:
+    if q.producer_id in conn.producers or q.producer_id in conn.waiting_producers:
         raise ProtocolError(
             f"producer id {q.producer_id} is in use on this connection", server_error=api.ProducerBusy
         )
@@ -46,15 +56,94 @@ async def _producer_later(conn: Connection, q: api.CommandProducer, loading: Awa
 
 
 def _add_producer(conn: Connection, q: api.CommandProducer, topic: Topic) -> None:
+    """Admits the producer under its access mode: every check comes before any change."""
     name = q.producer_name if q.HasField("producer_name") and q.producer_name else conn.broker.producer_name()
-    if q.user_provided_producer_name and name in topic.producer_names:
-        raise ProtocolError(
-            f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
-        )
+    epoch = q.topic_epoch if q.HasField("topic_epoch") else None
+    decision = topic.access.decide((conn, q.producer_id), q.producer_access_mode, epoch)
+    if not decision.queued and q.user_provided_producer_name:
+        fenced_names = [c.producers[pid][1] for c, pid in decision.fenced if pid in c.producers]
+        if topic.producer_names[name] > fenced_names.count(name):
+            raise ProtocolError(
+                f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
+            )
+    topic.check_producer_room(len(decision.fenced) + len(decision.fenced_waiting))
+    for c, pid in decision.fenced:
+        _fence(c, pid)
+    for c, pid in decision.fenced_waiting:
+        _refuse_waiter(c, pid, api.ProducerFenced, "an ExclusiveWithFencing producer took the topic")
+    topic.access.apply(decision)
+    if decision.queued:
+        conn.waiting_producers[q.producer_id] = Waiting(topic, q.request_id, name)
+        conn.reply(commands.producer_success(q.request_id, name, producer_ready=False))
+    else:
+        _join(conn, q.producer_id, topic, name, q.request_id, decision.epoch)
+
+
+def _join(
+    conn: Connection, producer_id: int, topic: Topic, name: str, request_id: int, epoch: int | None
+) -> None:
+    """The producer is on the topic: its SENDs are stored from now on."""
     topic.add_producer(name)
-    conn.producers[q.producer_id] = (topic, name)
-    conn.failed_producers.discard(q.producer_id)
-    conn.reply(commands.producer_success(q.request_id, name))
+    conn.producers[producer_id] = (topic, name)
+    conn.failed_producers.discard(producer_id)
+    conn.reply(commands.producer_success(request_id, name, topic_epoch=epoch))
+
+
+def _fence(conn: Connection, producer_id: int) -> None:
+    """Closes a producer an ExclusiveWithFencing one displaced (its client comes back, to be refused)."""
+    found = conn.producers.pop(producer_id, None)
+    if found is not None:
+        found[0].remove_producer(found[1])
+        conn.reply(commands.close_producer(producer_id, 0))
+
+
+def _refuse_waiter(conn: Connection, producer_id: int, error: int, message: str) -> None:
+    """Answers a waiter's pending PRODUCER with ``error`` (it leaves the queue)."""
+    waiting = conn.waiting_producers.pop(producer_id)
+    conn.reply(commands.error(waiting.request_id, error, message))
+
+
+def _leave(conn: Connection, producer_id: int) -> None:
+    """A producer (or waiter) leaves; once the topic is free its first waiter is granted it."""
+    waiting = conn.waiting_producers.pop(producer_id, None)
+    if waiting is not None:
+        waiting.topic.access.leave((conn, producer_id))
+        return
+    found = conn.producers.pop(producer_id, None)
+    if found is None:
+        return
+    topic, name = found
+    topic.remove_producer(name)
+    handover = topic.access.leave((conn, producer_id))
+    for c, pid in handover.fenced:
+        _refuse_waiter(c, pid, api.ProducerFenced, "the topic's epoch moved on while this producer waited")
+    if handover.granted is not None:
+        (c, pid), epoch = handover.granted
+        granted = c.waiting_producers.pop(pid)
+        _join(c, pid, topic, granted.name, granted.request_id, epoch)
+
+
+def detach_all(conn: Connection) -> None:
+    """The connection closed: its waiters leave their queues, then its producers their topics."""
+    for producer_id in list(conn.waiting_producers):
+        _leave(conn, producer_id)
+    for producer_id in list(conn.producers):
+        _leave(conn, producer_id)
+
+
+def release(conn: Connection, topic: Topic) -> None:
+    """The broker gave ``topic`` up: the connection's producers on it are closed, its waiters refused.
+
+    As when Pulsar unloads a topic: the client looks it up again and finds its new owner (a waiter
+    gets ServiceNotReady, which the client retries).
+    """
+    for pid, waiting in list(conn.waiting_producers.items()):
+        if waiting.topic is topic:
+            _refuse_waiter(conn, pid, api.ServiceNotReady, "the topic moved off this broker: retry")
+    for pid, (t, _name) in list(conn.producers.items()):
+        if t is topic:
+            del conn.producers[pid]
+            conn.reply(commands.close_producer(pid, 0))
 
 
 def send(conn: Connection, cmd: api.BaseCommand, payload: Payload | None) -> None:
@@ -83,9 +172,7 @@ def send(conn: Connection, cmd: api.BaseCommand, payload: Payload | None) -> Non
 
 
 def close_producer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
-    """CLOSE_PRODUCER: the producer leaves (answered SUCCESS even when it was unknown)."""
+    """CLOSE_PRODUCER: the producer leaves, or stops waiting (answered SUCCESS even when it was unknown)."""
     q = cmd.close_producer
-    found = conn.producers.pop(q.producer_id, None)
-    if found is not None:
-        found[0].remove_producer(found[1])
+    _leave(conn, q.producer_id)
     conn.success(q.request_id)

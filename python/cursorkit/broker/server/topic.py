@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cursorkit import Position
 from cursorkit.ackstate.non_durable import LATEST, NonDurableCursor
@@ -22,12 +23,16 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.paths import ensure_directory, subscription_component, topic_directory
+from cursorkit.broker.server.producer_access import ProducerAccess
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.errors import CursorkitError, PersistFailed, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
-__all__ = ["Row", "Stored", "StoredMany", "Topic"]
+if TYPE_CHECKING:
+    from cursorkit.broker.server.connection import Connection
+
+__all__ = ["ProducerKey", "Row", "Stored", "StoredMany", "Topic"]
 
 Stored = Callable[[Position | Exception], None]
 """Told where a published entry was stored, once it is durable, or why it was not."""
@@ -35,6 +40,8 @@ StoredMany = Callable[[list[Position] | Exception], None]
 """Told where published entries were stored, once durable, or why they were not."""
 Row = tuple[bytes, int, int]
 """One entry to append: its stored bytes, publish time (ms) and message count."""
+ProducerKey = tuple["Connection", int]
+"""A producer: its connection and its id there."""
 
 log = logging.getLogger("cursorkit.broker")
 
@@ -69,6 +76,8 @@ class Topic:
         """The producers on the topic, by name (a reconnecting one may briefly hold its name twice)."""
         self.producers = 0
         """How many producers are on the topic."""
+        self.access: ProducerAccess[ProducerKey] = ProducerAccess()
+        """Who may produce here (access modes, the exclusive holder, its waiters, the epoch)."""
         self.clock: Callable[[], int] = _clock
         self.stores = stores if stores is not None else FileCursorStores()
         try:
@@ -251,14 +260,21 @@ class Topic:
         finally:
             self._committing = False
 
-    def add_producer(self, name: str) -> None:
-        """A producer named ``name`` joins; ProducerBusy past ``max_producers_per_topic``."""
+    def check_producer_room(self, leaving: int = 0) -> None:
+        """ProducerBusy when one more producer would pass ``max_producers_per_topic``.
+
+        Producers waiting for exclusive access count (each holds a request open); ``leaving``:
+        producers and waiters the newcomer fences.
+        """
         limit = self.config.max_producers_per_topic
-        if limit and self.producers >= limit:
+        if limit and self.producers + self.access.waiting_count - leaving >= limit:
             raise ProtocolError(
                 f"Topic reached max producers limit ({limit}): {self.name.full}",
                 server_error=api.ProducerBusy,
             )
+
+    def add_producer(self, name: str) -> None:
+        """A producer named ``name`` joins (admitted by :meth:`check_producer_room` and ``access``)."""
         self.producer_names[name] += 1
         self.producers += 1
 
