@@ -269,3 +269,20 @@ def test_waiters_count_against_the_producer_limit(tmp_path: Path) -> None:
         _error(b.producer(topic, 3, api.WaitForExclusive), api.ProducerBusy)  # a queue has a bound
         b.close_producer(2)
         _ok(b.producer(topic, 3, api.WaitForExclusive), ready=False)
+
+
+def test_sends_already_on_their_way_from_a_fenced_producer_are_ignored(broker: BrokerProcess) -> None:
+    """As Pulsar ignores a recently closed producer's SENDs: the connection (and its other work) stays."""
+    from cursorkit.broker.protocol.frames import encode_payload_command, pack_stored
+
+    topic = _topic("raw-late-sends")
+    a, b = Conn(broker), Conn(broker)
+    _ok(a.producer(topic, 1, api.Exclusive), epoch=0)
+    _ok(b.producer(topic, 2, api.ExclusiveWithFencing), epoch=1)
+    assert a.next(_T.CLOSE_PRODUCER).close_producer.producer_id == 1
+    meta = api.MessageMetadata(producer_name="late", sequence_id=0, publish_time=1)
+    send = _T(type=_T.SEND, send=api.CommandSend(producer_id=1, sequence_id=0))
+    a.raw.sock.sendall(encode_payload_command(send, pack_stored(meta, b"late")))
+    a.raw.send(_T(type=_T.PING, ping=api.CommandPing()))
+    assert a.next(_T.PONG).type == _T.PONG  # still connected
+    assert a.nothing()  # no receipt, no error

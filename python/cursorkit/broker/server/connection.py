@@ -56,6 +56,8 @@ WRITE_BUFFER = 4 * 1024 * 1024
 """Bytes sent to a client and not yet taken by it past which its consumers get no more messages:
 a consumer that asks for many and reads none costs the broker this much, not its whole backlog."""
 _T = api.BaseCommand
+_CLOSED_PRODUCERS_KEPT = 1024
+"""Producer ids the broker closed, kept per connection to ignore their late SENDs."""
 
 
 class Connection:
@@ -79,6 +81,9 @@ class Connection:
         """Producers queued for exclusive access to their topic (WaitForExclusive)."""
         self.failed_producers: set[int] = set()
         """Producers whose append failed: no more receipts until they are created again."""
+        self.closed_producers: dict[int, None] = {}
+        """Producers the broker closed (fenced, topic given up), newest last: their SENDs already on
+        the way are ignored, as Pulsar ignores a recently closed producer's; at most 1,024 kept."""
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._last_seen = self._opened = self._loop.time()
@@ -274,8 +279,16 @@ class Connection:
         for producer_id, sequence_ids, rows in sends:
             found = self.producers.get(producer_id)
             if found is None:
+                if producer_id in self.closed_producers:
+                    continue  # sent before the client learnt the broker closed it
                 raise ProtocolError(f"SEND from producer {producer_id}, which was never created here")
             found[0].publish_many(rows, partial(self.receipts, producer_id, sequence_ids))
+
+    def producer_closed(self, producer_id: int) -> None:
+        """The broker closed ``producer_id`` (CLOSE_PRODUCER sent): SENDs still on their way are ignored."""
+        self.closed_producers[producer_id] = None
+        if len(self.closed_producers) > _CLOSED_PRODUCERS_KEPT:
+            del self.closed_producers[next(iter(self.closed_producers))]
 
     def receipts(self, producer_id: int, sequence_ids: list[int], result: list[Position] | Exception) -> None:
         """The receipts of a group of SENDs once their entries are durable (the topic calls in send order).

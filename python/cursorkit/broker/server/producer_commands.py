@@ -95,6 +95,7 @@ def _fence(conn: Connection, producer_id: int) -> None:
     if found is not None:
         found[0].remove_producer(found[1])
         conn.reply(commands.close_producer(producer_id, 0))
+        conn.producer_closed(producer_id)
 
 
 def _refuse_waiter(conn: Connection, producer_id: int, error: int, message: str) -> None:
@@ -144,6 +145,7 @@ def release(conn: Connection, topic: Topic) -> None:
         if t is topic:
             del conn.producers[pid]
             conn.reply(commands.close_producer(pid, 0))
+            conn.producer_closed(pid)
 
 
 def send(conn: Connection, cmd: api.BaseCommand, payload: Payload | None) -> None:
@@ -151,6 +153,8 @@ def send(conn: Connection, cmd: api.BaseCommand, payload: Payload | None) -> Non
     q = cmd.send
     found = conn.producers.get(q.producer_id)
     if found is None:
+        if q.producer_id in conn.closed_producers:
+            return  # sent before the client learnt the broker closed it
         raise ProtocolError(f"SEND from producer {q.producer_id}, which was never created here")
     if payload is None:
         raise ProtocolError("SEND without a message")
