@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from cursorkit import errors
 from cursorkit._core import Position, RangeSet, __version__
-from cursorkit.ackstate import Cursor, CursorStore, DispatchPausePolicy, PersistLimits, PersistResult
+from cursorkit.ackstate import (
+    Cursor,
+    CursorStore,
+    DispatchPausePolicy,
+    NonDurableCursor,
+    PersistLimits,
+    PersistResult,
+)
 
 __all__ = [
     "Cursor",
     "CursorStore",
     "DispatchPausePolicy",
+    "NonDurableCursor",
     "PersistLimits",
     "PersistResult",
     "Position",

@@ -481,3 +481,81 @@ def test_unsubscribe_and_the_last_message_id(broker: BrokerProcess) -> None:
         assert nothing_more(again)
     finally:
         c.close()
+
+
+def test_a_chunked_message_larger_than_the_frame_limit_arrives_whole(broker: BrokerProcess) -> None:
+    """Chunking (the client splits past CONNECTED's max_message_size, 5 MiB; each chunk is an entry)."""
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe("chunked", "s", consumer_type=pulsar.ConsumerType.Exclusive)
+        producer = c.create_producer("chunked", batching_enabled=False, chunking_enabled=True)
+        big = bytes(range(256)) * (6 * 1024 * 1024 // 256 + 7)
+        producer.send(big)
+        producer.send(b"small")
+        got = consumer.receive(timeout_millis=TIMEOUT_MS)
+        assert got.data() == big
+        consumer.acknowledge(got)
+        assert consumer.receive(timeout_millis=TIMEOUT_MS).data() == b"small"
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("codec", ["LZ4", "ZLib", "ZSTD", "SNAPPY"])
+def test_compressed_batches_round_trip(broker: BrokerProcess, codec: str) -> None:
+    c = client(broker.url)
+    try:
+        topic = f"compressed-{codec}"
+        consumer = c.subscribe(topic, "s")
+        producer = c.create_producer(
+            topic, compression_type=getattr(pulsar.CompressionType, codec), batching_max_publish_delay_ms=5
+        )
+        for i in range(50):
+            producer.send_async(f"{codec}-{i}".encode() * 20, None)
+        producer.flush()
+        got = receive_all(consumer, 50)
+        assert [m.data() for m in got] == [f"{codec}-{i}".encode() * 20 for i in range(50)]
+    finally:
+        c.close()
+
+
+def test_a_zero_queue_consumer_receives_one_at_a_time(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe(
+            "zero-queue", "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=0
+        )
+        producer = c.create_producer("zero-queue", batching_enabled=False)
+        for i in range(5):
+            producer.send(f"z{i}".encode())
+        got: list[bytes] = []
+
+        def take() -> None:  # a zero-queue consumer has no receive with a timeout
+            for _ in range(5):
+                msg = consumer.receive()
+                got.append(msg.data())
+                consumer.acknowledge(msg)
+
+        taker = __import__("threading").Thread(target=take, daemon=True)
+        taker.start()
+        taker.join(TIMEOUT_MS / 1000)
+        assert got == [f"z{i}".encode() for i in range(5)]
+    finally:
+        c.close()
+
+
+def test_a_schema_round_trips_its_records(broker: BrokerProcess) -> None:
+    from pulsar.schema import Integer, JsonSchema, Record, String
+
+    class Order(Record):
+        item = String()
+        count = Integer()
+
+    c = client(broker.url)
+    try:
+        consumer = c.subscribe("schema-orders", "s", schema=JsonSchema(Order))
+        producer = c.create_producer("schema-orders", schema=JsonSchema(Order))
+        producer.send(Order(item="tea", count=3))
+        got = consumer.receive(timeout_millis=TIMEOUT_MS).value()
+        assert (got.item, got.count) == ("tea", 3)
+    finally:
+        c.close()

@@ -1,10 +1,11 @@
-"""Ack state: the Cursor, its persisted forms, durable stores (files, ZooKeeper), PIP-299, redeliveries."""
+"""Ack state: the Cursor and a reader's NonDurableCursor, persisted forms, durable stores, redeliveries."""
 
 from __future__ import annotations
 
 from cursorkit._core import RedeliveryCounts
 from cursorkit.ackstate.cursor import Cursor, CursorStats, TruncationCounters
 from cursorkit.ackstate.limits import NETTY_MAX_FRAME_BYTES, PersistLimits
+from cursorkit.ackstate.non_durable import NonDurableCursor
 from cursorkit.ackstate.persist import ENCODINGS, PersistResult
 from cursorkit.ackstate.policy import DispatchPausePolicy
 from cursorkit.ackstate.store import (
@@ -43,6 +44,7 @@ __all__ = [
     "FlushResult",
     "JournalReport",
     "MemoryCursorProperties",
+    "NonDurableCursor",
     "Opener",
     "PersistLimits",
     "PersistResult",
