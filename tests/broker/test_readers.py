@@ -210,3 +210,22 @@ def test_a_rollback_duration_starts_at_what_was_published_within_it(broker: Brok
         entries.append(got.message.message_id.entryId)
     assert entries == [3, 4]
     raw.close()
+
+
+@pytest.mark.parametrize("batching", [False, True])
+def test_a_seek_while_messages_are_in_flight_restarts_cleanly(c: pulsar.Client, batching: bool) -> None:
+    """Messages already sent before the seek are dropped by the client; after it, all come in order once."""
+    topic = f"r-seek-flight-{batching}"
+    consumer = c.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=100)
+    _produce(c, topic, 500, batching=batching)
+    first = [consumer.receive(timeout_millis=TIMEOUT_MS).data() for _ in range(20)]
+    assert first == _names(20)
+    consumer.seek(pulsar.MessageId.earliest)
+    got = []
+    for _ in range(500):
+        msg = consumer.receive(timeout_millis=TIMEOUT_MS)
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    assert got == _names(500)
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=300)
