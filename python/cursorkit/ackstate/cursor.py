@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from cursorkit._core import CursorState, Position
 from cursorkit.ackstate import persist
@@ -71,6 +71,9 @@ class Cursor(CursorState):
     ({ledger id: entries}) acks are checked against the ledgers and mark-delete rolls across
     ledger boundaries; ``set_ledger_size`` keeps it current as ledgers grow.
     """
+
+    durable: ClassVar[bool] = True
+    """Whether the state may be persisted (a reader's :class:`NonDurableCursor` may not)."""
 
     def __init__(
         self,

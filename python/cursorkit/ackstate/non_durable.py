@@ -51,6 +51,7 @@ class NonDurableCursor(Cursor):
     """A cursor that lives in memory only: :meth:`persist` and :meth:`encode` raise ``NotDurable``."""
 
     durable: ClassVar[bool] = False
+    """Never persisted: its state lives as long as its reader."""
 
     @classmethod
     def starting_at(
