@@ -216,7 +216,9 @@ def test_a_rollback_duration_starts_at_what_was_published_within_it(broker: Brok
 def test_a_seek_while_messages_are_in_flight_restarts_cleanly(c: pulsar.Client, batching: bool) -> None:
     """Messages already sent before the seek are dropped by the client; after it, all come in order once."""
     topic = f"r-seek-flight-{batching}"
-    consumer = c.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=100)
+    consumer = c.subscribe(
+        topic, "s", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=100
+    )
     _produce(c, topic, 500, batching=batching)
     first = [consumer.receive(timeout_millis=TIMEOUT_MS).data() for _ in range(20)]
     assert first == _names(20)

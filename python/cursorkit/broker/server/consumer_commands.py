@@ -129,11 +129,16 @@ def _subscribe(conn: Connection, q: api.CommandSubscribe, request: SubscribeRequ
 
 
 def consumer_of(conn: Connection, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
-    """The subscription, consumer and topic of a consumer id (``ConsumerNotFound`` when unknown)."""
+    """The subscription, consumer and topic of a consumer id.
+
+    An unknown one is ``MetadataError`` "Consumer not found", Pulsar's answer to an UNSUBSCRIBE, SEEK
+    or GET_LAST_MESSAGE_ID naming no consumer of the connection.
+    """
     found = conn.consumers.get(consumer_id)
     if found is None:
         raise ProtocolError(
-            f"consumer {consumer_id} was never subscribed here", server_error=api.ConsumerNotFound
+            f"Consumer not found: {consumer_id} is not subscribed on this connection",
+            server_error=api.MetadataError,
         )
     return found
 
