@@ -252,6 +252,23 @@ def test_brokers_sharing_a_data_directory_list_each_others_topics(zk_server: Any
 # -- the pieces ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        ([], "00000000"),
+        ([_NS + "rx-2", _NS + "rx-1"], "8a45d56c"),
+        ([_NS + "rx-2", _NS + "rx-1", _NS + "other"], "16ab8b02"),
+        (["persistent://t/n/\U0001f600", "persistent://t/n/\uff21", "persistent://t/n/café"], "7e77dff6"),
+    ],
+)
+def test_the_hash_is_pulsars(names: list[str], expected: str) -> None:
+    """Golden values from Guava 31.1's ``Hashing.crc32c()`` over Java's sorted, ``,``-joined names.
+
+    The last one sorts differently by code point (Python) and by UTF-16 unit (Java): U+1F600 first.
+    """
+    assert topics_hash(names) == expected
+
+
 def test_partitions_match_by_their_topics_name() -> None:
     names = [_NS + "p-partition-0", _NS + "p-partition-1", _NS + "q-partition-0", _NS + "p-partition-01"]
     answer = topic_list(names, topic_pattern(_NS + "p"), None, max_bytes=1 << 20)

@@ -135,6 +135,16 @@ def test_what_is_not_linear_or_too_long_is_left_to_the_client(not_filtered: str)
     assert topic_pattern(not_filtered) is None
 
 
+@pytest.mark.parametrize(
+    "regex", ["(?:(?:(?:){999}){999}){999}", "(?:(?:(?:^){999}){999}){999}", "((a?){99}){99}"]
+)
+def test_building_the_automaton_is_bounded_too(regex: str) -> None:
+    """Nested counts multiply: building stops at MAX_STATES, or copies nothing when a body has no state."""
+    started = time.perf_counter()
+    topic_pattern(regex)
+    assert time.perf_counter() - started < 0.5
+
+
 def test_match_all_is_every_topic() -> None:
     pattern = topic_pattern("persistent://.*")
     assert pattern is not None and pattern.states == 1

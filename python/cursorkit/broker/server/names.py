@@ -109,12 +109,12 @@ def topic_name(text: object) -> TopicName:
     if len(parts) < 3 or not parts[-1] or not all(_NAMED_ENTITY.fullmatch(p) for p in parts[:-1]):
         raise invalid("expected tenant/namespace/topic, tenant and namespace of [A-Za-z0-9_.=:-]")
     if domain != "persistent":
-        raise not_served("only persistent topics are served (Pulsar's enableNonPersistentTopics=false)")
+        raise not_served("it is non-persistent (as Pulsar with enableNonPersistentTopics=false)")
     if len(parts) == 4:
-        raise not_served("legacy names with a cluster (tenant/cluster/namespace/topic) are not served")
+        raise not_served("it is a legacy name with a cluster (tenant/cluster/namespace/topic)")
     name = TopicName(*parts)
     if len(name.full) > _MAX_LENGTH:
-        raise not_served(f"full names over {_MAX_LENGTH} characters are not served")
+        raise not_served(f"its full name is over {_MAX_LENGTH} characters")
     return name
 
 

@@ -108,8 +108,11 @@ def _full_names(namespace: Namespace, locals_: Iterable[str]) -> list[str]:
     return [f"persistent://{tenant}/{ns}/{local}" for local in locals_]
 
 
-def _listed(directory: Path) -> list[tuple[str, Path]]:
-    """The segments whose directories are in ``directory``, each with its directory; damage skipped."""
+def _listed(directory: Path, warned: set[Path]) -> list[tuple[str, Path]]:
+    """The segments whose directories are in ``directory``, each with its directory.
+
+    Damage is skipped, and logged once per directory in ``warned``.
+    """
     found = []
     try:
         entries = sorted(directory.iterdir())
@@ -121,26 +124,29 @@ def _listed(directory: Path) -> list[tuple[str, Path]]:
         try:
             segment = listed_segment(entry)
         except CursorkitError as e:
-            log.warning("not listing %s as a topic: %s", entry, e)
+            if entry not in warned:
+                warned.add(entry)
+                log.warning("not listing %s as a topic: %s", entry, e)
             continue
         if segment is not None:
             found.append((segment, entry))
     return found
 
 
-def scan_namespace(topics_dir: Path, namespace: Namespace) -> set[str]:
+def scan_namespace(topics_dir: Path, namespace: Namespace, warned: set[Path] | None = None) -> set[str]:
     """The local names of the topics on disk in ``namespace`` (blocking: call it off the loop)."""
     tenant, ns = namespace
     directory = topics_dir / segment_component(tenant) / segment_component(ns)
-    return {local for local, _ in _listed(directory)}
+    return {local for local, _ in _listed(directory, set() if warned is None else warned)}
 
 
-def scan_topics(topics_dir: Path) -> dict[Namespace, set[str]]:
+def scan_topics(topics_dir: Path, warned: set[Path] | None = None) -> dict[Namespace, set[str]]:
     """Every namespace's topics on disk (blocking: call it off the loop)."""
+    seen: set[Path] = set() if warned is None else warned
     found: dict[Namespace, set[str]] = {}
-    for tenant, tenant_dir in _listed(topics_dir):
-        for ns, ns_dir in _listed(tenant_dir):
-            locals_ = {local for local, _ in _listed(ns_dir)}
+    for tenant, tenant_dir in _listed(topics_dir, seen):
+        for ns, ns_dir in _listed(tenant_dir, seen):
+            locals_ = {local for local, _ in _listed(ns_dir, seen)}
             if locals_:
                 found[(tenant, ns)] = locals_
     return found
@@ -159,10 +165,14 @@ class NamespaceTopics:
         self._known: dict[Namespace, set[str]] = {}
         self._turn = asyncio.Lock()
         self._waiting = 0
+        self._warned: set[Path] = set()
+        """Damaged directories already logged (a shared directory is listed again for each request)."""
 
     async def load(self) -> None:
         """Adds the topics on disk (listed off the loop): done once, before the broker serves."""
-        for namespace, locals_ in (await asyncio.to_thread(scan_topics, self.topics_dir)).items():
+        for namespace, locals_ in (
+            await asyncio.to_thread(scan_topics, self.topics_dir, self._warned)
+        ).items():
             self._known.setdefault(namespace, set()).update(locals_)
 
     def add(self, name: TopicName) -> None:
@@ -204,7 +214,9 @@ class NamespaceTopics:
         try:
             async with self._turn:
                 if self.shared and persistent:
-                    on_disk = await asyncio.to_thread(scan_namespace, self.topics_dir, namespace)
+                    on_disk = await asyncio.to_thread(
+                        scan_namespace, self.topics_dir, namespace, self._warned
+                    )
                     self._known.setdefault(namespace, set()).update(on_disk)
                 locals_ = frozenset(self._known.get(namespace, ())) if persistent else frozenset()
 
