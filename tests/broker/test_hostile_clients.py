@@ -142,17 +142,28 @@ def test_commands_out_of_order(broker: BrokerProcess) -> None:
     still_serving(broker)
 
 
-def test_a_bad_topic_name_is_pulsars_error(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize(
+    ("topic", "error"),
+    [
+        (
+            "persistent://a/../../etc",
+            api.NotAllowedError,
+        ),  # Pulsar's legacy form (with a cluster): not served
+        ("persistent://a/../../../etc", api.NotAllowedError),
+        ("persistent://a b/../etc", api.InvalidTopicName),  # a tenant Pulsar refuses
+    ],
+)
+def test_a_bad_topic_name_is_pulsars_error(broker: BrokerProcess, topic: str, error: int) -> None:
     raw = Raw(broker.url)
     raw.connect()
     raw.send(
         api.BaseCommand(
             type=api.BaseCommand.PRODUCER,
-            producer=api.CommandProducer(topic="persistent://a/../../etc", producer_id=1, request_id=7),
+            producer=api.CommandProducer(topic=topic, producer_id=1, request_id=7),
         )
     )
     reply = raw.receive()
-    assert reply.type == api.BaseCommand.ERROR and reply.error.error == api.InvalidTopicName
+    assert reply.type == api.BaseCommand.ERROR and reply.error.error == error
     assert reply.error.request_id == 7
     raw.close()
 

@@ -115,13 +115,13 @@ def _misuse(live: Live, sent: api.MessageIdData) -> None:
         13: _T(type=_T.UNSUBSCRIBE, unsubscribe=api.CommandUnsubscribe(consumer_id=77, request_id=13)),
         14: _T(
             type=_T.GET_TOPICS_OF_NAMESPACE,
-            getTopicsOfNamespace=api.CommandGetTopicsOfNamespace(request_id=14, namespace="public/default"),
+            getTopicsOfNamespace=api.CommandGetTopicsOfNamespace(request_id=14, namespace="no namespace"),
         ),
         15: _T(type=_T.PRODUCER, producer=api.CommandProducer(topic="x", producer_id=1, request_id=15)),
         16: _T(
             type=_T.SUBSCRIBE,
             subscribe=api.CommandSubscribe(
-                topic="persistent://a/../b", subscription="s", subType=0, consumer_id=5, request_id=16
+                topic="non-persistent://a/../b", subscription="s", subType=0, consumer_id=5, request_id=16
             ),
         ),
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import string
 import tempfile
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from cursorkit import CursorStore
 from cursorkit.broker.server import paths
 from cursorkit.broker.server.config import BrokerConfig
-from cursorkit.broker.server.names import subscription_name, topic_name
+from cursorkit.broker.server.names import namespace_name, subscription_name, topic_name
 from cursorkit.broker.server.paths import (
     NAME_FILE,
     ensure_directory,
@@ -27,6 +28,7 @@ from cursorkit.errors import DamagedStore, InvalidArgument, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 _PLAIN = "abcXYZ019_.=:-"
+_PLAIN_CHARS = frozenset(string.ascii_letters + string.digits + "_.=:-")
 names = st.text(min_size=1, max_size=400)
 """Any non-empty name (Hypothesis leaves lone surrogates out: protobuf strings are UTF-8)."""
 plain_segments = st.text(alphabet=_PLAIN, min_size=1, max_size=300)
@@ -160,12 +162,104 @@ def test_every_local_name_pulsar_accepts_is_a_topic(local: str) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "persistent://a/b/", "persistent://a/b/..", "persistent://a/./c", "a b/ns/t", b"\xff", "x" * 1025],
+    [
+        "",
+        "persistent://a/b/",
+        "persistent://a/b",
+        "persistent://",
+        "persistent:///b/c",
+        "persistent://a//c",
+        "memory://a/b/c",
+        "://a/b/c",
+        "a b/ns/t",
+        "a/b",
+        "a//b/c",
+        "non-persistent://a b/ns/t",
+        "persistent://a/c/b/",
+        b"\xff",
+    ],
 )
 def test_names_pulsar_refuses_are_invalid_topic_names(bad: object) -> None:
     with pytest.raises(ProtocolError) as e:
         topic_name(bad)
     assert e.value.server_error == api.InvalidTopicName
+
+
+@pytest.mark.parametrize(
+    "not_served",
+    [
+        "non-persistent://public/default/x",
+        "NON-PERSISTENT://public/default/x",
+        "persistent://public/cluster/default/x",
+        "persistent://a/c/n/t/with/slashes",
+        "x" * 1000,
+        "persistent://public/default/" + "t" * 997,
+    ],
+)
+def test_names_pulsar_accepts_and_this_broker_does_not_serve_are_not_allowed(not_served: str) -> None:
+    """NotAllowedError, which the C++ client does not retry (InvalidTopicName it retries for 30 s)."""
+    with pytest.raises(ProtocolError) as e:
+        topic_name(not_served)
+    assert e.value.server_error == api.NotAllowedError
+    assert "not served" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "full"),
+    [
+        ("t@1", "persistent://public/default/t@1"),
+        ("a+b", "persistent://public/default/a+b"),
+        ("café", "persistent://public/default/café"),
+        ("x=y:z.w-v_u", "persistent://public/default/x=y:z.w-v_u"),
+        ("a%2Fb?c#d", "persistent://public/default/a%2Fb?c#d"),
+        ("/t/", "persistent://public/default/t"),
+        ("te-nant/n.s/t", "persistent://te-nant/n.s/t"),
+        ("PERSISTENT://public/default/t", "persistent://public/default/t"),
+        ("persistent://public/default/..", "persistent://public/default/.."),
+        ("persistent://./../x", "persistent://./../x"),
+        ("persistent://public/default/" + "t" * 996, "persistent://public/default/" + "t" * 996),
+    ],
+)
+def test_names_pulsar_accepts_are_topics(given: str, full: str) -> None:
+    name = topic_name(given)
+    assert name.full == full
+    for segment, component in zip(name.segments, name.directory.split("/"), strict=True):
+        _single_component(component)
+        plain = segment not in (".", "..") and all(c in _PLAIN_CHARS for c in segment) and len(segment) <= 255
+        assert (component == segment) is plain
+
+
+def test_names_with_any_character_get_distinct_directories() -> None:
+    locals_ = ["t@1", "a+b", "café", "cafe\u0301", "a b", "a/b".replace("/", "%2F"), ".", "..", "~name", "t"]
+    components = [topic_name(f"persistent://public/default/{n}").directory.split("/")[2] for n in locals_]
+    assert len(set(components)) == len(components)
+    assert components[-1] == "t"  # a plain name keeps its directory, as earlier versions wrote it
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("public/default", ("public", "default")), ("a-b/c.d=e:f_", ("a-b", "c.d=e:f_")), ("t/n/", ("t", "n"))],
+)
+def test_namespaces_are_read_as_pulsar_reads_them(given: str, expected: tuple[str, str]) -> None:
+    assert namespace_name(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ("public", api.InvalidTopicName),
+        ("", api.InvalidTopicName),
+        ("a b/c", api.InvalidTopicName),
+        ("t//n", api.InvalidTopicName),
+        ("t/n/x/y", api.InvalidTopicName),
+        (b"\xff", api.InvalidTopicName),
+        ("t/cluster/n", api.NotAllowedError),
+    ],
+)
+def test_namespaces_pulsar_refuses_or_this_broker_does_not_serve(given: object, error: int) -> None:
+    with pytest.raises(ProtocolError) as e:
+        namespace_name(given)
+    assert e.value.server_error == error
 
 
 @pytest.mark.parametrize(

@@ -343,7 +343,20 @@ def get_schema_error(request_id: int, server_error: int, message: str) -> BaseCo
     return BaseCommand(type=_T.GET_SCHEMA_RESPONSE, getSchemaResponse=body)
 
 
-def get_topics_of_namespace_response(request_id: int, topics: Iterable[str]) -> BaseCommand:
-    """The answer to GET_TOPICS_OF_NAMESPACE (a regex subscription's poll): full topic names."""
-    body = CommandGetTopicsOfNamespaceResponse(request_id=request_id, topics=topics)
+def get_topics_of_namespace_response(
+    request_id: int,
+    topics: Iterable[str],
+    *,
+    filtered: bool = False,
+    topics_hash: str | None = None,
+    changed: bool = True,
+) -> BaseCommand:
+    """The answer to GET_TOPICS_OF_NAMESPACE (a regex subscription's poll): full topic names.
+
+    ``filtered``: the client's pattern was applied here; ``changed=False``: the client's hash is
+    current, and no names are sent.
+    """
+    body = CommandGetTopicsOfNamespaceResponse(
+        request_id=request_id, topics=topics, filtered=filtered, topics_hash=topics_hash, changed=changed
+    )
     return BaseCommand(type=_T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=body)

@@ -28,6 +28,7 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.connection import READ_SIZE, Connection
 from cursorkit.broker.server.limits import Admission, Buffers, Descriptors, TokenBucket, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
+from cursorkit.broker.server.namespace_topics import NamespaceTopics
 from cursorkit.broker.server.ownership import Ownership
 from cursorkit.broker.server.services import Lookup
 from cursorkit.broker.server.subscription import Subscription
@@ -82,6 +83,10 @@ class Broker:
         self.topic_loads = TokenBucket(config.max_topic_loads_per_s, 2 * config.max_topic_loads_per_s)
         """New topics over all connections (each connection has a bucket of its own as well)."""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.namespace_topics = NamespaceTopics(self.root / "topics", shared=bool(config.metadata))
+        """The topics known per namespace, for GET_TOPICS_OF_NAMESPACE (completed from disk at start)."""
+        for text, n in self._partitioned.items():
+            self.namespace_topics.add_partitioned(topic_name(text), n)
         for text, n in (partitioned or {}).items():
             self.set_partitions(topic_name(text), n)
 
@@ -106,6 +111,7 @@ class Broker:
             raise InvalidArgument(f"{name.full} is a partition, not a topic")
         self._partitioned[name.full] = partitions
         atomic_write(self._partitioned_file(), json.dumps(self._partitioned, sort_keys=True).encode())
+        self.namespace_topics.add_partitioned(name, partitions)
 
     def partitions_of(self, name: TopicName) -> int:
         """The topic's partition count (0: not partitioned), as PARTITIONED_METADATA answers."""
@@ -148,6 +154,7 @@ class Broker:
         async with self._loads:
             topic = await asyncio.to_thread(Topic, name, self.root, self.config)
         self.topics[name] = topic
+        self.namespace_topics.add(name)
         return topic
 
     def _in_use(self, topic: Topic) -> bool:
@@ -248,6 +255,7 @@ class Broker:
                     ) from e
                 await asyncio.sleep(0.05)
         self.topics[name] = topic
+        self.namespace_topics.add(name)
         self._ownership.watch(name)
         return topic
 
@@ -295,6 +303,7 @@ class Broker:
 
     async def start(self) -> None:
         """Listens (and joins the metadata store, if any); returns once connections are accepted."""
+        await self.namespace_topics.load()  # the topics on disk, listed off the loop before serving
         # The stream reader takes at most twice its limit from the socket before it stops reading:
         # with one read's worth, a connection holds ~128 KiB beyond its unfinished frame.
         self._server = await asyncio.start_server(

@@ -499,6 +499,7 @@ _HANDLERS: dict[int, Handler] = {
     _T.PONG: Connection._pong,
     _T.PARTITIONED_METADATA: lookup_commands.partitioned_metadata,
     _T.LOOKUP: lookup_commands.lookup,
+    _T.GET_TOPICS_OF_NAMESPACE: lookup_commands.get_topics_of_namespace,
     _T.PRODUCER: producer_commands.producer,
     _T.SEND: producer_commands.send,
     _T.CLOSE_PRODUCER: producer_commands.close_producer,

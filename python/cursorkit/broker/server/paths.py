@@ -31,6 +31,7 @@ __all__ = [
     "NAME_FILE",
     "ensure_directory",
     "is_long",
+    "listed_segment",
     "listed_subscription",
     "segment_component",
     "subscription_component",
@@ -135,6 +136,23 @@ def topic_directory(topics: Path, segments: tuple[str, ...], *, sync: bool) -> P
     for segment in segments:
         directory = ensure_directory(directory, segment_component(segment), segment, sync=sync)
     return directory
+
+
+def listed_segment(directory: Path) -> str | None:
+    """The topic segment (tenant, namespace or local name) whose directory ``directory`` is.
+
+    None for a long form whose name file is not written yet (made by a broker that died at once);
+    ``DamagedStore`` when it is no segment's directory.
+    """
+    component = directory.name
+    if is_long(component):
+        held = _held_name(directory)
+        if held is not None and segment_component(held) != component:
+            raise _damaged(directory, f"{held[:200]!r} belongs in another directory")
+        return held
+    if len(component) <= MAX_COMPONENT and component not in (".", "..") and _PLAIN.fullmatch(component):
+        return component
+    raise _damaged(directory, "not named as a topic segment's directory (a plain name, or ~ and a SHA-256)")
 
 
 def listed_subscription(directory: Path) -> str:

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.config import BrokerConfig
     from cursorkit.broker.server.limits import Buffers, TokenBucket, Warnings
     from cursorkit.broker.server.names import TopicName
+    from cursorkit.broker.server.namespace_topics import NamespaceTopics
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
@@ -45,6 +46,11 @@ class BrokerServices(Protocol):
     @property
     def warnings(self) -> Warnings:
         """The broker's rate-limited log lines about clients past a limit."""
+        ...
+
+    @property
+    def namespace_topics(self) -> NamespaceTopics:
+        """The topics known per namespace, and the topic lists answered from them."""
         ...
 
     @property
