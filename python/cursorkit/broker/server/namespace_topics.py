@@ -33,7 +33,7 @@ __all__ = ["MATCH_BUDGET", "MAX_WAITING", "NamespaceTopics", "TopicList", "topic
 log = logging.getLogger("cursorkit.broker")
 
 MATCH_BUDGET = 2_000_000
-"""Automaton steps one answer may spend matching a pattern (about a second of one core at worst)."""
+"""RE2 program steps one answer may spend matching a pattern (well under a second of one core)."""
 MAX_WAITING = 64
 """Topic-list requests waiting for their turn, over all connections, past which TooManyRequests."""
 _PARTITION_SUFFIX = "-partition-"
