@@ -174,7 +174,9 @@ mod tests {
         put_message_frame(&mut partitioned, 1, 2, 3, 7, 0, &[], stored);
         assert_eq!(partitioned.len(), plain.len() + 2);
         // MessageIdData{ledgerId 2, entryId 3, partition 7}
-        assert!(partitioned.windows(8).any(|w| w == [0x12, 6, 0x08, 2, 0x10, 3, 0x18, 7]));
+        assert!(partitioned
+            .windows(8)
+            .any(|w| w == [0x12, 6, 0x08, 2, 0x10, 3, 0x18, 7]));
         assert!(plain.windows(6).any(|w| w == [0x12, 4, 0x08, 2, 0x10, 3]));
     }
 }
