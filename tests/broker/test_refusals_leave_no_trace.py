@@ -7,59 +7,20 @@ refusal gets the error code the official client acts on, and the connection stay
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cursorkit.broker.server.broker import Broker
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.proto import pulsar_api_pb2 as api
+from in_process_broker import InProcess
 from raw_client import Raw
 
 _T = api.BaseCommand
 _S = api.CommandSubscribe
 TOPIC = "persistent://public/default/trace"
-
-
-class InProcess:
-    """A broker on its own event loop thread; its tables are read on that loop."""
-
-    def __init__(self, config: BrokerConfig) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.broker = Broker(config)
-        self.call(self.broker.start())
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
-
-    def tables(self) -> dict[str, Any]:
-        async def read() -> dict[str, Any]:
-            subs = {
-                str(name.full): {
-                    s: (sub.type_name, sub.is_durable, sorted(c.consumer_id for c in sub.consumers))
-                    for s, sub in topic.subscriptions.items()
-                }
-                for name, topic in self.broker.topics.items()
-            }
-            conns = sorted(sorted(conn.consumers) for conn in self.broker.connections)
-            return {"subscriptions": subs, "connections": conns}
-
-        tables: dict[str, Any] = self.call(read())
-        tables["disk"] = sorted(
-            str(p.relative_to(self.broker.root)) for p in self.broker.root.rglob("subscriptions/*")
-        )
-        return tables
-
-    def stop(self) -> None:
-        self.call(self.broker.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import itertools
 import json
 import logging
 import os
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from cursorkit.broker.protocol import commands
@@ -55,6 +55,18 @@ _CLOSED_AT_ONCE = 8
 """Idle topics closed at once when descriptors run short."""
 _NO_REQUEST = (1 << 64) - 1
 """Pulsar's request id −1 (an ERROR that answers no request), as the uint64 the wire carries."""
+
+
+def _run_flushes(jobs: list[Callable[[], None]]) -> list[Exception | None]:
+    """Runs each topic's flush (off the loop); what each raised, or None."""
+    failures: list[Exception | None] = []
+    for job in jobs:
+        try:
+            job()
+            failures.append(None)
+        except Exception as e:  # noqa: BLE001 - reported per topic on the loop
+            failures.append(e)
+    return failures
 
 
 class Broker:
@@ -347,15 +359,21 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             self._close_idle_topics(loop.time())
-            for topic in list(self.topics.values()):
+            topics = list(self.topics.values())
+            jobs = []
+            for topic in topics:
                 topic.dispatch()  # consumers whose connections drained since get their turn
-                try:
-                    topic.flush()
-                except Fenced as e:  # another broker opened its cursor: it is that broker's topic now
-                    log.warning("%s: fenced (%s)", topic.name.full, e)
+                jobs.append(topic.flush_jobs())
+            # The cursors' writes and fsyncs, and the ledgers' deletions, on one worker thread.
+            failures = await asyncio.to_thread(_run_flushes, jobs)
+            for topic, failure in zip(topics, failures, strict=True):
+                if isinstance(failure, Fenced):  # another broker opened its cursor: its topic now
+                    log.warning("%s: fenced (%s)", topic.name.full, failure)
                     self._give_up(topic.name)
-                except Exception:  # noqa: BLE001 - a failed flush is retried next time; acks stay in memory
-                    log.exception("flushing %s failed", topic.name.full)
+                elif failure is not None:  # retried next time; acks stay in memory
+                    log.error("flushing %s failed", topic.name.full, exc_info=failure)
+                elif self.topics.get(topic.name) is topic:
+                    topic.after_flush()
 
     async def stop(self) -> None:
         """Stops listening, closes the connections, flushes and closes every topic."""

@@ -118,7 +118,15 @@ def add_parser(
         help="beyond Pulsar: redelivery counts survive restarts, hand-overs and reconnects, so dead-letter "
         "policies fire (default: in memory, as Pulsar)",
     )
-    b.add_argument("--no-sync", action="store_true", help="do not fsync (tests only: a crash loses data)")
+    b.add_argument(
+        "--sync",
+        choices=("always", "never"),
+        default="always",
+        help="always (default): every receipt and cursor flush waits for its fsync, made off the event "
+        "loop with group commit; never: no fsync at all (tests only: a machine crash loses receipted "
+        "messages and acks)",
+    )
+    b.add_argument("--no-sync", action="store_true", help="the same as --sync never")
     _add_limits(b)
 
 
@@ -261,7 +269,7 @@ def run_broker(args: argparse.Namespace) -> int:
         data=args.data,
         host=args.host,
         port=args.port,
-        sync=not args.no_sync,
+        sync=args.sync == "always" and not args.no_sync,
         metadata=args.metadata,
         advertised=args.advertised,
         segment_bytes=args.segment_bytes,

@@ -22,7 +22,8 @@ class BrokerConfig:
     Acknowledgements are durable within ``flush_interval_ms`` (the cursor store is flushed that
     often while acks arrive, and on every close): a broker killed in between redelivers at most the
     acks of that last interval. A receipted message is always durable (its append is fsynced before
-    the SEND_RECEIPT, many sends sharing one fsync).
+    the SEND_RECEIPT, many sends sharing one fsync). Every fsync is made off the event loop: the
+    appends on a worker thread per group commit, the cursor flushes on the flush thread.
     """
 
     data: Path

@@ -7,6 +7,7 @@ command table calls it; what a connection holds (its consumers, its replies) sta
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
@@ -202,16 +203,23 @@ def close_consumer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) ->
     conn.success(q.request_id)
 
 
-def unsubscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
-    """UNSUBSCRIBE: the subscription goes, if this consumer is its last."""
+def unsubscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None]:
+    """UNSUBSCRIBE: the subscription goes, if this consumer is its last.
+
+    Its files are deleted off the loop; SUCCESS follows once they are gone.
+    """
     q = cmd.unsubscribe
     sub, consumer, topic = consumer_of(conn, q.consumer_id)
     if [c for c in sub.consumers if c is not consumer]:
         raise ProtocolError(f"subscription {sub.name!r} has other consumers", server_error=api.ConsumerBusy)
     del conn.consumers[q.consumer_id]
     sub.remove_consumer(consumer)
-    topic.unsubscribe(sub.name)
-    conn.success(q.request_id)
+    return _unsubscribed(conn, q.request_id, topic, sub.name)
+
+
+async def _unsubscribed(conn: Connection, request_id: int, topic: Topic, name: str) -> None:
+    await topic.remove_subscription(name)
+    conn.success(request_id)
 
 
 def seek(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
@@ -243,14 +251,25 @@ def seek(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     conn.broker.reconnect_consumers(sub)
 
 
-def get_last_message_id(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
-    """GET_LAST_MESSAGE_ID: the topic's last position and the subscription's mark-delete."""
+def get_last_message_id(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None]:
+    """GET_LAST_MESSAGE_ID: the topic's last position and the subscription's mark-delete.
+
+    The last entry is read off the loop: a batch names its last index (so ``has_message_available``
+    sees the rest of it).
+    """
     q = cmd.getLastMessageId
     sub, _consumer, topic = consumer_of(conn, q.consumer_id)
-    last = topic.log.last_position
-    md = sub.cursor.mark_delete_position
+    return _last_message_id(conn, q.request_id, sub, topic)
+
+
+async def _last_message_id(conn: Connection, request_id: int, sub: Subscription, topic: Topic) -> None:
+    log = topic.log
+    last = log.last_position
     partition = topic.partition if topic.partition >= 0 else None
-    batch_index = last_index(topic.log.read(last).data) if last.entry_id >= 0 else None
+    batch_index = None
+    if last.entry_id >= 0:
+        batch_index = last_index((await asyncio.to_thread(log.read, last)).data)
+    md = sub.cursor.mark_delete_position
     last_id = commands.message_id(last.ledger_id, last.entry_id, partition=partition, batch_index=batch_index)
     md_id = commands.message_id(md.ledger_id, md.entry_id, partition=partition)
-    conn.reply(commands.get_last_message_id_response(q.request_id, last_id, mark_delete=md_id))
+    conn.reply(commands.get_last_message_id_response(request_id, last_id, mark_delete=md_id))

@@ -15,6 +15,7 @@ applies to Shared and Key_Shared only, as in Pulsar.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import cast
@@ -110,6 +111,8 @@ class Subscription:
             self.delayed = open_tracker(config, directory, self.store, self.cursor, topic=topic, clock=clock)
             if config.durable_redelivery_counts:
                 self.durable = DurableCounts(self.store, self.cursor)
+        self._writing_ahead = False
+        """Raised redelivery counts are being written: dispatch waits for them."""
         self.emptied_at: float | None = None
         """When a non-durable subscription lost its last consumer to a seek (it waits for them)."""
         self._trimmed = self.cursor.mark_delete_position
@@ -433,11 +436,16 @@ class Subscription:
         return entries
 
     def dispatch(self) -> None:
-        """Sends what can be sent now: due delayed messages and redeliveries first, then new entries."""
-        if not self.consumers:
+        """Sends what can be sent now: due delayed messages and redeliveries first, then new entries.
+
+        Raised durable redelivery counts are written first, off the event loop: the dispatch waits
+        for them (a count a client saw never goes back after a crash) and runs again once they are.
+        """
+        if not self.consumers or self._writing_ahead:
             return
         if self.durable is not None and self.durable.dirty:
-            self.durable.write_ahead()
+            self._write_ahead()
+            return
         more = False
         if self._ks is not None:
             more = self._dispatch_key_shared()
@@ -502,21 +510,51 @@ class Subscription:
 
     # -- durability ----------------------------------------------------------------------------------
 
+    def _write_ahead(self) -> None:
+        """Writes the raised counts on a worker thread; the subscription dispatches again after."""
+        durable = self.durable
+        assert durable is not None
+        self._writing_ahead = True
+
+        def written(_: object) -> None:
+            self._writing_ahead = False
+            self._schedule(0.0)
+
+        asyncio.get_running_loop().run_in_executor(None, durable.write_ahead).add_done_callback(written)
+
+    def write_cursor(self) -> None:
+        """The disk half of a flush, made off the event loop: raised counts, then the acks since the last.
+
+        Safe beside the loop: the cursor and the counts are locked types, the store has its lock,
+        and a store closed meanwhile (the subscription deleted) is skipped.
+        """
+        store = self.store
+        if store is None or store.closed:  # a reader's cursor is never written
+            return
+        if self.durable is not None and self.durable.dirty:  # raised with no consumer to send to
+            self.durable.write_ahead()
+        mutations = self.cursor.mutations  # acks landing during the write are flushed next time
+        if mutations != self._flushed:
+            store.flush(self.cursor)
+            self._flushed = mutations
+            if self.durable is not None:
+                self.durable.prune()
+
     def flush(self) -> None:
-        """Makes the acks durable if any arrived since the last flush.
+        """Makes the acks durable if any arrived since the last flush, on the calling thread.
+
+        The broker's periodic flush calls :meth:`write_cursor` off the loop, then
+        :meth:`after_flush` on it; closing calls both here.
+        """
+        self.write_cursor()
+        self.after_flush()
+
+    def after_flush(self) -> None:
+        """The event-loop half of a flush (the bucket tracker is the loop's).
 
         A bucket tracker's index is trimmed below mark-delete, and what damaged snapshots lost is
         read again from the log.
         """
-        if self.store is None:  # a reader's cursor is never written
-            return
-        if self.durable is not None and self.durable.dirty:  # raised with no consumer to send to
-            self.durable.write_ahead()
-        if self.cursor.mutations != self._flushed:
-            self.store.flush(self.cursor)
-            self._flushed = self.cursor.mutations
-            if self.durable is not None:
-                self.durable.prune()
         if isinstance(self.delayed, BucketDelayedDeliveryTracker):
             md = self.cursor.mark_delete_position
             if md != self._trimmed:

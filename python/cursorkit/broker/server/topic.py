@@ -205,16 +205,10 @@ class Topic:
         return sub
 
     async def remove_subscription(self, name: str) -> None:
-        """Deletes a subscription with no consumers, its files off the loop (a refused SUBSCRIBE's)."""
+        """Deletes a subscription with no consumers, its files off the loop (UNSUBSCRIBE, refusals)."""
         sub = self.subscriptions.pop(name, None)
         if sub is not None:
             await asyncio.to_thread(sub.delete)
-
-    def unsubscribe(self, name: str) -> None:
-        """Deletes a subscription with no consumers."""
-        sub = self.subscriptions.pop(name, None)
-        if sub is not None:
-            sub.delete()
 
     # -- publishing ----------------------------------------------------------------------------------
 
@@ -244,9 +238,10 @@ class Topic:
                 batch, self._pending = self._pending, []
                 rows = batch[0][0] if len(batch) == 1 else [row for group, _ in batch for row in group]
                 try:
-                    # On the loop thread: the log is not shared with other threads (an fsync of a
-                    # few ms holds the loop, and every SEND that arrives meanwhile joins the next).
-                    positions = self.log.append(rows)
+                    # Written and fsynced on a worker thread: the loop serves everyone meanwhile,
+                    # and every SEND that arrives during the sync joins the next group. Dispatch
+                    # reads the log beside it (an append holds only its own lock while it syncs).
+                    positions = await asyncio.to_thread(self.log.append, rows)
                 except Exception as e:  # noqa: BLE001 - each send gets the failure
                     for _, done in batch:
                         done(e)
@@ -341,16 +336,37 @@ class Topic:
     def flush(self) -> None:
         """Flushes every subscription's cursor, then deletes the ledgers all durable ones have consumed.
 
-        Readers (non-durable subscriptions) hold nothing back: one behind a trimmed ledger reads on
-        from the oldest entry left.
+        On the calling thread (closing); the broker's periodic flush is :meth:`flush_jobs` off the
+        loop, then :meth:`after_flush` on it. Readers (non-durable subscriptions) hold nothing back:
+        one behind a trimmed ledger reads on from the oldest entry left.
+        """
+        self.flush_jobs()()
+        self.after_flush()
+
+    def flush_jobs(self) -> Callable[[], None]:
+        """On the loop: what a periodic flush writes, as a call to make off the loop.
+
+        The call writes each durable cursor (and raised redelivery counts), then deletes the
+        ledgers every one of them has consumed; it touches no table the loop changes.
         """
         self._drop_abandoned_readers()
+        durable = [s for s in self.subscriptions.values() if s.is_durable]
+
+        def write() -> None:
+            for sub in durable:
+                sub.write_cursor()
+            if durable:
+                oldest = min(
+                    (s.cursor.mark_delete_position for s in durable), key=lambda p: (p.ledger_id, p.entry_id)
+                )
+                self.log.trim(Position(oldest.ledger_id, oldest.entry_id + 1))
+
+        return write
+
+    def after_flush(self) -> None:
+        """On the loop, after the cursors were written: each subscription's bucket tracker follows."""
         for sub in self.subscriptions.values():
-            sub.flush()
-        durable = [s.cursor.mark_delete_position for s in self.subscriptions.values() if s.is_durable]
-        if durable:
-            oldest = min(durable, key=lambda p: (p.ledger_id, p.entry_id))
-            self.log.trim(Position(oldest.ledger_id, oldest.entry_id + 1))
+            sub.after_flush()
 
     def close(self) -> None:
         """Flushes and closes the subscriptions, then the log (releasing it for another broker).
