@@ -68,3 +68,30 @@ def test_every_kind_with_and_without_batching(broker: BrokerProcess, kind: objec
         assert nothing_more(consumer)
     finally:
         c.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [("Shared", "Exclusive"), ("Exclusive", "Shared"), ("KeyShared", "Failover"), ("Shared", "KeyShared")],
+)
+def test_a_subscription_of_another_type_gets_everything_left_unacked(
+    broker: BrokerProcess, first: str, then: str
+) -> None:
+    """Once its consumers left, a subscription may change type; the new one receives what was not acked."""
+    c = client(broker.url)
+    try:
+        topic = f"switch-{first}-{then}"
+        before = c.subscribe(topic, "s", consumer_type=getattr(pulsar.ConsumerType, first))
+        producer = c.create_producer(topic, batching_enabled=False)
+        for i in range(6):
+            producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+        got = receive_all(before, 6, ack=False)
+        for m in got[:2]:
+            before.acknowledge(m)
+        before.close()
+        after = c.subscribe(topic, "s", consumer_type=getattr(pulsar.ConsumerType, then))
+        rest = sorted(m.data() for m in receive_all(after, 4))
+        assert rest == sorted(m.data() for m in got[2:])
+        assert nothing_more(after, 300)
+    finally:
+        c.close()

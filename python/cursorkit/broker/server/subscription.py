@@ -1,16 +1,14 @@
-"""A subscription: its cursor (and store, when durable), its consumers, and the dispatch of its type.
+"""A subscription: its cursor (and store, when durable), its consumers, and its dispatch model.
 
-Shared subscriptions dispatch through cursorkit's ``SharedDispatcher`` (round-robin over permits,
-replay first); Exclusive and Failover through the same dispatcher with only the active consumer
-registered (a Failover hand-over returns the old active consumer's messages, which the new one
-receives from the oldest on); Key_Shared through ``KeySharedDispatcher``. Entries are read from
-the topic's log after the cursor's mark-delete, skipping what was acknowledged individually; a
-message with a deliver-at time waits in the delayed tracker and comes back through the
-dispatcher's queue when due. Redelivery counts rise with every nack or redelivery request (in
-memory, as in Pulsar; durable with ``durable_redelivery_counts``, see ``redeliveries.py``).
-A reader's subscription is non-durable: its ``NonDurableCursor`` lives in memory only, with no
-store or directory, and the topic drops it when its last consumer leaves. Delayed delivery
-applies to Shared and Key_Shared only, as in Pulsar.
+The dispatch itself is the model's (``dispatch/``: one class each for Exclusive and Failover,
+Shared, Key_Shared); the subscription reads the topic's log after the cursor's mark-delete
+(skipping what was acknowledged individually) for it, sends the frames it decides, and keeps what
+outlives a model: the cursor and its store, the delayed tracker, durable redelivery counts. A
+message with a deliver-at time waits in the delayed tracker (Shared and Key_Shared only, as in
+Pulsar). Redelivery counts rise with every nack or redelivery request (in memory, as in Pulsar;
+durable with ``durable_redelivery_counts``, see ``redeliveries.py``). A reader's subscription is
+non-durable: its ``NonDurableCursor`` lives in memory only, with no store or directory, and the
+topic drops it when its last consumer leaves.
 """
 
 from __future__ import annotations
@@ -18,28 +16,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import cast
 
 from cursorkit import Cursor, CursorStore, Position
 from cursorkit.ackstate.non_durable import NonDurableCursor
 from cursorkit.broker.log import Entry, MessageLog
-from cursorkit.broker.protocol import commands
-from cursorkit.broker.protocol.frames import encode_command
-from cursorkit.broker.protocol.hot_frames import entry_fields, message_frames
+from cursorkit.broker.protocol.hot_frames import message_frames
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.delayed_trackers import DelayedTracker, open_tracker
-from cursorkit.broker.server.isolation import reread_spilled
+from cursorkit.broker.server.dispatch import DispatchModel, KeySharedModel, model_for
+from cursorkit.broker.server.dispatch.model import SUB_TYPES
+from cursorkit.broker.server.dispatch.shared import MAX_UNACKED_PER_CONSUMER
 from cursorkit.broker.server.redeliveries import DurableCounts
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.delayed import BucketDelayedDeliveryTracker, InMemoryDelayedDeliveryTracker
-from cursorkit.errors import ConsumerAssignError, CursorkitError, ProtocolError
-from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
-from cursorkit.keyshared.hashing import hash_many, slots
-from cursorkit.keyshared.hooks import Selector
+from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
-from cursorkit.shared import SharedDispatcher
 
 __all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
 
@@ -47,16 +40,6 @@ _READ_BYTES = 4 * 1024 * 1024
 """The most a read of the log returns (at least one entry)."""
 _ENTRIES_KEPT = 2_000
 """Read entries kept for sending before the cache is dropped (they are read again then)."""
-MAX_UNACKED_PER_CONSUMER = 50_000
-"""Pulsar's ``maxUnackedMessagesPerConsumer``: a consumer holding this many gets no more until it acks."""
-
-_SUB_TYPES: dict[int, str] = {
-    api.CommandSubscribe.Exclusive: "Exclusive",
-    api.CommandSubscribe.Shared: "Shared",
-    api.CommandSubscribe.Failover: "Failover",
-    api.CommandSubscribe.Key_Shared: "Key_Shared",
-}
-_ONE_ACTIVE = (api.CommandSubscribe.Exclusive, api.CommandSubscribe.Failover)
 
 
 class Subscription:
@@ -82,7 +65,6 @@ class Subscription:
         self.name = name
         self.directory = directory
         self.log = log
-        self.sub_type = sub_type
         self.partition = partition
         """The topic's partition index (-1: not a partition), named in every message id sent."""
         self._clock = clock
@@ -116,37 +98,37 @@ class Subscription:
         self.emptied_at: float | None = None
         """When a non-durable subscription lost its last consumer to a seek (it waits for them)."""
         self._trimmed = self.cursor.mark_delete_position
-        self.consumers: list[Consumer] = []
-        self._shared = SharedDispatcher(
-            cursor=self.cursor, delayed=self.delayed, max_unacked_per_consumer=MAX_UNACKED_PER_CONSUMER
-        )
-        self._registered: Consumer | None = None
-        """Exclusive and Failover: the active consumer, the only one the dispatcher knows."""
+        self._config = config
+        self._first_type = sub_type
+        self.model: DispatchModel | None = None
+        """The dispatch of the subscription's type, made with its first consumer."""
         self._read_at = self._after(self.cursor.mark_delete_position)
-        self._read_batch = config.read_batch
-        self._max_unacked_per_key = config.max_unacked_per_key
-        self._key_ordered_nacks = config.key_ordered_nacks
-        self._stuck_after = config.stuck_consumer_timeout_ms / 1000.0 or None
+        self.read_batch = config.read_batch
+        """Entries read from the log per read (the :class:`~.dispatch.Feed` attribute)."""
         self._entries: dict[Position, Entry] = {}
         """Entries of the last reads not sent yet (sent from here instead of read again)."""
         self._per_entry = 1.0
         """Messages per entry, on average over the recent reads."""
         self._flushed = self.cursor.mutations
-        self._key_shared: KeySharedDispatcher | None = None
         self.damage = ""
         """The damage that last stopped a dispatch (logged once by the topic), or ""."""
 
     # -- consumers ---------------------------------------------------------------------------------
 
     @property
-    def type_name(self) -> str:
-        """Pulsar's name of the subscription type."""
-        return _SUB_TYPES.get(self.sub_type, "Exclusive")
+    def consumers(self) -> list[Consumer]:
+        """The consumers, in the model's order (Failover: the active one first)."""
+        return self.model.consumers if self.model is not None else []
 
     @property
-    def _ks(self) -> KeySharedDispatcher | None:
-        """The Key_Shared dispatcher when this is a Key_Shared subscription."""
-        return self._key_shared if self.sub_type == api.CommandSubscribe.Key_Shared else None
+    def sub_type(self) -> int:
+        """The subscription's type: its model's, or the type it was made with."""
+        return self.model.sub_type if self.model is not None else self._first_type
+
+    @property
+    def type_name(self) -> str:
+        """Pulsar's name of the subscription type."""
+        return SUB_TYPES.get(self.sub_type, "Exclusive")
 
     @property
     def is_durable(self) -> bool:
@@ -156,62 +138,39 @@ class Subscription:
     def add_consumer(self, consumer: Consumer, request: SubscribeRequest) -> None:
         """Adds a consumer; a refusal leaves the subscription as it was.
 
-        Refused: another type, a second Exclusive consumer, another Key_Shared mode, sticky ranges
-        another consumer holds.
+        Refused: another type while consumers are connected, a second Exclusive consumer, another
+        Key_Shared mode, sticky ranges another consumer holds. With no consumer connected, a
+        consumer of another type (or a Key_Shared one) starts a new model.
         """
-        sub_type = request.sub_type
-        if self.consumers and sub_type != self.sub_type:
-            raise ProtocolError(
-                f"subscription {self.name!r} is {self.type_name}, not {_SUB_TYPES.get(sub_type)}",
-                server_error=api.ConsumerBusy,
-            )
-        if self.sub_type == api.CommandSubscribe.Exclusive and self.consumers:
-            raise ProtocolError(
-                f"exclusive subscription {self.name!r} already has a consumer", server_error=api.ConsumerBusy
-            )
-        if sub_type == api.CommandSubscribe.Key_Shared:
-            self._add_key_shared(consumer, request)
-        elif sub_type == api.CommandSubscribe.Shared:
-            self._shared.add_consumer(consumer, 0, priority=consumer.priority)
-        self.sub_type = sub_type
-        self.consumers.append(consumer)
-        self.emptied_at = None
-        if sub_type in _ONE_ACTIVE:
-            if sub_type == api.CommandSubscribe.Failover:
-                self.consumers.sort(key=lambda c: (c.priority, c.name))
-            self._activate(announce=False)  # the connection announces after its SUCCESS
-
-    def _add_key_shared(self, consumer: Consumer, request: SubscribeRequest) -> None:
-        """Registers a Key_Shared consumer; the first one sets the mode (AUTO_SPLIT or STICKY)."""
-        ks = self._key_shared if self.consumers else None
-        if ks is not None and (ks.sticky, ks.mode == "out-of-order") != (
-            request.sticky,
-            request.out_of_order,
-        ):
-            mode = "STICKY" if ks.sticky else "AUTO_SPLIT"
-            unordered = " with out-of-order delivery" if ks.mode == "out-of-order" else ""
-            raise ProtocolError(
-                f"subscription {self.name!r} is Key_Shared {mode}{unordered}: another mode is refused",
-                server_error=api.ConsumerBusy,
-            )
-        if ks is None:
-            selector = cast(
-                Selector, ExclusiveRangeSelector() if request.sticky else ConsistentHashingSelector()
-            )
-            ks = KeySharedDispatcher(
-                selector=selector,
+        model = self.model
+        if model is not None and model.consumers:
+            if request.sub_type != model.sub_type:
+                raise ProtocolError(
+                    f"subscription {self.name!r} is {model.type_name}, not {SUB_TYPES.get(request.sub_type)}",
+                    server_error=api.ConsumerBusy,
+                )
+            model.add_consumer(consumer, request)
+        elif model is not None and model.fits(request) and not isinstance(model, KeySharedModel):
+            model.add_consumer(consumer, request)
+        else:
+            fresh = model_for(
+                request,
+                name=self.name,
                 cursor=self.cursor,
-                mode="out-of-order" if request.out_of_order else "draining",
                 delayed=self.delayed,
-                max_unacked_per_key=self._max_unacked_per_key,
-                key_ordered_nacks=self._key_ordered_nacks and not request.out_of_order,
-                stuck_after=self._stuck_after,
+                config=self._config,
+                log=self.log,
+                clock_s=lambda: self._clock() / 1000.0,
             )
-        try:
-            ks.add_consumer(consumer, permits=0, ranges=request.ranges if request.sticky else None)
-        except ConsumerAssignError as e:  # ranges another consumer holds: Pulsar's answer, no trace
-            raise ProtocolError(str(e), server_error=api.ConsumerAssignError) from None
-        self._key_shared = ks
+            fresh.add_consumer(consumer, request)
+            if model is not None and not isinstance(model, KeySharedModel):
+                # What the old model queued or got back is read again, for the new one.
+                self._read_at = self._after(self.cursor.mark_delete_position)
+                self._entries.clear()
+            if model is not None and model.sub_type != fresh.sub_type:
+                self.delayed.clear()  # re-read: what the new type delays is added again
+            self.model = fresh
+        self.emptied_at = None
 
     def remove_consumer(self, consumer: Consumer, *, lost: bool = False, seeking: bool = False) -> None:
         """Drops a consumer; what it held unacked goes to the others.
@@ -221,56 +180,26 @@ class Subscription:
         A non-durable subscription left by its last consumer is dropped by the topic, unless the
         consumers left because of a seek (``seeking``): they come back to the sought position.
         """
-        if consumer not in self.consumers:
+        model = self.model
+        if model is None or consumer not in model.consumers:
             return
-        self.consumers.remove(consumer)
-        if not self.consumers and seeking:
-            self.emptied_at = self._clock() / 1000.0
+        returned = model.remove_consumer(consumer)
         consumer.connected = False
-        ks = self._ks
-        returned: list[Position] = []
-        if ks is not None:
-            returned = ks.remove_consumer(consumer)
-            rewind = ks.take_rewind()  # the last consumer left: read again after mark-delete
-            if rewind is not None:
-                self._read_at = self._after(rewind)
-        elif self.sub_type == api.CommandSubscribe.Shared:
-            returned = self._shared.remove_consumer(consumer)
-        else:
-            returned = self._activate(announce=True)
+        rewind = model.take_rewind()  # the last consumer left: read again after mark-delete
+        if rewind is not None:
+            self._read_at = self._after(rewind)
+        if not model.consumers and seeking:
+            self.emptied_at = self._clock() / 1000.0
         if lost and self.durable is not None:
             self.durable.raise_counts(returned)
-
-    def _activate(self, *, announce: bool) -> list[Position]:
-        """Exclusive and Failover: registers the active consumer (the first) with the dispatcher.
-
-        The previous active consumer's messages go back to the queue and reach the new one from
-        the oldest unacknowledged on, as after Pulsar's rewind on a Failover change; they are returned.
-        """
-        active = self.consumers[0] if self.consumers else None
-        if active is self._registered:
-            return []
-        returned: list[Position] = []
-        if self._registered is not None:
-            returned = self._shared.remove_consumer(self._registered)
-        self._registered = active
-        if active is not None:
-            self._shared.add_consumer(active, max(active.permits, 0))
-            if announce and self.sub_type == api.CommandSubscribe.Failover:
-                for c in self.consumers:
-                    c.send(_active_change(c.consumer_id, c is active))
-        return returned
 
     # -- flow, acks, redelivery ----------------------------------------------------------------------
 
     def flow(self, consumer: Consumer, permits: int) -> None:
         """The consumer asks for ``permits`` more messages."""
         consumer.permits += permits
-        ks = self._ks
-        if ks is not None:
-            ks.add_permits(consumer, permits)
-        elif self.sub_type == api.CommandSubscribe.Shared or consumer is self._registered:
-            self._shared.add_permits(consumer, permits)
+        if self.model is not None:
+            self.model.flow(consumer, permits)
 
     def ack(self, consumer: Consumer, ack: api.CommandAck) -> None:
         """Individual or cumulative acks, whole entries or batch indexes (``ack_set``: the unacked bits)."""
@@ -285,21 +214,13 @@ class Subscription:
 
     def ack_positions(self, consumer: Consumer, positions: list[Position], *, cumulative: bool) -> None:
         """Acks whole entries: individually, or cumulatively up to each (Exclusive and Failover only)."""
-        if cumulative:
-            if self.sub_type not in _ONE_ACTIVE:
-                raise ProtocolError(
-                    f"cumulative acks are not allowed on {self.type_name} subscriptions",
-                    server_error=api.NotAllowedError,
-                )
-            for position in positions:
-                self._shared.ack_cumulative(position)
+        model = self.model
+        if model is None:
             return
-        if positions:
-            ks = self._ks
-            if ks is not None:
-                ks.ack_many(consumer, positions)
-            else:
-                self._shared.ack(positions)
+        if cumulative:
+            model.ack_cumulative(positions)
+        elif positions:
+            model.ack(consumer, positions)
 
     def _ack_batch_indexes(self, position: Position, ack_set: Sequence[int]) -> bool:
         """Acks the batch indexes an ``ack_set`` leaves unset; False when it leaves none (the whole entry).
@@ -322,32 +243,25 @@ class Subscription:
 
         Only messages the consumer holds go back (and count), as in Pulsar.
         """
-        ks = self._ks
-        named = None if positions is None else list(positions)
-        if ks is None and self.sub_type in _ONE_ACTIVE and consumer is not self._registered:
+        model = self.model
+        if model is None:
             return
+        named = None if positions is None else list(positions)
         if self.durable is not None:
-            taken = ks.unacked(consumer) if ks is not None else self._shared.held_by(consumer)
+            taken = model.held_by(consumer)
             if named is not None:
                 held = set(taken)
                 taken = [p for p in named if p in held]
             self.durable.raise_counts(taken)
-        if ks is not None:
-            if named is None:
-                ks.redeliver(consumer)
-            else:
-                ks.nack(consumer, named)
-        elif named is None:
-            self._shared.redeliver_all(consumer)
-        else:
-            self._shared.nack(consumer, named)
+        model.redeliver(consumer, named)
 
     def seek(self, position: Position) -> None:
         """Delivers ``position`` next, forgetting acks after it (the caller reconnects the consumers)."""
         self.cursor.reset(position)
         if self.durable is not None:
             self.durable.reset()
-        self._shared.reset()
+        if self.model is not None:
+            self.model.reset()
         self._entries.clear()
         self._read_at = position
         self.delayed.clear()
@@ -364,7 +278,7 @@ class Subscription:
         except Exception:  # noqa: BLE001 - a trimmed or unknown entry: count it as one
             return 1
 
-    def _send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
+    def send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
         """Sends a dispatch round's entries to one consumer: their frames built in one call."""
         entries = [self._entry(p) for p in positions]
         if self.durable is not None:
@@ -414,13 +328,13 @@ class Subscription:
         entry = self._entries.pop(position, None)
         return entry if entry is not None else self.log.read(position)
 
-    def _read(self, messages_wanted: int) -> list[Entry]:
+    def read(self, messages_wanted: int) -> list[Entry]:
         """Reads entries after the read position for ``messages_wanted`` messages (at least one entry).
 
         A dispatcher's permits count messages: the count of entries is scaled by the average batch
         of the recent reads.
         """
-        n = max(1, min(self._read_batch, int(messages_wanted / self._per_entry)))
+        n = max(1, min(self.read_batch, int(messages_wanted / self._per_entry)))
         try:
             entries = self.log.read_from(self._read_at, n, _READ_BYTES)
         except CursorkitError:
@@ -441,63 +355,14 @@ class Subscription:
         Raised durable redelivery counts are written first, off the event loop: the dispatch waits
         for them (a count a client saw never goes back after a crash) and runs again once they are.
         """
-        if not self.consumers or self._writing_ahead:
+        if self.model is None or not self.model.consumers or self._writing_ahead:
             return
         if self.durable is not None and self.durable.dirty:
             self._write_ahead()
             return
-        more = False
-        if self._ks is not None:
-            more = self._dispatch_key_shared()
-        else:
-            self._dispatch_shared()
+        assert self.model is not None
+        more = self.model.dispatch(self)
         self._arm_delayed(soon=more)
-
-    def _dispatch_shared(self) -> None:
-        shared = self._shared
-        for c in self.consumers:  # a connection that does not keep up gets nothing until it drains
-            paused = not c.writable()
-            if paused != c.paused and (c is self._registered or self.sub_type == api.CommandSubscribe.Shared):
-                c.paused = paused
-                shared.set_paused(c, paused)
-        while True:
-            for consumer, positions, counts in shared.dispatch():
-                self._send(consumer, positions, counts)
-            n = shared.entries_to_read(self._read_batch * 1000)  # messages: _read makes them entries
-            entries = self._read(n) if n else []
-            if not entries:
-                return
-            due = None
-            if self.sub_type == api.CommandSubscribe.Shared:  # Pulsar delays on Shared and Key_Shared only
-                due, _keys = entry_fields([e.data for e in entries])  # one call for the read
-            shared.add_read([e.position for e in entries], [e.num_messages for e in entries], due)
-
-    def _dispatch_key_shared(self) -> bool:
-        """Key_Shared's dispatch; True when spilled entries are left to read again on the next turn."""
-        ks = self._key_shared
-        assert ks is not None
-        more = False
-        if ks.stuck_after is not None:
-            ks.isolate_stuck(self._clock() / 1000.0)
-            more = reread_spilled(self.log, ks, self._read_batch)
-        # A read, then its dispatch, while the dispatcher asks for more: what a read could not send
-        # reaches the replay queue before the next read is sized, so the look-ahead limit holds.
-        while True:
-            n = ks.max_entries_to_read()
-            entries = self._read(n) if n else []
-            if entries:
-                due, keys = entry_fields([e.data for e in entries])  # one call for the read
-                if any(e.num_messages > 1 for e in entries):
-                    ks.set_batch_sizes([e.position for e in entries], [e.num_messages for e in entries])
-                ks.add_read(
-                    [e.position for e in entries],
-                    slots(hash_many(keys), ks.slot_kind),
-                    due,
-                )
-            for consumer, positions, counts in ks.dispatch_with_counts():
-                self._send(consumer, positions, counts.tolist())
-            if not entries:
-                return more
 
     def _arm_delayed(self, *, soon: bool = False) -> None:
         """Wakes the topic's dispatch when the next delayed message is due (at once when ``soon``)."""
@@ -579,7 +444,3 @@ class Subscription:
         if self.store is not None:
             self.store.close()
             self._stores.delete(self.directory, self.name)
-
-
-def _active_change(consumer_id: int, active: bool) -> bytes:
-    return encode_command(commands.active_consumer_change(consumer_id, active))

@@ -1,0 +1,129 @@
+"""What every dispatch model offers its subscription, and what it needs from it (a :class:`Feed`)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from cursorkit import Cursor, Position
+from cursorkit.broker.log import Entry
+from cursorkit.broker.server.consumer import Consumer
+from cursorkit.broker.server.subscribe_request import SubscribeRequest
+from cursorkit.errors import ProtocolError
+from cursorkit.proto import pulsar_api_pb2 as api
+
+if TYPE_CHECKING:
+    from cursorkit.broker.log import MessageLog
+    from cursorkit.broker.server.config import BrokerConfig
+    from cursorkit.broker.server.delayed_trackers import DelayedTracker
+
+__all__ = ["SUB_TYPES", "DispatchModel", "Feed", "model_for"]
+
+SUB_TYPES: dict[int, str] = {
+    api.CommandSubscribe.Exclusive: "Exclusive",
+    api.CommandSubscribe.Shared: "Shared",
+    api.CommandSubscribe.Failover: "Failover",
+    api.CommandSubscribe.Key_Shared: "Key_Shared",
+}
+"""Pulsar's names of the subscription types."""
+
+
+class Feed(Protocol):
+    """What a model needs of its subscription: the log's next entries, and frames sent to consumers."""
+
+    read_batch: int
+
+    def read(self, messages_wanted: int) -> list[Entry]:
+        """Entries after the read position for about ``messages_wanted`` messages (at least one entry)."""
+        ...
+
+    def send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
+        """Sends a round's entries to one consumer."""
+        ...
+
+
+class DispatchModel(ABC):
+    """One subscription type's dispatch: its consumers, their permits, acks, redeliveries, sends.
+
+    Every method runs on the broker's event loop. A refused :meth:`add_consumer` changes nothing.
+    """
+
+    sub_type: int
+    consumers: list[Consumer]
+
+    @property
+    def type_name(self) -> str:
+        """Pulsar's name of the type."""
+        return SUB_TYPES.get(self.sub_type, "Exclusive")
+
+    def fits(self, request: SubscribeRequest) -> bool:
+        """Whether a consumer of ``request`` may join this model (else the subscription needs another)."""
+        return request.sub_type == self.sub_type
+
+    @abstractmethod
+    def add_consumer(self, consumer: Consumer, request: SubscribeRequest) -> None:
+        """Adds a consumer; ``ProtocolError`` (Pulsar's code) when it cannot join, changing nothing."""
+
+    @abstractmethod
+    def remove_consumer(self, consumer: Consumer) -> list[Position]:
+        """Drops a consumer; returns what it held unacked (it goes to the others)."""
+
+    def take_rewind(self) -> Position | None:
+        """Where reading must start again (after a mark-delete) once the last consumer left, if anywhere."""
+        return None
+
+    @abstractmethod
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        """The consumer may take ``permits`` more messages."""
+
+    @abstractmethod
+    def ack(self, consumer: Consumer, positions: list[Position]) -> None:
+        """Individual acks of whole entries."""
+
+    def ack_cumulative(self, positions: list[Position]) -> None:
+        """Cumulative acks: refused, as Pulsar refuses them on Shared and Key_Shared."""
+        raise ProtocolError(
+            f"cumulative acks are not allowed on {self.type_name} subscriptions",
+            server_error=api.NotAllowedError,
+        )
+
+    @abstractmethod
+    def held_by(self, consumer: Consumer) -> list[Position]:
+        """What the consumer holds unacked (what a redelivery request may take back)."""
+
+    @abstractmethod
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """Takes back ``positions`` (all the consumer holds when None) to send them again."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """A seek: everything read, queued or held is forgotten."""
+
+    @abstractmethod
+    def dispatch(self, feed: Feed) -> bool:
+        """Sends what can be sent now; True when more is left to do soon (another dispatch)."""
+
+
+def model_for(
+    request: SubscribeRequest,
+    *,
+    name: str,
+    cursor: Cursor,
+    delayed: DelayedTracker,
+    config: BrokerConfig,
+    log: MessageLog,
+    clock_s: Callable[[], float],
+) -> DispatchModel:
+    """A new model for the first consumer of ``request``'s type (and Key_Shared options)."""
+    from cursorkit.broker.server.dispatch.key_shared import KeySharedModel
+    from cursorkit.broker.server.dispatch.shared import SharedModel
+    from cursorkit.broker.server.dispatch.single_active import SingleActive
+
+    if request.sub_type == api.CommandSubscribe.Key_Shared:
+        return KeySharedModel(
+            request, name=name, cursor=cursor, delayed=delayed, config=config, log=log, clock_s=clock_s
+        )
+    if request.sub_type == api.CommandSubscribe.Shared:
+        return SharedModel(name=name, cursor=cursor, delayed=delayed)
+    return SingleActive(request.sub_type, name=name, cursor=cursor)
