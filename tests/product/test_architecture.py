@@ -33,8 +33,9 @@ def imports_of(path: Path, root: Path = PACKAGE.parent) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            base = [*here[: len(here) - node.level + 1], *(node.module or "").split(".")] if node.level else []
-            module = ".".join(p for p in base if p) if node.level else node.module or ""
+            module = node.module or ""
+            if node.level:  # relative: from the file's package, ``level - 1`` folders up
+                module = ".".join([*here[: len(here) - node.level + 1], *([module] if module else [])])
             if module.split(".")[0] != "cursorkit":
                 continue
             for alias in node.names:
