@@ -20,25 +20,44 @@ ALLOWED = {
 BASE = {"_core", "errors", "fsio", "proto", "stores"}
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every ``cursorkit.*`` module a file imports, ``if TYPE_CHECKING:`` blocks and function bodies included.
+def imports_of(path: Path, root: Path = PACKAGE.parent) -> set[str]:
+    """Every ``cursorkit`` module a file imports, ``if TYPE_CHECKING:`` blocks and function bodies included.
 
-    An import made only for type checking is an edge as well: a cycle through one is a cycle in the
-    design, whatever Python does at run time.
+    ``from cursorkit.a import b`` imports the module ``cursorkit.a.b`` when there is one (else the
+    module ``cursorkit.a``, and ``b`` is a name in it); relative imports are read as absolute ones.
+    ``root`` is the folder that holds the ``cursorkit`` package. An import made only for type
+    checking is an edge as well: a cycle through one is a cycle in the design, whatever Python
+    does at run time.
     """
+    here = path.relative_to(root).with_suffix("").parts[:-1]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cursorkit."):
-            found.add(node.module)
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:  # relative: from the file's package, ``level - 1`` folders up
+                module = ".".join([*here[: len(here) - node.level + 1], *([module] if module else [])])
+            if module.split(".")[0] != "cursorkit":
+                continue
+            for alias in node.names:
+                child = f"{module}.{alias.name}"
+                found.add(child if _is_module(child, root) else module)
         elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("cursorkit."))
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "cursorkit")
     return found
+
+
+def _is_module(name: str, root: Path) -> bool:
+    """Whether ``name`` (dotted) is a module or package under ``root``."""
+    path = root.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def test_layers_import_downward_only() -> None:
     for layer, allowed in ALLOWED.items():
         for path in (PACKAGE / layer).rglob("*.py"):
             for module in imports_of(path):
+                if module == "cursorkit":
+                    continue  # the package's root: its re-exports of the extension and the base modules
                 top = module.split(".")[1]
                 assert top in allowed | BASE, f"{path.relative_to(PACKAGE)} imports {module}"
 
@@ -51,7 +70,8 @@ def python_graph(package: Path) -> dict[str, set[str]]:
             rel = path.relative_to(package.parent).with_suffix("")
             modules[".".join(rel.parts)] = path
     return {
-        name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()
+        name: {m for m in imports_of(path, package.parent) if m in modules and m != name}
+        for name, path in modules.items()
     }
 
 
@@ -75,6 +95,34 @@ def test_the_python_reader_sees_a_type_checking_cycle(tmp_path: Path) -> None:
     graph = python_graph(package)
     assert graph == {"cursorkit.tracker": {"cursorkit.merge"}, "cursorkit.merge": {"cursorkit.tracker"}}
     assert find_cycle(graph) == ["cursorkit.merge", "cursorkit.tracker", "cursorkit.merge"]
+
+
+def test_the_python_reader_sees_a_module_imported_from_its_package(tmp_path: Path) -> None:
+    """``from cursorkit.server import commands`` imports the module ``commands``, not the package.
+
+    As ``connection.py`` and ``consumer_commands.py`` did: the package import hid their loop. A
+    relative import reads the same; a name that is no module stays an import of its module.
+    """
+    server = tmp_path / "cursorkit" / "server"
+    server.mkdir(parents=True)
+    for init in (server.parent / "__init__.py", server / "__init__.py"):
+        init.write_text("")
+    (server / "connection.py").write_text(
+        "from cursorkit.server import commands\nfrom cursorkit.server.names import topic_name\n"
+    )
+    (server / "commands.py").write_text("from . import connection\n")
+    (server / "names.py").write_text("from .. import server\n\ndef topic_name() -> None: ...\n")
+    graph = python_graph(tmp_path / "cursorkit")
+    assert graph == {
+        "cursorkit.server.connection": {"cursorkit.server.commands", "cursorkit.server.names"},
+        "cursorkit.server.commands": {"cursorkit.server.connection"},
+        "cursorkit.server.names": set(),
+    }
+    assert find_cycle(graph) == [
+        "cursorkit.server.commands",
+        "cursorkit.server.connection",
+        "cursorkit.server.commands",
+    ]
 
 
 RUST = Path(__file__).resolve().parents[2] / "rust"

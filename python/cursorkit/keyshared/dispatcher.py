@@ -130,7 +130,8 @@ class KeySharedDispatcher(KeySharedBase):
     (``AckResult.stale``) and the key is not sent to it again until it has answered them. Each
     key's accepted acks then come from deliveries in position order, for consumers that handle
     their messages in the order received, whatever their ack grouping or nack delay (see
-    docs/semantics/key-shared.md). ``redeliver`` and leaving release a consumer's holds.
+    docs/semantics/keyshared.md, "Key-ordered negative acks"). ``redeliver`` and leaving release a
+    consumer's holds.
 
     ``stuck_after`` (beyond Pulsar, off by default): stuck-consumer isolation. ``isolate_stuck()``
     marks a consumer stuck after that many seconds without progress (ack, nack or flow) while it

@@ -1,7 +1,7 @@
 """The broker: an asyncio server on Pulsar's binary protocol, its topics, and the periodic flush.
 
 Topics are created on first use (Pulsar's auto topic creation), non-partitioned unless the broker
-was told a topic has partitions (``partitioned``, kept in ``<data>/partitioned/`` so a restart
+was told a topic has partitions (``partitioned``, kept in ``<data>/partitioned.json`` so a restart
 knows it). Nothing here authenticates: bind 127.0.0.1 unless the network is trusted.
 
 Brokers given the same ``metadata`` (a ZooKeeper root) and ``data`` split the topics: a LOOKUP

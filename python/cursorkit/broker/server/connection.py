@@ -7,8 +7,8 @@ bytes that are not a frame, a frame past the size limit, a first command other t
 SEND for a producer never created. A SEND with a bad checksum is refused with ChecksumError and
 stored nowhere, and so is one whose batch count its payload cannot hold (MetadataError). Receipts
 go out in send order, each once its entry is durable. What a connection may hold (an unfinished
-frame, its time before CONNECT) is bounded: see ``limits.py``. The commands themselves are in
-``lookup_commands.py``, ``producer_commands.py`` and ``consumer_commands.py``.
+frame, its time before CONNECT) is bounded: see ``limits.py``. Which handler serves which command
+is ``command_table.py``; the handlers see the connection as ``connection_like.py``'s protocol.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from cursorkit._core import FrameScanner
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
-from cursorkit.broker.server import consumer_commands, lookup_commands, producer_commands
+from cursorkit.broker.server import producer_commands
+from cursorkit.broker.server.command_table import HANDLERS
 from cursorkit.broker.server.limits import TokenBucket
 from cursorkit.broker.server.names import topic_name
 from cursorkit.broker.server.refusals import command_name, failure, refusal
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.services import BrokerServices
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Row, Topic
+    from cursorkit.broker.server.waiting_producer import Waiting
 
 __all__ = ["READ_SIZE", "Connection"]
 
@@ -77,7 +79,7 @@ class Connection:
         self.connected = False
         self.producers: dict[int, tuple[Topic, str]] = {}
         self.consumers: dict[int, tuple[Subscription, Consumer, Topic]] = {}
-        self.waiting_producers: dict[int, producer_commands.Waiting] = {}
+        self.waiting_producers: dict[int, Waiting] = {}
         """Producers queued for exclusive access to their topic (WaitForExclusive)."""
         self.failed_producers: set[int] = set()
         """Producers whose append failed: no more receipts until they are created again."""
@@ -386,7 +388,7 @@ class Connection:
                 raise ProtocolError(f"first command is {kind}, not CONNECT")
             self._connect(cmd.connect)
             return None
-        handler = _HANDLERS.get(kind)
+        handler = HANDLERS.get(kind)
         if handler is None:
             self._refuse(
                 cmd, api.NotAllowedError, f"command {command_name(kind)} is not served by this broker"
@@ -430,12 +432,6 @@ class Connection:
         version = min(commands.PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
         size = self.broker.config.max_message_size
         self.reply(commands.connected(SERVER_VERSION, protocol_version=version, max_message_size=size))
-
-    def _ping(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        self.reply(commands.pong())
-
-    def _pong(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        pass
 
     def topic(self, text: str) -> Topic | Awaitable[Topic]:
         """The topic a command names: at once when open, else loaded off the loop.
@@ -485,31 +481,3 @@ class Connection:
             if s is subscription:
                 del self.consumers[cid]
                 s.remove_consumer(c, seeking=True)
-
-    def _get_schema(self, cmd: api.BaseCommand, _: Payload | None) -> None:
-        message = "this broker keeps no schemas"
-        self.reply(commands.get_schema_error(cmd.getSchema.request_id, api.TopicNotFound, message))
-
-
-Handler = Callable[["Connection", api.BaseCommand, Payload | None], Awaitable[None] | None]
-"""A command's handler: done when it returns, or when what it returns is (a topic being loaded)."""
-
-_HANDLERS: dict[int, Handler] = {
-    _T.PING: Connection._ping,
-    _T.PONG: Connection._pong,
-    _T.PARTITIONED_METADATA: lookup_commands.partitioned_metadata,
-    _T.LOOKUP: lookup_commands.lookup,
-    _T.GET_TOPICS_OF_NAMESPACE: lookup_commands.get_topics_of_namespace,
-    _T.PRODUCER: producer_commands.producer,
-    _T.SEND: producer_commands.send,
-    _T.CLOSE_PRODUCER: producer_commands.close_producer,
-    _T.SUBSCRIBE: consumer_commands.subscribe,
-    _T.FLOW: consumer_commands.flow,
-    _T.ACK: consumer_commands.ack,
-    _T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumer_commands.redeliver,
-    _T.CLOSE_CONSUMER: consumer_commands.close_consumer,
-    _T.UNSUBSCRIBE: consumer_commands.unsubscribe,
-    _T.SEEK: consumer_commands.seek,
-    _T.GET_LAST_MESSAGE_ID: consumer_commands.get_last_message_id,
-    _T.GET_SCHEMA: Connection._get_schema,
-}

@@ -23,7 +23,7 @@ from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
-    from cursorkit.broker.server.connection import Connection
+    from cursorkit.broker.server.connection_like import ConnectionLike
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-def subscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
+def subscribe(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
     """SUBSCRIBE: a consumer joins the topic's subscription (made on first use).
 
     A topic that is not open, or a durable subscription that does not exist yet, is opened or made
@@ -63,7 +63,7 @@ def subscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awai
 
 
 async def _subscribe_later(
-    conn: Connection, q: api.CommandSubscribe, request: SubscribeRequest, found: Topic | Awaitable[Topic]
+    conn: ConnectionLike, q: api.CommandSubscribe, request: SubscribeRequest, found: Topic | Awaitable[Topic]
 ) -> None:
     loaded = inspect.isawaitable(found)
     topic = await found if inspect.isawaitable(found) else found
@@ -86,7 +86,9 @@ async def _subscribe_later(
         raise
 
 
-def _subscribe(conn: Connection, q: api.CommandSubscribe, request: SubscribeRequest, topic: Topic) -> None:
+def _subscribe(
+    conn: ConnectionLike, q: api.CommandSubscribe, request: SubscribeRequest, topic: Topic
+) -> None:
     name = request.name
     sub = topic.subscriptions.get(name)
     made = False
@@ -129,7 +131,7 @@ def _subscribe(conn: Connection, q: api.CommandSubscribe, request: SubscribeRequ
             c.send(encode_command(commands.active_consumer_change(c.consumer_id, c is sub.consumers[0])))
 
 
-def consumer_of(conn: Connection, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
+def consumer_of(conn: ConnectionLike, consumer_id: int) -> tuple[Subscription, Consumer, Topic]:
     """The subscription, consumer and topic of a consumer id.
 
     An unknown one is ``MetadataError`` "Consumer not found", Pulsar's answer to an UNSUBSCRIBE, SEEK
@@ -144,7 +146,7 @@ def consumer_of(conn: Connection, consumer_id: int) -> tuple[Subscription, Consu
     return found
 
 
-def flow(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def flow(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """FLOW: permits for more messages (a flow racing a close is dropped)."""
     q = cmd.flow
     found = conn.consumers.get(q.consumer_id)
@@ -155,7 +157,7 @@ def flow(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     topic.dispatch()
 
 
-def ack(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def ack(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """An ACK the scanner left whole (batch indexes, a request id...).
 
     One with a request id (a client with ack receipts on) gets ACK_RESPONSE once applied.
@@ -179,7 +181,7 @@ def ack(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     topic.dispatch()
 
 
-def redeliver(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def redeliver(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """REDELIVER_UNACKNOWLEDGED_MESSAGES: the named messages (or all the consumer holds) go back."""
     q = cmd.redeliverUnacknowledgedMessages
     found = conn.consumers.get(q.consumer_id)
@@ -191,7 +193,7 @@ def redeliver(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None
     topic.dispatch()
 
 
-def close_consumer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def close_consumer(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """CLOSE_CONSUMER: the consumer leaves (what it held goes to the others, uncounted)."""
     q = cmd.close_consumer
     found = conn.consumers.pop(q.consumer_id, None)
@@ -203,7 +205,7 @@ def close_consumer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) ->
     conn.success(q.request_id)
 
 
-def unsubscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None]:
+def unsubscribe(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None]:
     """UNSUBSCRIBE: the subscription goes, if this consumer is its last.
 
     Its files are deleted off the loop; SUCCESS follows once they are gone.
@@ -217,12 +219,12 @@ def unsubscribe(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Aw
     return _unsubscribed(conn, q.request_id, topic, sub.name)
 
 
-async def _unsubscribed(conn: Connection, request_id: int, topic: Topic, name: str) -> None:
+async def _unsubscribed(conn: ConnectionLike, request_id: int, topic: Topic, name: str) -> None:
     await topic.remove_subscription(name)
     conn.success(request_id)
 
 
-def seek(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def seek(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """SEEK by message or publish time: the subscription restarts there, its consumers reconnect."""
     q = cmd.seek
     sub, _consumer, topic = consumer_of(conn, q.consumer_id)
@@ -251,7 +253,7 @@ def seek(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     conn.broker.reconnect_consumers(sub)
 
 
-def get_last_message_id(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None]:
+def get_last_message_id(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None]:
     """GET_LAST_MESSAGE_ID: the topic's last position and the subscription's mark-delete.
 
     The last entry is read off the loop: a batch names its last index (so ``has_message_available``
@@ -262,7 +264,7 @@ def get_last_message_id(conn: Connection, cmd: api.BaseCommand, _: Payload | Non
     return _last_message_id(conn, q.request_id, sub, topic)
 
 
-async def _last_message_id(conn: Connection, request_id: int, sub: Subscription, topic: Topic) -> None:
+async def _last_message_id(conn: ConnectionLike, request_id: int, sub: Subscription, topic: Topic) -> None:
     log = topic.log
     last = log.last_position
     partition = topic.partition if topic.partition >= 0 else None

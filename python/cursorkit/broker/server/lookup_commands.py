@@ -23,7 +23,7 @@ from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
-    from cursorkit.broker.server.connection import Connection
+    from cursorkit.broker.server.connection_like import ConnectionLike
 
 __all__ = ["get_topics_of_namespace", "lookup", "partitioned_metadata"]
 
@@ -33,13 +33,13 @@ _pending: set[asyncio.Task[None]] = set()
 """Answers being built (the loop keeps only weak references to tasks)."""
 
 
-def partitioned_metadata(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def partitioned_metadata(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """PARTITIONED_METADATA: the topic's partition count (0: not partitioned)."""
     q = cmd.partitionMetadata
     conn.reply(commands.partitioned_metadata(q.request_id, conn.broker.partitions_of(topic_name(q.topic))))
 
 
-def lookup(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def lookup(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """LOOKUP: where the topic is served (here, or its owner when brokers share ZooKeeper)."""
     q = cmd.lookupTopic
     answer = conn.broker.lookup(topic_name(q.topic))
@@ -59,14 +59,14 @@ def lookup(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
     asyncio.get_running_loop().create_task(_later(conn, q.request_id, answer))
 
 
-def _answer(conn: Connection, request_id: int, answer: Lookup) -> None:
+def _answer(conn: ConnectionLike, request_id: int, answer: Lookup) -> None:
     if answer.redirect:
         conn.reply(commands.lookup_redirect(request_id, answer.url))
     else:
         conn.reply(commands.lookup_connect(request_id, answer.url))
 
 
-async def _later(conn: Connection, request_id: int, pending: Awaitable[Lookup]) -> None:
+async def _later(conn: ConnectionLike, request_id: int, pending: Awaitable[Lookup]) -> None:
     try:
         answer = await pending
     except ProtocolError as e:
@@ -80,7 +80,7 @@ async def _later(conn: Connection, request_id: int, pending: Awaitable[Lookup]) 
     _answer(conn, request_id, answer)
 
 
-def get_topics_of_namespace(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def get_topics_of_namespace(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """GET_TOPICS_OF_NAMESPACE: the namespace's topics, filtered by the client's pattern if it sends one.
 
     A bad namespace or a pattern that does not compile is refused at once; the list is built off
@@ -101,7 +101,7 @@ def get_topics_of_namespace(conn: Connection, cmd: api.BaseCommand, _: Payload |
     task.add_done_callback(_pending.discard)
 
 
-async def _topics_later(conn: Connection, request_id: int, pending: Awaitable[TopicList]) -> None:
+async def _topics_later(conn: ConnectionLike, request_id: int, pending: Awaitable[TopicList]) -> None:
     try:
         found = await pending
     except ProtocolError as e:

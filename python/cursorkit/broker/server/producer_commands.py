@@ -2,7 +2,7 @@
 
 Each takes the connection it came on, the command and its payload, as the connection's command
 table calls it; the SENDs the frame scanner decodes are published by the connection itself, and
-both paths receipt through :meth:`Connection.receipts`. Who may produce on a topic (Pulsar's
+both paths receipt through the connection's ``receipts``. Who may produce on a topic (Pulsar's
 access modes: Shared, Exclusive, WaitForExclusive, ExclusiveWithFencing) is decided by the topic's
 ``access`` (``producer_access.py``); here its decisions reach the clients.
 """
@@ -12,30 +12,33 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, cast
 
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.batches import payload_holds
 from cursorkit.broker.protocol.frames import Payload
+from cursorkit.broker.server.waiting_producer import Waiting
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
-    from cursorkit.broker.server.connection import Connection
-    from cursorkit.broker.server.topic import Topic
+    from cursorkit.broker.server.connection_like import ConnectionLike
+    from cursorkit.broker.server.topic import ProducerKey, Topic
 
-__all__ = ["Waiting", "close_producer", "detach_all", "producer", "release", "send"]
-
-
-class Waiting(NamedTuple):
-    """A WaitForExclusive producer queued for its topic, and what its grant will answer."""
-
-    topic: Topic
-    request_id: int
-    name: str
+__all__ = ["close_producer", "detach_all", "producer", "release", "send"]
 
 
-def producer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
+def _held(key: ProducerKey) -> tuple[ConnectionLike, int]:
+    """A producer the topic's ``access`` names: its connection and id.
+
+    The topic keeps keys without knowing what holds them (so it imports no connection); the keys
+    it hands back are the ``(connection, producer id)`` pairs made here.
+    """
+    holder, producer_id = key
+    return cast("ConnectionLike", holder), producer_id
+
+
+def producer(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
     """PRODUCER: a producer joins the topic, or queues for it (loaded off the loop when not open)."""
     q = cmd.producer
     if q.producer_id in conn.producers or q.producer_id in conn.waiting_producers:
@@ -49,27 +52,28 @@ def producer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> Await
     return None
 
 
-async def _producer_later(conn: Connection, q: api.CommandProducer, loading: Awaitable[Topic]) -> None:
+async def _producer_later(conn: ConnectionLike, q: api.CommandProducer, loading: Awaitable[Topic]) -> None:
     topic = await loading
     if not conn.closed:
         _add_producer(conn, q, topic)
 
 
-def _add_producer(conn: Connection, q: api.CommandProducer, topic: Topic) -> None:
+def _add_producer(conn: ConnectionLike, q: api.CommandProducer, topic: Topic) -> None:
     """Admits the producer under its access mode: every check comes before any change."""
     name = q.producer_name if q.HasField("producer_name") and q.producer_name else conn.broker.producer_name()
     epoch = q.topic_epoch if q.HasField("topic_epoch") else None
     decision = topic.access.decide((conn, q.producer_id), q.producer_access_mode, epoch)
     if not decision.queued and q.user_provided_producer_name:
-        fenced_names = [c.producers[pid][1] for c, pid in decision.fenced if pid in c.producers]
+        fenced = map(_held, decision.fenced)
+        fenced_names = [c.producers[pid][1] for c, pid in fenced if pid in c.producers]
         if topic.producer_names[name] > fenced_names.count(name):
             raise ProtocolError(
                 f"producer {name!r} is already connected to {topic.name.full}", server_error=api.ProducerBusy
             )
     topic.check_producer_room(len(decision.fenced) + len(decision.fenced_waiting))
-    for c, pid in decision.fenced:
+    for c, pid in map(_held, decision.fenced):
         _fence(c, pid)
-    for c, pid in decision.fenced_waiting:
+    for c, pid in map(_held, decision.fenced_waiting):
         _refuse_waiter(c, pid, api.ProducerFenced, "an ExclusiveWithFencing producer took the topic")
     topic.access.apply(decision)
     if decision.queued:
@@ -80,7 +84,7 @@ def _add_producer(conn: Connection, q: api.CommandProducer, topic: Topic) -> Non
 
 
 def _join(
-    conn: Connection, producer_id: int, topic: Topic, name: str, request_id: int, epoch: int | None
+    conn: ConnectionLike, producer_id: int, topic: Topic, name: str, request_id: int, epoch: int | None
 ) -> None:
     """The producer is on the topic: its SENDs are stored from now on."""
     topic.add_producer(name)
@@ -89,7 +93,7 @@ def _join(
     conn.reply(commands.producer_success(request_id, name, topic_epoch=epoch))
 
 
-def _fence(conn: Connection, producer_id: int) -> None:
+def _fence(conn: ConnectionLike, producer_id: int) -> None:
     """Closes a producer an ExclusiveWithFencing one displaced (its client comes back, to be refused)."""
     found = conn.producers.pop(producer_id, None)
     if found is not None:
@@ -98,13 +102,13 @@ def _fence(conn: Connection, producer_id: int) -> None:
         conn.producer_closed(producer_id)
 
 
-def _refuse_waiter(conn: Connection, producer_id: int, error: int, message: str) -> None:
+def _refuse_waiter(conn: ConnectionLike, producer_id: int, error: int, message: str) -> None:
     """Answers a waiter's pending PRODUCER with ``error`` (it leaves the queue)."""
     waiting = conn.waiting_producers.pop(producer_id)
     conn.reply(commands.error(waiting.request_id, error, message))
 
 
-def _leave(conn: Connection, producer_id: int) -> None:
+def _leave(conn: ConnectionLike, producer_id: int) -> None:
     """A producer (or waiter) leaves; once the topic is free its first waiter is granted it."""
     waiting = conn.waiting_producers.pop(producer_id, None)
     if waiting is not None:
@@ -116,15 +120,16 @@ def _leave(conn: Connection, producer_id: int) -> None:
     topic, name = found
     topic.remove_producer(name)
     handover = topic.access.leave((conn, producer_id))
-    for c, pid in handover.fenced:
+    for c, pid in map(_held, handover.fenced):
         _refuse_waiter(c, pid, api.ProducerFenced, "the topic's epoch moved on while this producer waited")
     if handover.granted is not None:
-        (c, pid), epoch = handover.granted
+        key, epoch = handover.granted
+        c, pid = _held(key)
         granted = c.waiting_producers.pop(pid)
         _join(c, pid, topic, granted.name, granted.request_id, epoch)
 
 
-def detach_all(conn: Connection) -> None:
+def detach_all(conn: ConnectionLike) -> None:
     """The connection closed: its waiters leave their queues, then its producers their topics."""
     for producer_id in list(conn.waiting_producers):
         _leave(conn, producer_id)
@@ -132,7 +137,7 @@ def detach_all(conn: Connection) -> None:
         _leave(conn, producer_id)
 
 
-def release(conn: Connection, topic: Topic) -> None:
+def release(conn: ConnectionLike, topic: Topic) -> None:
     """The broker gave ``topic`` up: the connection's producers on it are closed, its waiters refused.
 
     As when Pulsar unloads a topic: the client looks it up again and finds its new owner (a waiter
@@ -148,7 +153,7 @@ def release(conn: Connection, topic: Topic) -> None:
             conn.producer_closed(pid)
 
 
-def send(conn: Connection, cmd: api.BaseCommand, payload: Payload | None) -> None:
+def send(conn: ConnectionLike, cmd: api.BaseCommand, payload: Payload | None) -> None:
     """A SEND the frame scanner left whole: stored, and receipted once durable (or refused)."""
     q = cmd.send
     found = conn.producers.get(q.producer_id)
@@ -175,7 +180,7 @@ def send(conn: Connection, cmd: api.BaseCommand, payload: Payload | None) -> Non
     topic.publish_many([row], partial(conn.receipts, q.producer_id, [q.sequence_id]))
 
 
-def close_producer(conn: Connection, cmd: api.BaseCommand, _: Payload | None) -> None:
+def close_producer(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
     """CLOSE_PRODUCER: the producer leaves, or stops waiting (answered SUCCESS even when it was unknown)."""
     q = cmd.close_producer
     _leave(conn, q.producer_id)

@@ -12,9 +12,8 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cursorkit import Position
 from cursorkit.ackstate.non_durable import LATEST, NonDurableCursor
@@ -29,9 +28,6 @@ from cursorkit.broker.server.subscription import Subscription
 from cursorkit.errors import CursorkitError, PersistFailed, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
-if TYPE_CHECKING:
-    from cursorkit.broker.server.connection import Connection
-
 __all__ = ["ProducerKey", "Row", "Stored", "StoredMany", "Topic"]
 
 Stored = Callable[[Position | Exception], None]
@@ -40,8 +36,8 @@ StoredMany = Callable[[list[Position] | Exception], None]
 """Told where published entries were stored, once durable, or why they were not."""
 Row = tuple[bytes, int, int]
 """One entry to append: its stored bytes, publish time (ms) and message count."""
-ProducerKey = tuple["Connection", int]
-"""A producer: its connection and its id there."""
+ProducerKey = tuple[Hashable, int]
+"""A producer: what holds it (its connection, which a topic need not know) and its id there."""
 
 log = logging.getLogger("cursorkit.broker")
 
