@@ -7,8 +7,9 @@ A subscription holds one model while it has consumers; a new type or option touc
 
 from __future__ import annotations
 
+from cursorkit.broker.server.dispatch.choice import model_for
 from cursorkit.broker.server.dispatch.key_shared import KeySharedModel
-from cursorkit.broker.server.dispatch.model import DispatchModel, Feed, model_for
+from cursorkit.broker.server.dispatch.model import DispatchModel, Feed
 from cursorkit.broker.server.dispatch.shared import SharedModel
 from cursorkit.broker.server.dispatch.single_active import SingleActive
 

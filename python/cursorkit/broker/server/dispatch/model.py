@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
-from cursorkit import Cursor, Position
+from cursorkit import Position
 from cursorkit.broker.log import Entry
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
-if TYPE_CHECKING:
-    from cursorkit.broker.log import MessageLog
-    from cursorkit.broker.server.config import BrokerConfig
-    from cursorkit.broker.server.delayed_trackers import DelayedTracker
-
-__all__ = ["SUB_TYPES", "DispatchModel", "Feed", "model_for"]
+__all__ = ["SUB_TYPES", "DispatchModel", "Feed"]
 
 SUB_TYPES: dict[int, str] = {
     api.CommandSubscribe.Exclusive: "Exclusive",
@@ -103,27 +98,3 @@ class DispatchModel(ABC):
     @abstractmethod
     def dispatch(self, feed: Feed) -> bool:
         """Sends what can be sent now; True when more is left to do soon (another dispatch)."""
-
-
-def model_for(
-    request: SubscribeRequest,
-    *,
-    name: str,
-    cursor: Cursor,
-    delayed: DelayedTracker,
-    config: BrokerConfig,
-    log: MessageLog,
-    clock_s: Callable[[], float],
-) -> DispatchModel:
-    """A new model for the first consumer of ``request``'s type (and Key_Shared options)."""
-    from cursorkit.broker.server.dispatch.key_shared import KeySharedModel
-    from cursorkit.broker.server.dispatch.shared import SharedModel
-    from cursorkit.broker.server.dispatch.single_active import SingleActive
-
-    if request.sub_type == api.CommandSubscribe.Key_Shared:
-        return KeySharedModel(
-            request, name=name, cursor=cursor, delayed=delayed, config=config, log=log, clock_s=clock_s
-        )
-    if request.sub_type == api.CommandSubscribe.Shared:
-        return SharedModel(name=name, cursor=cursor, delayed=delayed)
-    return SingleActive(request.sub_type, name=name, cursor=cursor)
