@@ -865,11 +865,11 @@ def message_frames(
     redelivery_counts: list[int],
     datas: list[bytes],
     ack_sets: list[list[int] | None] | None = None,
-    partition: int = -1,
+    partition: int | None = None,
 ) -> bytes:
     """The MESSAGE frames delivering ``datas`` at ``positions`` to ``consumer_id``, concatenated.
 
-    Their ids name ``partition`` when it is a partition of a partitioned topic (>= 0).
+    Their ids name ``partition`` when it is a partition of a partitioned topic (None or negative: not).
     """
 
 def send_receipts(producer_id: int, sequence_ids: list[int], positions: list[Position]) -> bytes:

@@ -32,9 +32,10 @@ fn same_length(what: &str, a: usize, b: usize) -> PyResult<()> {
 
 /// The MESSAGE frames delivering ``datas`` (stored bytes) at ``positions`` to ``consumer_id``,
 /// each with its redelivery count and, for a partly acked batch, its ``ack_set`` words (``None``
-/// for none), concatenated; ids name ``partition`` when it is one of a partitioned topic (>= 0).
+/// for none), concatenated; ids name ``partition`` when it is one of a partitioned topic (None or
+/// negative: not a partition).
 #[pyfunction]
-#[pyo3(signature = (consumer_id, positions, redelivery_counts, datas, ack_sets = None, partition = -1))]
+#[pyo3(signature = (consumer_id, positions, redelivery_counts, datas, ack_sets = None, partition = None))]
 pub fn message_frames<'py>(
     py: Python<'py>,
     consumer_id: &Bound<'py, PyAny>,
@@ -42,8 +43,9 @@ pub fn message_frames<'py>(
     redelivery_counts: &Bound<'py, PyList>,
     datas: &Bound<'py, PyList>,
     ack_sets: Option<&Bound<'py, PyList>>,
-    partition: i32,
+    partition: Option<i32>,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let partition = partition.unwrap_or(-1);
     let consumer_id = u64_arg(consumer_id, "consumer_id")?;
     let n = positions.len();
     same_length(
