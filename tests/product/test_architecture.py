@@ -62,6 +62,23 @@ def test_layers_import_downward_only() -> None:
                 assert top in allowed | BASE, f"{path.relative_to(PACKAGE)} imports {module}"
 
 
+PUBLIC_KEYSHARED = "cursorkit.keyshared"
+"""What the reference broker's server may use of the Key_Shared layer: its package's public names."""
+
+
+def test_the_broker_server_uses_only_public_api() -> None:
+    """The server is what a broker author copies: no extension module, no library internals.
+
+    The protocol and log wrappers (``broker/protocol``, ``broker/log``) are where ``_core`` is wrapped.
+    """
+    for path in (PACKAGE / "broker" / "server").rglob("*.py"):
+        for module in imports_of(path):
+            where = path.relative_to(PACKAGE)
+            assert module != "cursorkit._core", f"{where} imports the extension module"
+            if module.startswith(PUBLIC_KEYSHARED + "."):
+                raise AssertionError(f"{where} imports {module}: use cursorkit.keyshared's public names")
+
+
 def python_graph(package: Path) -> dict[str, set[str]]:
     """Module → the modules of ``package`` it imports (package ``__init__`` re-exports aside)."""
     modules: dict[str, Path] = {}

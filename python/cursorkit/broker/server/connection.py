@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import DecodeError
 
 from cursorkit import Position
-from cursorkit._core import FrameScanner
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
+from cursorkit.broker.protocol.scanner import FrameScanner
 from cursorkit.broker.server import producer_commands
 from cursorkit.broker.server.command_table import HANDLERS
 from cursorkit.broker.server.limits import TokenBucket

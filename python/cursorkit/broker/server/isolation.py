@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from cursorkit.broker.log import MessageLog
 from cursorkit.broker.protocol.hot_frames import entry_fields
-from cursorkit.keyshared import KeySharedDispatcher
-from cursorkit.keyshared.dispatcher import Entry as ReadEntry
-from cursorkit.keyshared.hashing import hash_many, slots
+from cursorkit.keyshared import Entry as ReadEntry
+from cursorkit.keyshared import KeySharedDispatcher, hash_many, slots
 
 __all__ = ["REREAD_PER_DISPATCH", "reread_spilled"]
 

@@ -20,9 +20,14 @@ from cursorkit.broker.server.dispatch.model import DispatchModel, Feed
 from cursorkit.broker.server.isolation import reread_spilled
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.errors import ConsumerAssignError, ProtocolError
-from cursorkit.keyshared import ConsistentHashingSelector, ExclusiveRangeSelector, KeySharedDispatcher
-from cursorkit.keyshared.hashing import hash_many, slots
-from cursorkit.keyshared.hooks import Selector
+from cursorkit.keyshared import (
+    ConsistentHashingSelector,
+    ExclusiveRangeSelector,
+    KeySharedDispatcher,
+    Selector,
+    hash_many,
+    slots,
+)
 from cursorkit.proto import pulsar_api_pb2 as api
 
 __all__ = ["KeySharedModel"]
