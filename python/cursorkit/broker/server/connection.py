@@ -18,7 +18,6 @@ import contextlib
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
@@ -28,7 +27,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import Payload, decode_frame, encode_command
 from cursorkit.broker.protocol.hot_frames import send_receipts
 from cursorkit.broker.protocol.scanner import FrameScanner
-from cursorkit.broker.server import producer_commands
+from cursorkit.broker.server import consumer_commands, producer_commands
 from cursorkit.broker.server.command_table import HANDLERS
 from cursorkit.broker.server.limits import TokenBucket
 from cursorkit.broker.server.names import topic_name
@@ -234,9 +233,9 @@ class Connection:
                 elif not self.connected:
                     raise ProtocolError(f"first command is {kind}, not CONNECT")
                 elif kind == _T.ACK:
-                    self._hot(kind, self._ack_positions, item[1], item[3], item[2])
+                    self._hot(kind, consumer_commands.ack_entries, self, item[1], item[3], item[2])
                 else:  # FLOW
-                    self._hot(kind, self._flow_permits, item[1], item[2])
+                    self._hot(kind, consumer_commands.give_permits, self, item[1], item[2])
             if self._sends:
                 self._publish_sends()
         finally:
@@ -261,13 +260,16 @@ class Connection:
         )
         return True
 
-    def _hot(self, kind: int, handler: Callable[..., None], *args: object) -> None:
-        """Runs an ACK or FLOW handler; what it refuses is logged and ignored, as Pulsar ignores it.
+    def _hot(self, kind: int, handler: Callable[..., Topic | None], *args: Any) -> None:
+        """Runs the ACK or FLOW handler for a command the scanner decoded (its topic dispatches after).
 
-        These commands have no request id to answer: the connection and its other consumers go on.
+        What it refuses is logged and ignored, as Pulsar ignores it: these commands have no request
+        id to answer, and the connection and its other consumers go on.
         """
         try:
-            handler(*args)
+            topic = handler(*args)
+            if topic is not None:
+                self._to_dispatch.add(topic)
         except CursorkitError as e:
             self.broker.warnings.warn("ignored", "ignoring a client's %s: %s", command_name(kind), e)
         except Exception as e:  # noqa: BLE001 - a bug of ours: logged, and the connection serves on
@@ -279,12 +281,7 @@ class Connection:
     def _publish_sends(self) -> None:
         sends, self._sends = self._sends, []
         for producer_id, sequence_ids, rows in sends:
-            found = self.producers.get(producer_id)
-            if found is None:
-                if producer_id in self.closed_producers:
-                    continue  # sent before the client learnt the broker closed it
-                raise ProtocolError(f"SEND from producer {producer_id}, which was never created here")
-            found[0].publish_many(rows, partial(self.receipts, producer_id, sequence_ids))
+            producer_commands.publish(self, producer_id, sequence_ids, rows)
 
     def producer_closed(self, producer_id: int) -> None:
         """The broker closed ``producer_id`` (CLOSE_PRODUCER sent): SENDs still on their way are ignored."""
@@ -306,22 +303,6 @@ class Connection:
             self.reply(commands.send_error(producer_id, sequence_ids[0], api.PersistenceError, message))
             return
         self.send(send_receipts(producer_id, sequence_ids, result))
-
-    def _ack_positions(self, consumer_id: int, positions: list[Position], cumulative: bool) -> None:
-        found = self.consumers.get(consumer_id)
-        if found is None:
-            return  # acks of a closed consumer: the subscription redelivers what they named
-        sub, consumer, topic = found
-        sub.ack_positions(consumer, positions, cumulative=cumulative)
-        self._to_dispatch.add(topic)
-
-    def _flow_permits(self, consumer_id: int, permits: int) -> None:
-        found = self.consumers.get(consumer_id)
-        if found is None:
-            return  # a flow racing a close: nothing to give permits to
-        sub, consumer, topic = found
-        sub.flow(consumer, permits)
-        self._to_dispatch.add(topic)
 
     async def _keep_alive(self) -> None:
         """Pings a silent client and closes a dead one; closes one stuck before CONNECT or mid-frame."""

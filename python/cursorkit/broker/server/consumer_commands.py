@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ack",
+    "ack_entries",
     "close_consumer",
     "consumer_of",
     "flow",
     "get_last_message_id",
+    "give_permits",
     "redeliver",
     "seek",
     "subscribe",
@@ -147,18 +149,28 @@ def consumer_of(conn: ConnectionLike, consumer_id: int) -> tuple[Subscription, C
 
 
 def flow(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
-    """FLOW: permits for more messages (a flow racing a close is dropped)."""
-    q = cmd.flow
-    found = conn.consumers.get(q.consumer_id)
+    """FLOW decoded in Python: :func:`give_permits`, then the topic dispatches."""
+    topic = give_permits(conn, cmd.flow.consumer_id, cmd.flow.messagePermits)
+    if topic is not None:
+        topic.dispatch()
+
+
+def give_permits(conn: ConnectionLike, consumer_id: int, permits: int) -> Topic | None:
+    """FLOW, whichever decoder read it: permits for more messages; the topic to dispatch, if any.
+
+    A flow racing a close is dropped. The frame scanner calls this for the FLOWs it decodes and
+    dispatches each topic once per read.
+    """
+    found = conn.consumers.get(consumer_id)
     if found is None:
-        return  # a flow racing a close: nothing to give permits to
+        return None  # a flow racing a close: nothing to give permits to
     sub, consumer, topic = found
-    sub.flow(consumer, q.messagePermits)
-    topic.dispatch()
+    sub.flow(consumer, permits)
+    return topic
 
 
 def ack(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
-    """An ACK the scanner left whole (batch indexes, a request id...).
+    """An ACK the scanner left whole (batch indexes, a request id...): :func:`ack_entries` after them.
 
     One with a request id (a client with ack receipts on) gets ACK_RESPONSE once applied.
     """
@@ -174,11 +186,28 @@ def ack(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
                 )
             )
         return
-    sub, consumer, topic = found
-    sub.ack(consumer, q)
+    sub, _consumer, topic = found
+    cumulative = q.ack_type == api.CommandAck.Cumulative
+    ack_entries(conn, q.consumer_id, sub.ack_batch_indexes(q), cumulative)
     if q.HasField("request_id"):
         conn.reply(commands.ack_response(q.consumer_id, q.request_id))
     topic.dispatch()
+
+
+def ack_entries(
+    conn: ConnectionLike, consumer_id: int, positions: list[Position], cumulative: bool
+) -> Topic | None:
+    """ACK of whole entries, whichever decoder read it; the topic to dispatch, if any.
+
+    Acks of a consumer that closed meanwhile are dropped (the subscription redelivers what they
+    named). The frame scanner calls this for the ACKs it decodes.
+    """
+    found = conn.consumers.get(consumer_id)
+    if found is None:
+        return None
+    sub, consumer, topic = found
+    sub.ack_positions(consumer, positions, cumulative=cumulative)
+    return topic
 
 
 def redeliver(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:

@@ -23,9 +23,9 @@ from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
     from cursorkit.broker.server.connection_like import ConnectionLike
-    from cursorkit.broker.server.topic import ProducerKey, Topic
+    from cursorkit.broker.server.topic import ProducerKey, Row, Topic
 
-__all__ = ["close_producer", "detach_all", "producer", "release", "send"]
+__all__ = ["close_producer", "detach_all", "producer", "publish", "release", "send"]
 
 
 def _held(key: ProducerKey) -> tuple[ConnectionLike, int]:
@@ -156,18 +156,15 @@ def release(conn: ConnectionLike, topic: Topic) -> None:
 def send(conn: ConnectionLike, cmd: api.BaseCommand, payload: Payload | None) -> None:
     """A SEND the frame scanner left whole: stored, and receipted once durable (or refused)."""
     q = cmd.send
-    found = conn.producers.get(q.producer_id)
-    if found is None:
-        if q.producer_id in conn.closed_producers:
-            return  # sent before the client learnt the broker closed it
-        raise ProtocolError(f"SEND from producer {q.producer_id}, which was never created here")
+    if q.producer_id not in conn.producers:
+        publish(conn, q.producer_id, [], [])  # refused or ignored as any SEND of an unknown producer
+        return
     if payload is None:
         raise ProtocolError("SEND without a message")
     if payload.checksum_ok is False:
         message = "checksum mismatch: the message was not stored"
         conn.reply(commands.send_error(q.producer_id, q.sequence_id, api.ChecksumError, message))
         return
-    topic, _name = found
     meta = payload.metadata
     count = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
     if not payload_holds(meta, payload.stored):
@@ -176,8 +173,23 @@ def send(conn: ConnectionLike, cmd: api.BaseCommand, payload: Payload | None) ->
         message = f"a batch of {count} messages does not fit its payload: the message was not stored"
         conn.reply(commands.send_error(q.producer_id, q.sequence_id, api.MetadataError, message))
         return
-    row = (payload.stored, meta.publish_time, max(1, count))
-    topic.publish_many([row], partial(conn.receipts, q.producer_id, [q.sequence_id]))
+    publish(conn, q.producer_id, [q.sequence_id], [(payload.stored, meta.publish_time, max(1, count))])
+
+
+def publish(conn: ConnectionLike, producer_id: int, sequence_ids: list[int], rows: list[Row]) -> None:
+    """SEND, whichever decoder read it: ``rows`` queued for the topic's next group commit.
+
+    Each is receipted once durable; the frame scanner calls this once per run of one producer's
+    SENDs. SENDs already on their way from a producer the broker closed are ignored (as Pulsar ignores a
+    recently closed producer's); from a producer never created here they are a protocol error.
+    """
+    found = conn.producers.get(producer_id)
+    if found is None:
+        if producer_id in conn.closed_producers:
+            return  # sent before the client learnt the broker closed it
+        raise ProtocolError(f"SEND from producer {producer_id}, which was never created here")
+    if rows:
+        found[0].publish_many(rows, partial(conn.receipts, producer_id, sequence_ids))
 
 
 def close_producer(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:

@@ -201,8 +201,8 @@ class Subscription:
         if self.model is not None:
             self.model.flow(consumer, permits)
 
-    def ack(self, consumer: Consumer, ack: api.CommandAck) -> None:
-        """Individual or cumulative acks, whole entries or batch indexes (``ack_set``: the unacked bits)."""
+    def ack_batch_indexes(self, ack: api.CommandAck) -> list[Position]:
+        """Applies an ACK's batch-index parts (``ack_set``: the unacked bits); the whole entries it names."""
         cumulative = ack.ack_type == api.CommandAck.Cumulative
         whole: list[Position] = []
         for mid in ack.message_id:
@@ -210,7 +210,7 @@ class Subscription:
             if not cumulative and len(mid.ack_set) and self._ack_batch_indexes(position, mid.ack_set):
                 continue
             whole.append(position)
-        self.ack_positions(consumer, whole, cumulative=cumulative)
+        return whole
 
     def ack_positions(self, consumer: Consumer, positions: list[Position], *, cumulative: bool) -> None:
         """Acks whole entries: individually, or cumulatively up to each (Exclusive and Failover only)."""
