@@ -169,16 +169,30 @@ def test_a_bad_topic_name_is_pulsars_error(broker: BrokerProcess, topic: str, er
 
 
 def test_many_idle_connections(broker: BrokerProcess) -> None:
+    """A thousand connections that say nothing after CONNECT are each accepted and kept, and answer."""
     socks = []
     try:
         for _ in range(1000):
             raw = Raw(broker.url)
-            raw.connect()
             socks.append(raw)
+            assert raw.connect().type == api.BaseCommand.CONNECTED, f"connection {len(socks)} refused"
         still_serving(broker)
+        for n, raw in enumerate(socks, 1):
+            raw.send(api.BaseCommand(type=api.BaseCommand.PING, ping=api.CommandPing()))
+            assert pong(raw), f"idle connection {n} of {len(socks)} was dropped"
     finally:
         for raw in socks:
             raw.close()
+
+
+def pong(raw: Raw) -> bool:
+    """Whether a PONG comes back (the broker's own keep-alive PINGs are answered on the way)."""
+    try:
+        while (reply := raw.receive()).type == api.BaseCommand.PING:
+            raw.send(api.BaseCommand(type=api.BaseCommand.PONG, pong=api.CommandPong()))
+    except OSError:
+        return False
+    return reply.type == api.BaseCommand.PONG
 
 
 def test_nothing_outside_the_data_directory(broker: BrokerProcess, tmp_path: Path) -> None:

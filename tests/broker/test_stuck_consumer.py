@@ -5,16 +5,20 @@ client's queue fills, it sends no more flow and acks nothing. In Pulsar its keys
 the replay queue up to the look-ahead limit (here 2 x 2,000 entries) and reads stop for the other
 consumer too. With isolation the hung consumer's entries are dropped from memory and read again
 later: the other consumer gets every message of its keys, and the hung one, when it comes back,
-gets all of its own, each key in order.
+gets all of its own, each key in order. Which keys are whose comes from Pulsar's ring (consistent
+hashing of the consumer names), not from what was delivered: the hung consumer surely owns some.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from broker_process import BrokerProcess, running_broker
+from cursorkit.keyshared import ConsistentHashingSelector
+from cursorkit.keyshared.hashing import slot, sticky_key_hash
 
 pulsar = pytest.importorskip("pulsar")
 
@@ -32,6 +36,25 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
         running_broker(base / "plain") as plain,
     ):
         yield isolating, plain
+
+
+@dataclass(frozen=True)
+class _Named:
+    name: str
+
+
+def _owners() -> dict[str, set[int]]:
+    """Each consumer's keys on Pulsar's consistent-hashing ring ("hung" joins first, then "well")."""
+    ring: ConsistentHashingSelector[_Named] = ConsistentHashingSelector()
+    ring.add_consumer(_Named("hung"))
+    ring.add_consumer(_Named("well"))
+    owners: dict[str, set[int]] = {"hung": set(), "well": set()}
+    for key in range(KEYS):
+        owner = ring.select(slot(sticky_key_hash(f"key-{key}".encode()), "consistent"))
+        assert owner is not None
+        owners[owner.name].add(key)
+    assert owners["hung"] and owners["well"], f"one consumer owns every key: {owners}"
+    return owners
 
 
 def _drain(consumer: pulsar.Consumer, quiet_ms: int) -> list[pulsar.Message]:
@@ -70,11 +93,12 @@ def _scenario(url: str, topic: str) -> tuple[list[pulsar.Message], list[pulsar.M
 
 def test_a_hung_consumer_does_not_stall_the_other(brokers: tuple[BrokerProcess, BrokerProcess]) -> None:
     isolating, _ = brokers
+    owners = _owners()
     got, back = _scenario(isolating.url, "isolated")
-    theirs = {_key(m) for m in back}
-    assert not theirs & {_key(m) for m in got}, "a key went to both consumers"
-    assert len(got) == sum(1 for i in range(MESSAGES) if i % KEYS not in theirs), "the well consumer stalled"
-    assert len(got) + len(back) == MESSAGES, "the hung consumer did not get all of its keys' messages back"
+    assert {_key(m) for m in got} == owners["well"], "the well consumer did not get exactly its keys"
+    assert {_key(m) for m in back} == owners["hung"], "the hung consumer did not get exactly its keys back"
+    assert len(got) == _messages_of(owners["well"]), "the well consumer stalled"
+    assert len(back) == _messages_of(owners["hung"]), "the hung consumer did not get all of its messages back"
     last: dict[int, int] = {}
     for m in back:
         key, seq = _key(m), int(m.data().decode().split(":")[1])
@@ -86,7 +110,12 @@ def test_without_isolation_the_hung_consumer_stalls_the_other(
     brokers: tuple[BrokerProcess, BrokerProcess],
 ) -> None:
     _, plain = brokers
-    got, back = _scenario(plain.url, "stalled")
-    theirs = {_key(m) for m in back}
-    mine = sum(1 for i in range(MESSAGES) if i % KEYS not in theirs)
+    owners = _owners()
+    got, _ = _scenario(plain.url, "stalled")
+    assert {_key(m) for m in got} <= owners["well"], "the well consumer got the hung one's keys"
+    mine = _messages_of(owners["well"])
     assert len(got) < mine, "reads did not stop: the hung consumer's keys never filled the look-ahead"
+
+
+def _messages_of(keys: set[int]) -> int:
+    return sum(1 for i in range(MESSAGES) if i % KEYS in keys)

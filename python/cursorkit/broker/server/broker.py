@@ -26,6 +26,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.connection import READ_SIZE, Connection
+from cursorkit.broker.server.data_lock import DataLock
 from cursorkit.broker.server.limits import Admission, Buffers, Descriptors, TokenBucket, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.namespace_topics import NamespaceTopics
@@ -99,8 +100,10 @@ class Broker:
         """The topics known per namespace, for GET_TOPICS_OF_NAMESPACE (completed from disk at start)."""
         for text, n in self._partitioned.items():
             self.namespace_topics.add_partitioned(topic_name(text), n)
-        for text, n in (partitioned or {}).items():
-            self.set_partitions(topic_name(text), n)
+        self._declared = dict(partitioned or {})
+        """Partitioned topics to declare at start, once the data directory is this broker's."""
+        self._data_lock: DataLock | None = None
+        self._stopping = False
 
     # -- topics --------------------------------------------------------------------------------------
 
@@ -314,21 +317,43 @@ class Broker:
     # -- lifetime ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Listens (and joins the metadata store, if any); returns once connections are accepted."""
-        await self.namespace_topics.load()  # the topics on disk, listed off the loop before serving
-        # The stream reader takes at most twice its limit from the socket before it stops reading:
-        # with one read's worth, a connection holds ~128 KiB beyond its unfinished frame.
-        self._server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port, limit=READ_SIZE
-        )
-        self._loop = asyncio.get_running_loop()
-        if self.config.metadata:
-            c = self.config
-            self._ownership = await asyncio.to_thread(
-                Ownership, c.metadata, self.service_url, c.session_timeout_s, self._claim_lost
+        """Takes the data directory, listens (and joins the metadata store, if any).
+
+        Returns once connections are accepted. :class:`~.data_lock.DataInUse`, before anything is
+        written or listened on, when another broker holds the directory (brokers with ``metadata``
+        share it). A start that fails stops what it started.
+        """
+        self._data_lock = await asyncio.to_thread(self._take_data)
+        try:
+            await self.namespace_topics.load()  # the topics on disk, listed off the loop before serving
+            # The stream reader takes at most twice its limit from the socket before it stops reading:
+            # with one read's worth, a connection holds ~128 KiB beyond its unfinished frame.
+            self._server = await asyncio.start_server(
+                self._accept, self.config.host, self.config.port, limit=READ_SIZE
             )
-        self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+            self._loop = asyncio.get_running_loop()
+            if self.config.metadata:
+                c = self.config
+                self._ownership = await asyncio.to_thread(
+                    Ownership, c.metadata, self.service_url, c.session_timeout_s, self._claim_lost
+                )
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+            await asyncio.to_thread(self._data_lock.name_holder, self.service_url)
+        except BaseException:
+            await self.stop()
+            raise
         log.info("cursorkit broker on %s, data in %s", self.service_url, self.root)
+
+    def _take_data(self) -> DataLock:
+        """Locks the data directory, then declares the partitioned topics the broker was given."""
+        lock = DataLock(self.root, shared=bool(self.config.metadata))
+        try:
+            for text, n in self._declared.items():
+                self.set_partitions(topic_name(text), n)
+        except BaseException:
+            lock.release()
+            raise
+        return lock
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
@@ -349,6 +374,11 @@ class Broker:
         self.connections.add(conn)
         try:
             await conn.serve()
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            # Stopping: its client was let go. Ending quietly spares the stream server's
+            # done-callback, which reports a cancelled connection task as an error (Python 3.11).
         finally:
             self.connections.discard(conn)
             self.admission.release(address)
@@ -376,7 +406,8 @@ class Broker:
                     topic.after_flush()
 
     async def stop(self) -> None:
-        """Stops listening, closes the connections, flushes and closes every topic."""
+        """Stops listening, closes the connections, flushes and closes every topic, lets the data go."""
+        self._stopping = True
         if self._server is not None:
             self._server.close()
         if self._flusher is not None:
@@ -398,6 +429,9 @@ class Broker:
             self._ownership.close()
             self._ownership = None
         self.topics.clear()
+        if self._data_lock is not None:
+            self._data_lock.release()
+            self._data_lock = None
 
 
 async def run(

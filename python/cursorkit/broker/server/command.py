@@ -1,13 +1,15 @@
-"""``cursorkit broker``: runs a broker until SIGINT or SIGTERM (both stop it cleanly).
+"""``cursorkit broker``: runs a broker until SIGINT or SIGTERM (both stop it cleanly, exit status 0).
 
 Alone it is a single node; brokers given the same ``--data`` and ``--metadata`` share the topics.
+What keeps it from starting is one line on stderr and exit status 2: a data directory another
+broker holds, or a module of an extra that is not installed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
+import importlib
 import logging
 import signal
 import sys
@@ -20,6 +22,11 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.config import BrokerConfig
 
 __all__ = ["add_parser", "run_broker"]
+
+_BROKER_MODULES = (("crc32c", "crc32c", "broker"), ("re2", "google-re2", "broker"))
+"""What the broker imports from its extra: (module, package, extra)."""
+_METADATA_MODULES = (("kazoo", "kazoo", "zookeeper"),)
+"""What ``--metadata`` needs besides."""
 
 
 def add_parser(
@@ -242,16 +249,29 @@ def _partitioned(specs: list[str]) -> dict[str, int]:
     return out
 
 
+def _missing_extra(metadata: bool) -> str | None:
+    """What to install when a module the broker needs does not import (None: all of them do)."""
+    for module, package, extra in _BROKER_MODULES + (_METADATA_MODULES if metadata else ()):
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            absent = isinstance(e, ModuleNotFoundError) and e.name == module
+            why = "is not installed" if absent else f"does not import ({e})"
+            need = "--metadata needs" if extra == "zookeeper" else "the broker needs"
+            return f'{need} {package}, which {why}: pip install "cursorkit[{extra}]"'.replace("\n", " ")
+    return None
+
+
 async def _serve(config: BrokerConfig, partitioned: dict[str, int]) -> None:
     from cursorkit.broker.server.broker import Broker
 
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the start: a signal meanwhile stops it after
+        loop.add_signal_handler(sig, stop.set)
     broker = Broker(config, partitioned)
     await broker.start()
     print(f"cursorkit broker ready on {broker.service_url} (data in {config.data})", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
     finally:
@@ -260,9 +280,12 @@ async def _serve(config: BrokerConfig, partitioned: dict[str, int]) -> None:
 
 def run_broker(args: argparse.Namespace) -> int:
     """Runs the broker the arguments describe; returns the exit status."""
-    if importlib.util.find_spec("crc32c") is None:
-        raise InvalidArgument("cursorkit broker needs the broker extra: pip install 'cursorkit[broker]'")
+    missing = _missing_extra(bool(args.metadata))
+    if missing is not None:
+        print(f"cursorkit broker: {missing}", file=sys.stderr)
+        return 2
     from cursorkit.broker.server.config import BrokerConfig
+    from cursorkit.broker.server.data_lock import DataInUse
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
     config = BrokerConfig(
@@ -293,5 +316,9 @@ def run_broker(args: argparse.Namespace) -> int:
         max_producers_per_topic=args.max_producers_per_topic,
         max_concurrent_topic_loads=args.max_concurrent_topic_loads,
     )
-    asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
+    try:
+        asyncio.run(_serve(config, _partitioned(args.partitioned_topic)))
+    except DataInUse as e:
+        print(f"cursorkit broker: {e}", file=sys.stderr)
+        return 2
     return 0
