@@ -32,6 +32,7 @@ __all__ = [
     "_guard_selftest",
     "batch_fits",
     "bitmap_cardinality",
+    "crc32c",
     "cut_segments",
     "decode_records",
     "decode_segment",
@@ -858,6 +859,9 @@ class FrameScanner:
         """Bytes held of a frame not yet complete."""
     def feed(self, data: bytes) -> list[tuple[Any, ...]]:
         """The frames ``data`` completes, in stream order; ``ProtocolError`` at a size that cannot be."""
+
+def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """The CRC-32C of ``data`` (any C-contiguous byte buffer), continuing ``value``, as a u32."""
 
 def message_frames(
     consumer_id: int,

@@ -138,7 +138,6 @@ def test_sigterm_stops_quietly_with_clients_connected(tmp_path: Path) -> None:
     ("module", "args", "says"),
     [
         ("re2", (), 'google-re2, which is not installed: pip install "cursorkit[broker]"'),
-        ("crc32c", (), 'crc32c, which is not installed: pip install "cursorkit[broker]"'),
         (
             "kazoo",
             ("--metadata", "zk://127.0.0.1:1/nowhere"),

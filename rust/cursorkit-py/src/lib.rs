@@ -44,6 +44,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<shared::core::PySharedCore>()?;
     m.add_class::<broker::scanner::PyFrameScanner>()?;
     m.add_function(wrap_pyfunction!(broker::scanner::batch_fits, m)?)?;
+    m.add_function(wrap_pyfunction!(broker::checksum::crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(broker::frames::message_frames, m)?)?;
     m.add_function(wrap_pyfunction!(broker::frames::send_receipts, m)?)?;
     m.add_function(wrap_pyfunction!(broker::frames::entry_fields, m)?)?;

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "run_broker"]
 
-_BROKER_MODULES = (("crc32c", "crc32c", "broker"), ("re2", "google-re2", "broker"))
+_BROKER_MODULES = (("re2", "google-re2", "broker"),)
 """What the broker imports from its extra: (module, package, extra)."""
 _METADATA_MODULES = (("kazoo", "kazoo", "zookeeper"),)
 """What ``--metadata`` needs besides."""

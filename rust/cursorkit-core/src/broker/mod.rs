@@ -5,6 +5,7 @@
 //! caller. Frames the hot decoder does not take whole are handed back as bytes for a full decoder.
 
 pub mod batches;
+pub mod checksum;
 pub mod entries;
 pub mod frames;
 pub mod out;
@@ -12,6 +13,7 @@ mod reader;
 pub mod records;
 
 pub use batches::{batch_fits, MIN_BATCHED_MESSAGE_BYTES};
+pub use checksum::crc32c;
 pub use entries::entry_fields;
 pub use frames::{Frame, FrameScanner};
 pub use out::{put_message_frame, put_send_receipt};
