@@ -10,7 +10,8 @@ over the rounds. Messages are 100 bytes. Measured:
    unbatched); a run in which no message comes for a while is reported as stalled;
 4. the CPU per message of the broker (``/proc/<pid>/stat`` over the run) and of the client processes;
 5. end-to-end latency at 1,000 messages a second (unbatched; the producer stamps each payload with
-   its send time, the consumer subtracts it on receipt), quiet and beside a process spinning on a CPU;
+   its send time, the consumer subtracts it on receipt), quiet and beside a process spinning on a CPU,
+   with a third broker in the rounds, cursorkit without fsync (``--sync never``): the fsync's share;
 6. the seconds from starting the broker process until it accepts a TCP connection;
 7. the broker's RSS once started (idle) and once holding 100,000 unacknowledged messages.
 
@@ -41,6 +42,8 @@ from broker_process import BrokerProcess  # noqa: E402
 
 CURSORKIT = "cursorkit"
 LITE = f"pulsar-lite {plp.version()}"
+NO_SYNC = "cursorkit --sync never"
+"""A third broker in the latency runs only: how much of cursorkit's latency its fsync is."""
 TARGETS = (CURSORKIT, LITE)
 
 
@@ -62,7 +65,7 @@ class Sizes:
 
 
 FULL = Sizes(100_000, 50_000, 50_000, 5_000, 100_000, rounds=3, starts=5, idle=10.0, settle=1.0)
-SMOKE = Sizes(5_000, 2_000, 2_000, 300, 5_000, rounds=1, starts=1, idle=3.0, settle=0.2)
+SMOKE = Sizes(5_000, 2_000, 2_000, 300, 5_000, rounds=1, starts=1, idle=2.0, settle=0.2)
 RATE = 1_000.0
 KEY_SHARED_CONSUMERS = 10
 KEYS = 1_000
@@ -129,7 +132,7 @@ TABLE = dw.DelayedTable(
         cw.Row(RSS_IDLE, "MiB", False, None),
         *(cw.Row(_rss_retained(smoke), "MiB", False, None) for smoke in (False, True)),
     ],
-    peers=(LITE,),
+    peers=(LITE, NO_SYNC),
 )
 
 
@@ -147,6 +150,7 @@ def render(smoke: bool) -> str:
         f"{sizes.key_shared:,}, latency {sizes.latency:,} (the first 5% left out); 100-byte payloads. "
         "cursorkit: its defaults, every receipt after its fsync (--sync always); pulsar-lite: RocksDB, "
         "no fsync before its receipts. The loaded latency runs beside a process spinning on CPU 0. "
+        f"'{NO_SYNC}' (latency only): cursorkit without fsync, to show what the fsync costs. "
         "RSS: cursorkit's includes its Python interpreter. 'stalled': no message for "
         f"{sizes.idle:g} s before the last one."
     )
@@ -168,10 +172,11 @@ def brokers(tmp_path: Path) -> Iterator[dict[str, bw.Target]]:
         yield targets
 
 
-def _interleaved(rounds: int) -> Iterator[tuple[int, str]]:
-    """(round, broker): cursorkit first in even rounds, pulsar-lite first in odd ones."""
+def _interleaved(rounds: int, names: tuple[str, ...] = TARGETS) -> Iterator[tuple[int, str]]:
+    """(round, broker): each round starts one broker further along (cursorkit first in round 0)."""
     for r in range(rounds):
-        for name in TARGETS if r % 2 == 0 else TARGETS[::-1]:
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
             yield r, name
 
 
@@ -179,9 +184,9 @@ def _runs(
     brokers: dict[str, bw.Target], sizes: Sizes, run: Callable[[bw.Target, str], bw.Flow]
 ) -> tuple[dict[str, list[bw.Flow]], dict[str, list[bw.Stalled]]]:
     """``run(broker, topic)`` on each broker, interleaved; the flows and stalls of each broker."""
-    done: dict[str, list[bw.Flow]] = {name: [] for name in TARGETS}
-    stalls: dict[str, list[bw.Stalled]] = {name: [] for name in TARGETS}
-    for r, name in _interleaved(sizes.rounds):
+    done: dict[str, list[bw.Flow]] = {name: [] for name in brokers}
+    stalls: dict[str, list[bw.Stalled]] = {name: [] for name in brokers}
+    for r, name in _interleaved(sizes.rounds, tuple(brokers)):
         try:
             done[name].append(run(brokers[name], f"run-{r}"))
         except bw.Stalled as e:
@@ -247,10 +252,13 @@ def test_rate_and_cpu(benchmark: Any, smoke: bool, brokers: dict[str, bw.Target]
 
 
 @pytest.mark.parametrize("load", [QUIET, LOADED], ids=["quiet", "loaded"])
-def test_latency(benchmark: Any, smoke: bool, brokers: dict[str, bw.Target], load: str) -> None:
+def test_latency(
+    benchmark: Any, smoke: bool, brokers: dict[str, bw.Target], tmp_path: Path, load: str
+) -> None:
     """End-to-end p50 and p99 at a fixed 1,000 msg/s, unbatched, Shared, one consumer."""
     benchmark.group = "vs-pulsar-lite"
     sizes = _sizes(smoke)
+    no_sync = BrokerProcess(tmp_path / "no-sync", "--sync", "never")
 
     def paced(broker: bw.Target, topic: str) -> bw.Flow:
         if load == QUIET:
@@ -259,10 +267,11 @@ def test_latency(benchmark: Any, smoke: bool, brokers: dict[str, bw.Target], loa
             return bw.flow(broker, topic, sizes.latency, batching=False, idle=sizes.idle, rate=RATE)
 
     def timed() -> None:
-        done, stalls = _runs(brokers, sizes, paced)
+        with bw.running(no_sync):
+            done, stalls = _runs({**brokers, NO_SYNC: no_sync}, sizes, paced)
         assert not any(stalls.values()), stalls
         for q in ("p50", "p99"):
-            medians = {name: _median(done[name], f"{q}_ms") for name in TARGETS}
+            medians = {name: _median(flows, f"{q}_ms") for name, flows in done.items()}
             for name, value in medians.items():
                 TABLE.record(_latency(load, q), name, value)
             TABLE.record(_latency_ratio(load, q), CURSORKIT, medians[CURSORKIT] / medians[LITE])
