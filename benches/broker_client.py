@@ -1,16 +1,21 @@
 """A Pulsar client process for the broker benches: one producer, or the consumers of one subscription.
 
-Run by path (``python broker_client.py ROLE URL TOPIC N ...``: ``produce ... BATCHING KEYS``,
-``consume ... TYPE CONSUMERS``, ``hole ... EVERY``), so the client's work
-never shares a process, nor a GIL, with the broker or the other side. It connects, prints ``ready``,
-waits for ``go`` on stdin, does its part and prints one JSON line: its seconds from ``go`` to the
-end and its own CPU seconds (every thread, the C++ client's included).
+Run by path (``python broker_client.py ROLE URL TOPIC N ...``: ``produce ... BATCHING KEYS [RATE]``,
+``consume ... TYPE CONSUMERS [idle=S] [unique=1] [latency=SKIP]``, ``hole ... EVERY``), so the client's
+work never shares a process, nor a GIL, with the broker or the other side. It connects, prints
+``ready``, waits for ``go`` on stdin, does its part and prints one JSON line: its seconds from ``go``
+to the end and its own CPU seconds (every thread, the C++ client's included).
+
+A paced producer (``RATE`` > 0 messages a second) stamps each payload with its send time
+(``CLOCK_MONOTONIC``, the same clock in every process of the host); ``latency=SKIP`` makes the
+consumer report the percentiles of receive time minus stamp, the first SKIP messages left out.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import threading
 import time
@@ -49,8 +54,11 @@ def _done(started: tuple[float, float], **extra: Any) -> None:
     )
 
 
-def produce(url: str, topic: str, messages: int, batching: bool, keys: int) -> None:
-    """Sends ``messages`` messages of 100 bytes (keyed round-robin over ``keys`` keys when > 0)."""
+def produce(url: str, topic: str, messages: int, batching: bool, keys: int, rate: float = 0.0) -> None:
+    """Sends ``messages`` messages of 100 bytes (keyed round-robin over ``keys`` keys when > 0).
+
+    At ``rate`` > 0, message i leaves at ``i / rate`` s after ``go``, its send time in its first 8 bytes.
+    """
     client = _client(url)
     producer = client.create_producer(
         topic,
@@ -62,6 +70,12 @@ def produce(url: str, topic: str, messages: int, batching: bool, keys: int) -> N
     payload = b"x" * PAYLOAD
     names = [str(k) for k in range(keys)]
     started = _handshake()
+    if rate > 0:
+        _paced(producer, messages, rate)
+        producer.flush()
+        _done(started)
+        client.close()
+        return
     for i in range(messages):
         builder = _pulsar.MessageBuilder().content(payload)
         if keys:
@@ -74,8 +88,35 @@ def produce(url: str, topic: str, messages: int, batching: bool, keys: int) -> N
     client.close()
 
 
-def consume(url: str, topic: str, messages: int, sub_type: str, consumers: int) -> None:
-    """Receives and acknowledges ``messages`` messages, one thread per consumer of one subscription."""
+def _paced(producer: Any, messages: int, rate: float) -> None:
+    """Sends stamped 100-byte messages at ``rate`` a second, each at its own time from the start."""
+    filler = b"x" * (PAYLOAD - 8)
+    start = time.monotonic()
+    for i in range(messages):
+        wait = start + i / rate - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        stamp = time.monotonic_ns().to_bytes(8, "little")
+        producer.send_async(_pulsar.MessageBuilder().content(stamp + filler).build(), None)
+
+
+def consume(
+    url: str,
+    topic: str,
+    messages: int,
+    sub_type: str,
+    consumers: int,
+    idle: float = 0.0,
+    unique: bool = False,
+    latency: int | None = None,
+) -> None:
+    """Receives and acknowledges ``messages`` messages, one thread per consumer of one subscription.
+
+    ``idle`` > 0: gives up once no message came for that many seconds (``stalled`` in the result).
+    ``unique``: counts distinct message ids too, and stops on ``messages`` distinct ones.
+    ``latency``: reports p50 and p99 of receive time minus the producer's stamp, from message
+    ``latency`` on.
+    """
     client = _client(url)
     kind = {"Shared": pulsar.ConsumerType.Shared, "Key_Shared": pulsar.ConsumerType.KeyShared}[sub_type]
     natives = [
@@ -83,6 +124,8 @@ def consume(url: str, topic: str, messages: int, sub_type: str, consumers: int) 
         for _ in range(consumers)
     ]
     counts = [0] * consumers
+    seen: set[tuple[int, int, int]] = set()
+    delays: list[int] = []
     finished = threading.Event()
 
     def drain(n: int) -> None:
@@ -92,20 +135,44 @@ def consume(url: str, topic: str, messages: int, sub_type: str, consumers: int) 
                 msg = consumer.receive(100)
             except pulsar.Timeout:
                 continue
+            if latency is not None:
+                delays.append(time.monotonic_ns() - int.from_bytes(msg.data()[:8], "little"))
+            if unique:
+                mid = msg.message_id()
+                seen.add((mid.ledger_id(), mid.entry_id(), mid.batch_index()))
             consumer.acknowledge(msg)
             counts[n] += 1
+
+    def got() -> int:
+        return len(seen) if unique else sum(counts)
 
     threads = [threading.Thread(target=drain, args=(n,), daemon=True) for n in range(consumers)]
     started = _handshake()
     for t in threads:
         t.start()
     deadline = time.monotonic() + TIMEOUT_MS / 1000 + messages / 1000
-    while sum(counts) < messages and time.monotonic() < deadline:
+    last, moved = 0, time.monotonic()
+    stalled = False
+    while got() < messages and time.monotonic() < deadline:
         time.sleep(0.001)
+        if got() != last:
+            last, moved = got(), time.monotonic()
+        elif idle and time.monotonic() - moved > idle:
+            stalled = True
+            break
     finished.set()
     for t in threads:
         t.join()
-    _done(started, received=sum(counts), per_consumer=counts)
+    extra: dict[str, Any] = {"received": sum(counts), "per_consumer": counts, "stalled": stalled}
+    if unique:
+        extra["unique"] = len(seen)
+    if latency is not None:
+        kept = delays[latency:] or delays
+        q = statistics.quantiles(kept, n=100, method="inclusive") if len(kept) > 1 else kept * 99
+        extra |= {"p50_us": q[49] / 1e3, "p99_us": q[98] / 1e3, "samples": len(kept)}
+    _done(started, **extra)
+    if stalled:  # closing waits on the broker that stopped answering: leave without it
+        os._exit(0)
     client.close()
 
 
@@ -142,9 +209,19 @@ def main(argv: list[str]) -> None:
     """Runs one role (``produce``, ``consume`` or ``hole``) with its arguments, as the module says."""
     role, url, topic, n, *rest = argv
     if role == "produce":
-        produce(url, topic, int(n), rest[0] == "1", int(rest[1]))
+        produce(url, topic, int(n), rest[0] == "1", int(rest[1]), float(rest[2]) if rest[2:] else 0.0)
     elif role == "consume":
-        consume(url, topic, int(n), rest[0], int(rest[1]))
+        options = dict(option.split("=", 1) for option in rest[2:])
+        consume(
+            url,
+            topic,
+            int(n),
+            rest[0],
+            int(rest[1]),
+            idle=float(options.get("idle", 0)),
+            unique=options.get("unique") == "1",
+            latency=int(options["latency"]) if "latency" in options else None,
+        )
     else:
         hole(url, topic, int(n), int(rest[0]))
 

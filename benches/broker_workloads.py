@@ -1,9 +1,9 @@
 """The reference broker's benches' workloads: client processes, the broker's CPU, its profile, restarts.
 
-The broker runs as its own process (``broker_process.BrokerProcess``), the producer and the
-consumers each in another (``broker_client.py``), so each figure says whose CPU it is: the broker's
-is read from ``/proc/<pid>/stat`` (utime + stime) around the run, the clients' from their own
-``os.times()``.
+The broker runs as its own process (``broker_process.BrokerProcess``, or a peer's broker as another
+``Target``), the producer and the consumers each in another (``broker_client.py``), so each figure
+says whose CPU it is: the broker's is read from ``/proc/<pid>/stat`` (utime + stime) around the
+run, the clients' from their own ``os.times()``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import os
 import pstats
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from broker_process import BrokerProcess
 
@@ -27,10 +28,35 @@ CLIENT = Path(__file__).with_name("broker_client.py")
 PROFILER = Path(__file__).with_name("broker_profiler.py")
 
 
+class Target(Protocol):
+    """Which broker a bench drives: cursorkit's ``BrokerProcess`` or a peer's broker process."""
+
+    url: str
+    port: int
+    proc: subprocess.Popen[str] | None
+
+    def start(self, timeout: float = ...) -> float:
+        """Starts the broker; returns once it serves ``url``."""
+
+    def stop(self) -> None:
+        """Stops it cleanly."""
+
+    def kill(self) -> None:
+        """SIGKILL."""
+
+
 def broker_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` so far, every thread included."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` now, in MiB (``VmRSS`` of ``/proc/<pid>/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +68,26 @@ class Flow:
     broker_us: float
     producer_us: float
     consumer_us: float
+    duplicates: int = 0
+    """Messages received more than once (counted with ``unique=True`` only)."""
+    p50_ms: float | None = None
+    """End-to-end latency percentiles of a paced run (``rate`` > 0)."""
+    p99_ms: float | None = None
 
     @property
     def rate(self) -> float:
         """Messages per second, from ``go`` to the last message received."""
         return self.messages / self.seconds
+
+
+class Stalled(Exception):
+    """The consumers got no message for ``idle`` seconds before the last one."""
+
+    def __init__(self, received: int, messages: int, idle: float, seconds: float) -> None:
+        super().__init__(f"{received:,} of {messages:,} received, then none for {idle:g} s")
+        self.received = received
+        self.messages = messages
+        self.seconds = seconds
 
 
 class _Child:
@@ -79,9 +120,13 @@ class _Child:
         out: dict[str, Any] = json.loads(line)
         return out
 
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=20)
+
 
 def flow(
-    broker: BrokerProcess,
+    broker: Target,
     topic: str,
     messages: int,
     *,
@@ -90,15 +135,24 @@ def flow(
     consumers: int = 1,
     keys: int = 0,
     around: Callable[[], None] | None = None,
+    idle: float = 0.0,
+    unique: bool = False,
+    rate: float = 0.0,
 ) -> Flow:
     """Produces ``messages`` 100-byte messages while one subscription consumes and acks them.
 
     The consumers subscribe first; producer and consumers start together on ``go``. ``around`` is
-    called just before ``go`` and just after the last message (the profiler's window).
+    called just before ``go`` and just after the last message (the profiler's window). ``idle`` > 0
+    raises :class:`Stalled` once no message came for that long (the producer is killed);
+    ``unique`` counts distinct message ids (the rest are ``duplicates``); ``rate`` > 0 paces the
+    producer and measures the latency of each message (the first 5% left out as warm-up).
     """
     assert broker.proc is not None
-    consumer = _Child("consume", broker.url, topic, messages, sub_type, consumers)
-    producer = _Child("produce", broker.url, topic, messages, int(batching), keys)
+    options = [f"idle={idle}"] if idle else []
+    options += ["unique=1"] if unique else []
+    options += [f"latency={messages // 20}"] if rate else []
+    consumer = _Child("consume", broker.url, topic, messages, sub_type, consumers, *options)
+    producer = _Child("produce", broker.url, topic, messages, int(batching), keys, rate)
     if around is not None:
         around()
     before = broker_cpu(broker.proc.pid)
@@ -108,29 +162,62 @@ def flow(
     after = broker_cpu(broker.proc.pid)
     if around is not None:
         around()
+    if got.get("stalled"):
+        producer.kill()
+        raise Stalled(got.get("unique", got["received"]), messages, idle, got["seconds"])
     sent = producer.result()
-    assert got["received"] == messages, got
+    assert got.get("unique", got["received"]) == messages, got
     return Flow(
         messages=messages,
         seconds=got["seconds"],
         broker_us=(after - before) / messages * 1e6,
         producer_us=sent["cpu"] / messages * 1e6,
         consumer_us=got["cpu"] / messages * 1e6,
+        duplicates=got["received"] - got.get("unique", got["received"]),
+        p50_ms=got["p50_us"] / 1e3 if rate else None,
+        p99_ms=got["p99_us"] / 1e3 if rate else None,
     )
+
+
+@contextmanager
+def running(target: Target) -> Iterator[Target]:
+    """The broker started for the block; stopped after it (killed if stopping hangs)."""
+    target.start()
+    try:
+        yield target
+    finally:
+        try:
+            target.stop()
+        except subprocess.TimeoutExpired:
+            target.kill()
+
+
+def start_to_accepting(target: Target, timeout: float = 30.0) -> float:
+    """Starts the stopped broker; seconds from then until a TCP connection to it is accepted."""
+    started = time.monotonic()
+    target.start(timeout=timeout)
+    socket.create_connection(("127.0.0.1", target.port), timeout=5).close()
+    return time.monotonic() - started
+
+
+@contextmanager
+def cpu_burner() -> Iterator[None]:
+    """A process spinning on this machine's first CPU for the block (a load beside the one measured)."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(proc.pid, {min(os.sched_getaffinity(0))})
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @contextmanager
 def broker(data: Path, *, profile: Path | None = None) -> Iterator[BrokerProcess]:
     """A broker process for the block (under ``broker_profiler.py`` writing ``profile`` if given)."""
     process = BrokerProcess(data, interpreter_args=(str(PROFILER), str(profile)) if profile else ())
-    process.start()
-    try:
+    with running(process):
         yield process
-    finally:
-        try:
-            process.stop()
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def profile_window(process: BrokerProcess, out: Path) -> Callable[[], None]:
@@ -148,6 +235,22 @@ def profile_window(process: BrokerProcess, out: Path) -> Callable[[], None]:
             time.sleep(0.2)  # the dump is one write; let it finish
 
     return toggle
+
+
+def retain(broker: Target, topic: str, messages: int) -> None:
+    """Subscribes ``bench`` (durable; its consumer then leaves) and produces ``messages`` it keeps."""
+    import pulsar
+
+    client = pulsar.Client(
+        broker.url, operation_timeout_seconds=60, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+    try:
+        client.subscribe(topic, "bench", consumer_type=pulsar.ConsumerType.Shared).close()
+    finally:
+        client.close()
+    producer = _Child("produce", broker.url, topic, messages, 0, 0)
+    producer.go()
+    producer.result()
 
 
 # -- restart --------------------------------------------------------------------------------------

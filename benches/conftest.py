@@ -32,6 +32,7 @@ TABLE_MODULES = (
     "test_bench_key_order",
     "test_bench_isolation",
     "test_bench_hostile",
+    "test_bench_vs_pulsar_lite",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 
