@@ -14,6 +14,7 @@ topic drops it when its last consumer leaves.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -35,6 +36,8 @@ from cursorkit.errors import CursorkitError, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 __all__ = ["MAX_UNACKED_PER_CONSUMER", "Subscription"]
+
+log = logging.getLogger("cursorkit.broker")
 
 _READ_BYTES = 4 * 1024 * 1024
 """The most a read of the log returns (at least one entry)."""
@@ -381,8 +384,11 @@ class Subscription:
         assert durable is not None
         self._writing_ahead = True
 
-        def written(_: object) -> None:
+        def written(done: asyncio.Future[None]) -> None:
             self._writing_ahead = False
+            failed = None if done.cancelled() else done.exception()
+            if failed is not None:  # a store closed meanwhile (the topic going): nothing to send to
+                log.warning("subscription %r: redelivery counts not written: %s", self.name, failed)
             self._schedule(0.0)
 
         asyncio.get_running_loop().run_in_executor(None, durable.write_ahead).add_done_callback(written)
