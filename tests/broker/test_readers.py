@@ -155,7 +155,9 @@ def test_a_reader_of_a_partitioned_topic_reads_every_partition(c: pulsar.Client)
     receipts = [producer.send(f"p{i}".encode(), partition_key=f"k{i}") for i in range(20)]
     assert {m.partition() for m in receipts} == {0, 1}
     reader = c.create_reader("parts", pulsar.MessageId.earliest)
+    assert reader.has_message_available()
     got = [reader.read_next(timeout_millis=TIMEOUT_MS) for _ in range(20)]
+    assert not reader.has_message_available()
     assert sorted(m.data() for m in got) == sorted(f"p{i}".encode() for i in range(20))
     # Every id names its partition, as the producer's receipt did.
     assert {(m.message_id().partition(), m.message_id().entry_id()) for m in got} == {
