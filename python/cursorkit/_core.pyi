@@ -859,6 +859,8 @@ class FrameScanner:
         """Bytes held of a frame not yet complete."""
     def feed(self, data: bytes) -> list[tuple[Any, ...]]:
         """The frames ``data`` completes, in stream order; ``ProtocolError`` at a size that cannot be."""
+    def feed_runs(self, data: bytes) -> list[tuple[Any, ...]]:
+        """``feed`` with each run of one producer's SENDs as one item ``(6, producer_id, [seq], [rows])``."""
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """The CRC-32C of ``data`` (any C-contiguous byte buffer), continuing ``value``, as a u32."""

@@ -53,7 +53,7 @@ def metadata(draw: st.DrawFn) -> api.MessageMetadata:
 
 @st.composite
 def send_frame(draw: st.DrawFn) -> bytes:
-    send = api.CommandSend(producer_id=draw(u64), sequence_id=draw(u64))
+    send = api.CommandSend(producer_id=draw(st.integers(0, 2) | u64), sequence_id=draw(u64))
     if draw(st.booleans()):
         send.num_messages = draw(st.integers(1, 100))
     stored = pack_stored(draw(metadata()), draw(st.binary(max_size=16)))
@@ -199,3 +199,45 @@ def test_the_check_sees_a_wrong_value_or_a_frame_taken_wrongly() -> None:
     damaged = frame[:-1] + bytes([frame[-1] ^ 1])  # the checksum fails: the full decoder refuses
     with pytest.raises(AssertionError):
         _check(item, damaged)
+
+
+def _runs_of(items: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """``feed``'s items with each run of one producer's consecutive SENDs as one item (the model)."""
+    out: list[tuple[object, ...]] = []
+    for item in items:
+        if item[0] == _T.SEND:
+            _, producer, seq, stored, publish_time, count = item
+            last = out[-1] if out else None
+            if last is not None and last[0] == _T.SEND and last[1] == producer:
+                last[2].append(seq)  # type: ignore[attr-defined]
+                last[3].append((stored, publish_time, count))  # type: ignore[attr-defined]
+                continue
+            out.append((_T.SEND, producer, [seq], [(stored, publish_time, count)]))
+        else:
+            out.append(item)
+    return out
+
+
+@given(stream=st.lists(frames | send_frame(), min_size=1, max_size=16))
+def test_runs_group_one_producers_consecutive_sends(stream: list[bytes]) -> None:
+    """``feed_runs`` is ``feed`` with each run of consecutive SENDs from one producer as one item."""
+    data = b"".join(stream)
+    assert FrameScanner(1 << 20).feed_runs(data) == _runs_of(FrameScanner(1 << 20).feed(data))
+
+
+def test_a_run_is_cut_by_another_producer_or_command() -> None:
+    def send(producer: int, seq: int) -> bytes:
+        meta = api.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=7)
+        cmd = _T(type=_T.SEND, send=api.CommandSend(producer_id=producer, sequence_id=seq))
+        return encode_payload_command(cmd, pack_stored(meta, b"m"))
+
+    flow = encode_command(_T(type=_T.FLOW, flow=api.CommandFlow(consumer_id=1, messagePermits=5)))
+    data = send(1, 0) + send(1, 1) + send(2, 2) + send(1, 3) + flow + send(1, 4)
+    runs = FrameScanner(1 << 20).feed_runs(data)
+    assert [(r[0], r[1], r[2]) if r[0] == _T.SEND else r for r in runs] == [
+        (_T.SEND, 1, [0, 1]),
+        (_T.SEND, 2, [2]),
+        (_T.SEND, 1, [3]),
+        (_T.FLOW, 1, 5),
+        (_T.SEND, 1, [4]),
+    ]

@@ -27,8 +27,8 @@ segment record by record), :mod:`.recovery`.
 
 from __future__ import annotations
 
-from cursorkit.broker.log.format import Entry
+from cursorkit.broker.log.format import Entry, Read
 from cursorkit.broker.log.log import MessageLog
 from cursorkit.broker.log.recovery import LogRecoveryReport
 
-__all__ = ["Entry", "LogRecoveryReport", "MessageLog"]
+__all__ = ["Entry", "LogRecoveryReport", "MessageLog", "Read"]

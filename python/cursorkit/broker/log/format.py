@@ -29,8 +29,11 @@ __all__ = [
     "NO_LEDGER",
     "RECORD",
     "Entry",
+    "EntryRow",
+    "Read",
     "SegmentHeader",
     "decode_records",
+    "decode_rows",
     "encode_header",
     "encode_records",
     "parse_header",
@@ -61,6 +64,38 @@ class Entry(NamedTuple):
     publish_time_ms: int
     num_messages: int
     """Messages in the entry (a batch holds several)."""
+
+
+EntryRow = tuple[Position, bytes, int, int]
+"""One entry as the record decoder returns it: position, data, publish time (ms), message count."""
+
+
+class Read(NamedTuple):
+    """A read's entries as columns: no object per entry beyond its position and bytes.
+
+    ``MessageLog.read_columns`` returns one; a dispatcher takes the positions and counts as they
+    are, and the MESSAGE builder the bytes.
+    """
+
+    positions: list[Position]
+    datas: list[bytes]
+    publish_times_ms: list[int]
+    counts: list[int]
+    """Messages per entry (a batch holds several)."""
+
+    @classmethod
+    def of(cls, rows: list[EntryRow]) -> Read:
+        """Columns of ``(position, data, publish time, count)`` rows (one C-level transpose)."""
+        if not rows:
+            return cls([], [], [], [])
+        positions, datas, times, counts = map(list, zip(*rows, strict=True))
+        return cls(positions, datas, times, counts)
+
+    def __bool__(self) -> bool:
+        return bool(self.positions)
+
+    def __len__(self) -> int:
+        return len(self.positions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +170,12 @@ def record_problem(head: bytes, remaining: int) -> tuple[int, str, bool]:
     if RECORD.size + length > remaining:
         return 0, f"record of {length} bytes runs past the end of the file", True
     return length, "", False
+
+
+def decode_rows(ledger_id: int, first: int, data: bytes) -> list[EntryRow]:
+    """:func:`decode_records` as Rust returns them: ``(position, data, publish time, count)`` tuples."""
+    rows: list[EntryRow] = _core.decode_records(ledger_id, first, data)
+    return rows
 
 
 def decode_records(ledger_id: int, first: int, data: bytes) -> list[Entry]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 from cursorkit._core import Position
-from cursorkit.broker.log.format import NO_LEDGER, Entry, SegmentHeader, encode_records
+from cursorkit.broker.log.format import NO_LEDGER, Entry, EntryRow, Read, SegmentHeader, encode_records
 from cursorkit.broker.log.recovery import LogRecoveryReport, recover_directory
 from cursorkit.broker.log.segment import Segment
 from cursorkit.errors import InvalidArgument, InvalidInputType, InvalidPosition, PersistFailed, UnknownLedger
@@ -271,10 +271,17 @@ class MessageLog:
         (so a reader always moves on). A position in a trimmed ledger starts at the oldest entry
         after it; past the end the list is empty.
         """
+        return list(map(_make_entry, self._rows(position, max_entries, max_bytes)))
+
+    def read_columns(self, position: Position, max_entries: int, max_bytes: int) -> Read:
+        """:meth:`read_from` as columns (:class:`~.format.Read`): no ``Entry`` per entry."""
+        return Read.of(self._rows(position, max_entries, max_bytes))
+
+    def _rows(self, position: Position, max_entries: int, max_bytes: int) -> list[EntryRow]:
         position = _position(position)
         max_entries = _count("max_entries", max_entries)
         max_bytes = _count("max_bytes", max_bytes)
-        out: list[Entry] = []
+        rows: list[EntryRow] = []
         with self._lock:
             self._check_open()
             k = bisect.bisect_left(self._ids, position.ledger_id)
@@ -282,12 +289,12 @@ class MessageLog:
             for lid in self._ids[k:]:
                 segment = self._segments[lid]
                 first = max(position.entry_id, 0) if lid == position.ledger_id else 0
-                count, size = segment.fit(first, max_entries - len(out), budget, take_one=not out)
+                count, size = segment.fit(first, max_entries - len(rows), budget, take_one=not rows)
                 budget -= size
-                out += segment.read(first, count)
-                if len(out) >= max_entries or (first + count < segment.entries):
+                rows += segment.read_rows(first, count)
+                if len(rows) >= max_entries or (first + count < segment.entries):
                     break
-        return out
+        return rows
 
     def find_by_time(self, publish_time_ms: int) -> Position:
         """The first entry, by ledger then entry, whose publish time is >= ``publish_time_ms``.
@@ -378,3 +385,6 @@ class MessageLog:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._ids)} ledgers"
         return f"MessageLog({str(self._path)!r}, {state})"
+
+
+_make_entry = Entry._make

@@ -17,7 +17,7 @@ from array import array
 from itertools import accumulate
 from pathlib import Path
 
-from cursorkit.broker.log.format import RECORD, Entry, SegmentHeader, decode_records, encode_header
+from cursorkit.broker.log.format import RECORD, Entry, EntryRow, SegmentHeader, decode_rows, encode_header
 from cursorkit.broker.log.index import encode_index, index_path
 from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import Opener, StoreFile, atomic_write, datasync, regular_fd, write_all
@@ -112,6 +112,10 @@ class Segment:
 
     def read(self, first: int, count: int) -> list[Entry]:
         """Entries ``first .. first+count-1`` (in range), read in one ``pread`` and checked again."""
+        return list(map(_make_entry, self.read_rows(first, count)))
+
+    def read_rows(self, first: int, count: int) -> list[EntryRow]:
+        """:meth:`read` as ``(position, data, publish time, count)`` tuples (no object per entry)."""
         if count <= 0:
             return []
         start = self.offsets[first]
@@ -124,7 +128,7 @@ class Segment:
             raise CorruptSnapshot(f"ledger {self.ledger_id}: unreadable at byte {start} ({e})") from e
         if len(data) != stop - start:
             raise CorruptSnapshot(f"ledger {self.ledger_id}: the file ends before byte {stop}")
-        return decode_records(self.ledger_id, first, data)
+        return decode_rows(self.ledger_id, first, data)
 
     def write(self, blob: bytes, opener: Opener, *, sync: bool) -> int:
         """Writes ``blob`` at the end of the served part in one write, then ``fdatasync``; its offset.
@@ -233,3 +237,6 @@ class Segment:
             with contextlib.suppress(OSError):
                 os.close(self._read_fd)
             self._read_fd = None
+
+
+_make_entry = Entry._make

@@ -183,7 +183,7 @@ class Connection:
         """The frames ``data`` completes; the unfinished frame's bytes are counted and its age kept."""
         before = self.scanner.buffered
         try:
-            items = self.scanner.feed(data)
+            items = self.scanner.feed_runs(data)
         finally:
             after = self.scanner.buffered
             self.broker.buffers.update(before, after)
@@ -200,9 +200,9 @@ class Connection:
     def _frames(self, items: list[tuple[Any, ...]], at: int) -> tuple[int, Awaitable[None] | None]:
         """Handles the frames of ``items`` from ``at`` on, in order: SEND, ACK and FLOW decoded in Rust.
 
-        A read's consecutive SENDs from one producer are published as one group, and its ACKs and
-        FLOWs dispatch their topics once after it: per message, only the loop over the scanner's
-        tuples is Python. Other frames (and SEND, ACK or FLOW frames the scanner does not vouch
+        A read's consecutive SENDs from one producer come as one run (``feed_runs``) and are
+        published as one group, and its ACKs and FLOWs dispatch their topics once after it: no
+        Python runs per SEND. Other frames (and SEND, ACK or FLOW frames the scanner does not vouch
         for) go through the full decoder and :meth:`_handle`. Stops after a command that must wait,
         returning where to go on and what to wait for (``len(items)``, None: all handled).
         """
@@ -213,13 +213,7 @@ class Connection:
                 at += 1
                 kind = item[0]
                 if kind == _T.SEND and self.connected:
-                    _, producer_id, sequence_id, stored, publish_time, count = item
-                    run = self._sends[-1] if self._sends else None
-                    if run is None or run[0] != producer_id:
-                        run = (producer_id, [], [])
-                        self._sends.append(run)
-                    run[1].append(sequence_id)
-                    run[2].append((stored, publish_time, count))
+                    self._sends.append(item[1:])  # (producer_id, [sequence_id], [row]): one run
                     continue
                 if self._sends:
                     self._publish_sends()

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 from pathlib import Path
 
 from cursorkit import Cursor, CursorStore, Position
 from cursorkit.ackstate.non_durable import NonDurableCursor
-from cursorkit.broker.log import Entry, MessageLog
+from cursorkit.broker.log import MessageLog, Read
 from cursorkit.broker.protocol.hot_frames import message_frames
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
@@ -108,8 +109,8 @@ class Subscription:
         self._read_at = self._after(self.cursor.mark_delete_position)
         self.read_batch = config.read_batch
         """Entries read from the log per read (the :class:`~.dispatch.Feed` attribute)."""
-        self._entries: dict[Position, Entry] = {}
-        """Entries of the last reads not sent yet (sent from here instead of read again)."""
+        self._entries: dict[Position, tuple[bytes, int]] = {}
+        """Bytes and message counts of the last reads not sent yet (sent from here, not read again)."""
         self._per_entry = 1.0
         """Messages per entry, on average over the recent reads."""
         self._flushed = self.cursor.mutations
@@ -282,20 +283,29 @@ class Subscription:
             return 1
 
     def send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
-        """Sends a dispatch round's entries to one consumer: their frames built in one call."""
-        entries = [self._entry(p) for p in positions]
+        """Sends a dispatch round's entries to one consumer: their frames built in one call.
+
+        The entries come from the last reads (read again if they were dropped), as columns: no
+        Python call per entry here but the C-level map, transpose and sum.
+        """
+        cached = list(map(self._entries.pop, positions, repeat(None)))
+        if None in cached:
+            cached = [
+                c if c is not None else self._read_one(p) for c, p in zip(cached, positions, strict=True)
+            ]
+        datas, sizes = zip(*cached, strict=True)
         if self.durable is not None:
             counts = self.durable.counts_for(positions) or [0] * len(positions)
         ack_sets: list[list[int] | None] | None = None
         if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
-            ack_sets = [self._ack_set(e.position) for e in entries]
-        consumer.permits -= sum(e.num_messages for e in entries)
+            ack_sets = list(map(self._ack_set, positions))
+        consumer.permits -= sum(sizes)
         consumer.send(
             message_frames(
                 consumer.consumer_id,
-                [e.position for e in entries],
-                list(counts),
-                [e.data for e in entries],
+                positions if isinstance(positions, list) else list(positions),
+                counts if isinstance(counts, list) else list(counts),
+                list(datas),
                 ack_sets,
                 self.partition,
             )
@@ -309,48 +319,50 @@ class Subscription:
         words = batch[1]
         return [int.from_bytes(words[i : i + 8], "little", signed=True) for i in range(0, len(words), 8)]
 
-    def _read_before_damage(self, n: int) -> list[Entry]:
+    def _read_before_damage(self, n: int) -> Read:
         """The entries of a read that come before its damaged one, one by one; raises at the damage."""
-        out: list[Entry] = []
+        out = Read([], [], [], [])
         at = self._read_at
         for _ in range(n):
             try:
-                got = self.log.read_from(at, 1, _READ_BYTES)
+                got = self.log.read_columns(at, 1, _READ_BYTES)
             except CursorkitError:
                 if not out:
                     raise
                 break
             if not got:
                 break
-            out.append(got[0])
-            at = self._after(got[0].position)
+            out.positions.extend(got.positions)
+            out.datas.extend(got.datas)
+            out.publish_times_ms.extend(got.publish_times_ms)
+            out.counts.extend(got.counts)
+            at = self._after(got.positions[0])
         return out
 
-    def _entry(self, position: Position) -> Entry:
-        """An entry to send: from the last reads when it is there, else read again."""
-        entry = self._entries.pop(position, None)
-        return entry if entry is not None else self.log.read(position)
+    def _read_one(self, position: Position) -> tuple[bytes, int]:
+        """An entry to send that the last reads no longer hold: read again."""
+        entry = self.log.read(position)
+        return entry.data, entry.num_messages
 
-    def read(self, messages_wanted: int) -> list[Entry]:
+    def read(self, messages_wanted: int) -> Read:
         """Reads entries after the read position for ``messages_wanted`` messages (at least one entry).
 
         A dispatcher's permits count messages: the count of entries is scaled by the average batch
-        of the recent reads.
+        of the recent reads. The read is kept (bytes and counts by position) until sent.
         """
         n = max(1, min(self.read_batch, int(messages_wanted / self._per_entry)))
         try:
-            entries = self.log.read_from(self._read_at, n, _READ_BYTES)
+            got = self.log.read_columns(self._read_at, n, _READ_BYTES)
         except CursorkitError:
-            entries = self._read_before_damage(n)
-        if entries:
-            self._read_at = self._after(entries[-1].position)
+            got = self._read_before_damage(n)
+        if got:
+            self._read_at = self._after(got.positions[-1])
             if len(self._entries) > _ENTRIES_KEPT:
                 self._entries.clear()
-            for e in entries:
-                self._entries[e.position] = e
-            batch = sum(e.num_messages for e in entries) / len(entries)
+            self._entries.update(zip(got.positions, zip(got.datas, got.counts, strict=True), strict=True))
+            batch = sum(got.counts) / len(got)
             self._per_entry = 0.8 * self._per_entry + 0.2 * batch
-        return entries
+        return got
 
     def dispatch(self) -> None:
         """Sends what can be sent now: due delayed messages and redeliveries first, then new entries.

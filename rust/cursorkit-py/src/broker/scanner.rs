@@ -99,6 +99,44 @@ impl PyFrameScanner {
         }
         Ok(out)
     }
+
+    /// :meth:`feed`, with each run of consecutive SENDs from one producer as one item:
+    /// ``(6, producer_id, [sequence_id], [(stored, publish_time, num_messages)])``, the rows a
+    /// group commit takes. Runs are grouped within one feed (a run a read cuts is two items).
+    fn feed_runs<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let mut scanner = self.lock(py);
+        let frames = scanner.feed(data).map_err(|e| to_py(py, e))?;
+        let out = PyList::empty(py);
+        let mut run: Option<(u64, Bound<'py, PyList>, Bound<'py, PyList>)> = None;
+        for frame in &frames {
+            if let Frame::Send {
+                producer_id,
+                sequence_id,
+                stored,
+                publish_time,
+                num_messages,
+                ..
+            } = frame
+            {
+                if let Some((id, ids, rows)) = run.take_if(|(id, _, _)| id != producer_id) {
+                    out.append((6u8, id, ids, rows))?;
+                }
+                let (_, ids, rows) =
+                    run.get_or_insert_with(|| (*producer_id, PyList::empty(py), PyList::empty(py)));
+                ids.append(*sequence_id)?;
+                rows.append((PyBytes::new(py, stored), *publish_time, *num_messages))?;
+                continue;
+            }
+            if let Some((id, ids, rows)) = run.take() {
+                out.append((6u8, id, ids, rows))?;
+            }
+            out.append(frame_tuple(py, frame)?)?;
+        }
+        if let Some((id, ids, rows)) = run.take() {
+            out.append((6u8, id, ids, rows))?;
+        }
+        Ok(out)
+    }
 }
 
 /// Whether a batch payload of ``payload_bytes`` (after the metadata) can hold ``num_messages``

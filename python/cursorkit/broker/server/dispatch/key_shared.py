@@ -132,13 +132,13 @@ class KeySharedModel(DispatchModel):
             more = reread_spilled(self._log, ks, feed.read_batch)
         while True:
             n = ks.max_entries_to_read()
-            entries = feed.read(n) if n else []
-            if entries:
-                due, keys = entry_fields([e.data for e in entries])  # one call for the read
-                if any(e.num_messages > 1 for e in entries):
-                    ks.set_batch_sizes([e.position for e in entries], [e.num_messages for e in entries])
-                ks.add_read([e.position for e in entries], slots(hash_many(keys), ks.slot_kind), due)
+            got = feed.read(n) if n else None
+            if got:
+                due, keys = entry_fields(got.datas)  # one call for the read
+                if max(got.counts) > 1:
+                    ks.set_batch_sizes(got.positions, got.counts)
+                ks.add_read(got.positions, slots(hash_many(keys), ks.slot_kind), due)
             for consumer, positions, counts in ks.dispatch_with_counts():
                 feed.send(consumer, positions, counts.tolist())
-            if not entries:
+            if not got:
                 return more

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from cursorkit import Position
-from cursorkit.broker.log import Entry
+from cursorkit.broker.log import Read
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.errors import ProtocolError
@@ -29,8 +29,8 @@ class Feed(Protocol):
 
     read_batch: int
 
-    def read(self, messages_wanted: int) -> list[Entry]:
-        """Entries after the read position for about ``messages_wanted`` messages (at least one entry)."""
+    def read(self, messages_wanted: int) -> Read:
+        """Columns of the entries after the read position, for about ``messages_wanted`` messages."""
         ...
 
     def send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:

@@ -83,8 +83,8 @@ class SharedModel(DispatchModel):
             for consumer, positions, counts in shared.dispatch():
                 feed.send(consumer, positions, counts)
             n = shared.entries_to_read(feed.read_batch * 1000)  # messages: the feed makes them entries
-            entries = feed.read(n) if n else []
-            if not entries:
+            got = feed.read(n) if n else None
+            if not got:
                 return
-            due = entry_fields([e.data for e in entries])[0] if delays else None  # one call per read
-            shared.add_read([e.position for e in entries], [e.num_messages for e in entries], due)
+            due = entry_fields(got.datas)[0] if delays else None  # one call per read
+            shared.add_read(got.positions, got.counts, due)
