@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cursorkit import _core
-from cursorkit._core import Position
+from cursorkit import Position, wire
 from cursorkit.errors import UnsupportedVersion
 
 __all__ = [
@@ -32,6 +31,7 @@ __all__ = [
     "EntryRow",
     "Read",
     "SegmentHeader",
+    "as_entries",
     "decode_records",
     "decode_rows",
     "encode_header",
@@ -70,11 +70,12 @@ EntryRow = tuple[Position, bytes, int, int]
 """One entry as the record decoder returns it: position, data, publish time (ms), message count."""
 
 
-class Read(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Read:
     """A read's entries as columns: no object per entry beyond its position and bytes.
 
     ``MessageLog.read_columns`` returns one; a dispatcher takes the positions and counts as they
-    are, and the MESSAGE builder the bytes.
+    are, and the MESSAGE builder the bytes. False when empty.
     """
 
     positions: list[Position]
@@ -90,6 +91,13 @@ class Read(NamedTuple):
             return cls([], [], [], [])
         positions, datas, times, counts = map(list, zip(*rows, strict=True))
         return cls(positions, datas, times, counts)
+
+    def extend(self, other: Read) -> None:
+        """Appends ``other``'s entries (a read made of one-entry reads)."""
+        self.positions.extend(other.positions)
+        self.datas.extend(other.datas)
+        self.publish_times_ms.extend(other.publish_times_ms)
+        self.counts.extend(other.counts)
 
     def __bool__(self) -> bool:
         return bool(self.positions)
@@ -153,7 +161,7 @@ def encode_records(entries: Sequence[tuple[bytes, int, int]]) -> tuple[bytes, li
     or ``InvalidArgument`` (over ``MAX_ENTRY_BYTES``, a time outside 64 bits, a count outside
     1..2^32-1), naming the entry.
     """
-    return _core.encode_records(entries)
+    return wire.encode_records(entries)
 
 
 def record_problem(head: bytes, remaining: int) -> tuple[int, str, bool]:
@@ -174,7 +182,7 @@ def record_problem(head: bytes, remaining: int) -> tuple[int, str, bool]:
 
 def decode_rows(ledger_id: int, first: int, data: bytes) -> list[EntryRow]:
     """:func:`decode_records` as Rust returns them: ``(position, data, publish time, count)`` tuples."""
-    rows: list[EntryRow] = _core.decode_records(ledger_id, first, data)
+    rows: list[EntryRow] = wire.decode_records(ledger_id, first, data)
     return rows
 
 
@@ -184,7 +192,9 @@ def decode_records(ledger_id: int, first: int, data: bytes) -> list[Entry]:
     ``CorruptSnapshot`` when one is cut short or no longer matches its checksum (the file changed
     under the log). Checked and split in Rust.
     """
-    return list(map(_make_entry, _core.decode_records(ledger_id, first, data)))
+    return as_entries(decode_rows(ledger_id, first, data))
 
 
-_make_entry = Entry._make
+def as_entries(rows: list[EntryRow]) -> list[Entry]:
+    """The decoder's rows as :class:`Entry` records (for callers that want names, not columns)."""
+    return list(map(Entry._make, rows))

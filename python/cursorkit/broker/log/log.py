@@ -12,8 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from cursorkit._core import Position
-from cursorkit.broker.log.format import NO_LEDGER, Entry, EntryRow, Read, SegmentHeader, encode_records
+from cursorkit import Position
+from cursorkit.broker.log.format import (
+    NO_LEDGER,
+    Entry,
+    EntryRow,
+    Read,
+    SegmentHeader,
+    as_entries,
+    encode_records,
+)
 from cursorkit.broker.log.recovery import LogRecoveryReport, recover_directory
 from cursorkit.broker.log.segment import Segment
 from cursorkit.errors import InvalidArgument, InvalidInputType, InvalidPosition, PersistFailed, UnknownLedger
@@ -271,7 +279,7 @@ class MessageLog:
         (so a reader always moves on). A position in a trimmed ledger starts at the oldest entry
         after it; past the end the list is empty.
         """
-        return list(map(_make_entry, self._rows(position, max_entries, max_bytes)))
+        return as_entries(self._rows(position, max_entries, max_bytes))
 
     def read_columns(self, position: Position, max_entries: int, max_bytes: int) -> Read:
         """:meth:`read_from` as columns (:class:`~.format.Read`): no ``Entry`` per entry."""
@@ -385,6 +393,3 @@ class MessageLog:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._ids)} ledgers"
         return f"MessageLog({str(self._path)!r}, {state})"
-
-
-_make_entry = Entry._make

@@ -17,7 +17,15 @@ from array import array
 from itertools import accumulate
 from pathlib import Path
 
-from cursorkit.broker.log.format import RECORD, Entry, EntryRow, SegmentHeader, decode_rows, encode_header
+from cursorkit.broker.log.format import (
+    RECORD,
+    Entry,
+    EntryRow,
+    SegmentHeader,
+    as_entries,
+    decode_rows,
+    encode_header,
+)
 from cursorkit.broker.log.index import encode_index, index_path
 from cursorkit.errors import CorruptSnapshot
 from cursorkit.fsio import Opener, StoreFile, atomic_write, datasync, regular_fd, write_all
@@ -112,7 +120,7 @@ class Segment:
 
     def read(self, first: int, count: int) -> list[Entry]:
         """Entries ``first .. first+count-1`` (in range), read in one ``pread`` and checked again."""
-        return list(map(_make_entry, self.read_rows(first, count)))
+        return as_entries(self.read_rows(first, count))
 
     def read_rows(self, first: int, count: int) -> list[EntryRow]:
         """:meth:`read` as ``(position, data, publish time, count)`` tuples (no object per entry)."""
@@ -237,6 +245,3 @@ class Segment:
             with contextlib.suppress(OSError):
                 os.close(self._read_fd)
             self._read_fd = None
-
-
-_make_entry = Entry._make

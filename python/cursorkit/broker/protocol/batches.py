@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
-from cursorkit._core import batch_fits
 from cursorkit.broker.protocol.frames import read_stored
 from cursorkit.errors import InvalidArgument, ProtocolError
 from cursorkit.proto import strict
@@ -26,6 +25,7 @@ from cursorkit.proto.pulsar_api_pb2 import (
     ServerError,
     SingleMessageMetadata,
 )
+from cursorkit.wire import batch_fits
 
 __all__ = [
     "SingleMessage",

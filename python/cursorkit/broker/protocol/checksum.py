@@ -6,7 +6,7 @@ the frame scanner checks SENDs with; any bytes-like object, large ones with the 
 
 from __future__ import annotations
 
-from cursorkit._core import crc32c as _crc32c
+from cursorkit.wire import crc32c as _crc32c
 
 __all__ = ["crc32c"]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cursorkit._core import Position, entry_fields, message_frames, send_receipts
+from cursorkit import Position
+from cursorkit.wire import entry_fields, message_frames, send_receipts
 
 __all__ = ["entry_fields", "message_frame", "message_frames", "send_receipt_frame", "send_receipts"]
 

@@ -9,6 +9,6 @@ a broker can bound what its connections hold.
 
 from __future__ import annotations
 
-from cursorkit._core import FrameScanner
+from cursorkit.wire import FrameScanner
 
 __all__ = ["FrameScanner"]

@@ -69,13 +69,12 @@ async def _subscribe_later(
 ) -> None:
     loaded = inspect.isawaitable(found)
     topic = await found if inspect.isawaitable(found) else found
-    made = False
-    if request.durable and request.name not in topic.subscriptions:
+    made = request.durable and request.name not in topic.subscriptions
+    if made:
         if not loaded:  # a new topic's first subscription comes with its load
             conn.take_load(f"subscription {request.name!r}")
             conn.broker.make_room()
         earliest = request.initial == EARLIEST
-        made = request.name not in topic.subscriptions
         await topic.add_subscription(request.name, request.sub_type, earliest=earliest)
     if conn.closed:
         return

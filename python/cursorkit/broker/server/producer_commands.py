@@ -156,8 +156,7 @@ def release(conn: ConnectionLike, topic: Topic) -> None:
 def send(conn: ConnectionLike, cmd: api.BaseCommand, payload: Payload | None) -> None:
     """A SEND the frame scanner left whole: stored, and receipted once durable (or refused)."""
     q = cmd.send
-    if q.producer_id not in conn.producers:
-        publish(conn, q.producer_id, [], [])  # refused or ignored as any SEND of an unknown producer
+    if _sending_topic(conn, q.producer_id) is None:
         return
     if payload is None:
         raise ProtocolError("SEND without a message")
@@ -183,13 +182,22 @@ def publish(conn: ConnectionLike, producer_id: int, sequence_ids: list[int], row
     SENDs. SENDs already on their way from a producer the broker closed are ignored (as Pulsar ignores a
     recently closed producer's); from a producer never created here they are a protocol error.
     """
+    topic = _sending_topic(conn, producer_id)
+    if topic is not None and rows:
+        topic.publish_many(rows, partial(conn.receipts, producer_id, sequence_ids))
+
+
+def _sending_topic(conn: ConnectionLike, producer_id: int) -> Topic | None:
+    """The topic a SEND of ``producer_id`` goes to; None to ignore it (a producer the broker closed).
+
+    A producer never created here is a protocol error.
+    """
     found = conn.producers.get(producer_id)
-    if found is None:
-        if producer_id in conn.closed_producers:
-            return  # sent before the client learnt the broker closed it
-        raise ProtocolError(f"SEND from producer {producer_id}, which was never created here")
-    if rows:
-        found[0].publish_many(rows, partial(conn.receipts, producer_id, sequence_ids))
+    if found is not None:
+        return found[0]
+    if producer_id in conn.closed_producers:
+        return None  # sent before the client learnt the broker closed it
+    raise ProtocolError(f"SEND from producer {producer_id}, which was never created here")
 
 
 def close_producer(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:

@@ -27,7 +27,7 @@ from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
 from cursorkit.broker.server.delayed_trackers import DelayedTracker, open_tracker
-from cursorkit.broker.server.dispatch import DispatchModel, KeySharedModel, model_for
+from cursorkit.broker.server.dispatch import DispatchModel, model_for
 from cursorkit.broker.server.dispatch.model import SUB_TYPES
 from cursorkit.broker.server.dispatch.shared import MAX_UNACKED_PER_CONSUMER
 from cursorkit.broker.server.redeliveries import DurableCounts
@@ -154,7 +154,7 @@ class Subscription:
                     server_error=api.ConsumerBusy,
                 )
             model.add_consumer(consumer, request)
-        elif model is not None and model.fits(request) and not isinstance(model, KeySharedModel):
+        elif model is not None and model.kept_when_empty and model.fits(request):
             model.add_consumer(consumer, request)
         else:
             fresh = model_for(
@@ -167,7 +167,7 @@ class Subscription:
                 clock_s=lambda: self._clock() / 1000.0,
             )
             fresh.add_consumer(consumer, request)
-            if model is not None and not isinstance(model, KeySharedModel):
+            if model is not None and model.kept_when_empty:
                 # What the old model queued or got back is read again, for the new one.
                 self._read_at = self._after(self.cursor.mark_delete_position)
                 self._entries.clear()
@@ -332,10 +332,7 @@ class Subscription:
                 break
             if not got:
                 break
-            out.positions.extend(got.positions)
-            out.datas.extend(got.datas)
-            out.publish_times_ms.extend(got.publish_times_ms)
-            out.counts.extend(got.counts)
+            out.extend(got)
             at = self._after(got.positions[0])
         return out
 

@@ -37,6 +37,7 @@ class KeySharedModel(DispatchModel):
     """One Key_Shared subscription's dispatch; its mode is the first consumer's."""
 
     sub_type: int = api.CommandSubscribe.Key_Shared
+    kept_when_empty = False
 
     def __init__(
         self,

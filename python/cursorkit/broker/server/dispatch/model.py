@@ -46,6 +46,9 @@ class DispatchModel(ABC):
 
     sub_type: int
     consumers: list[Consumer]
+    kept_when_empty: bool = True
+    """Whether the model serves the next consumers once its last one left (False: a new model is
+    made, the old one having rewound reading to after mark-delete itself; see :meth:`take_rewind`)."""
 
     @property
     def type_name(self) -> str:
