@@ -277,6 +277,8 @@ class BucketDelayedDeliveryTracker:
             raise InvalidArgument(f"max_messages must be >= 0, got {limit_n}")
         with self._lock:
             self._check_open()
+            if not self._positions.count:  # the dispatcher asks every round: nothing tracked is cheap
+                return np.empty((0, 2), dtype=np.int64)
             return self._delivery.pop_due(self._clock.due_cutoff(), limit_n)
 
     # --- damage, jobs ----------------------------------------------------------------------------------

@@ -138,7 +138,8 @@ class KeySharedModel(DispatchModel):
                 due, keys = entry_fields(got.datas)  # one call for the read
                 if max(got.counts) > 1:
                     ks.set_batch_sizes(got.positions, got.counts)
-                ks.add_read(got.positions, slots(hash_many(keys), ks.slot_kind), due)
+                # No deliver-at time in the read: the tracker is not asked about each entry.
+                ks.add_read(got.positions, slots(hash_many(keys), ks.slot_kind), due if any(due) else None)
             for consumer, positions, counts in ks.dispatch_with_counts():
                 feed.send(consumer, positions, counts.tolist())
             if not got:

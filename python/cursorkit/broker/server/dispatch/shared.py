@@ -87,4 +87,6 @@ class SharedModel(DispatchModel):
             if not got:
                 return
             due = entry_fields(got.datas)[0] if delays else None  # one call per read
+            if due is not None and not any(due):
+                due = None
             shared.add_read(got.positions, got.counts, due)
