@@ -580,6 +580,16 @@ class DispatchCore:
         """How many times a position went back for redelivery."""
     def redelivery_counts(self, ledgers: Any, entries: Any) -> npt.NDArray[np.int32]:
         """Redelivery counts of many positions, as an int32 array."""
+    def set_counts_journal(self, on: bool) -> None:
+        """Journals every redelivery-count raise (durable counts); kept when the last consumer leaves."""
+    def take_raised_counts(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+        """The raises journaled since the last call: ledger ids, entry ids, new counts."""
+    def seed_counts(self, ledger_ids: Any, entry_ids: Any, counts: Any) -> None:
+        """Counts read back from a durable journal (each position keeps the higher)."""
+    def raise_counts(self, positions: Any) -> None:
+        """One more redelivery of each position (journaled)."""
     def redeliveries_tracked(self) -> int:
         """Positions with a redelivery count held."""
     def draining_hashes(self) -> Int64Array:
@@ -639,6 +649,16 @@ class SharedCore:
         """Forgets everything sent or waiting (a seek)."""
     def redelivery_count(self, position: Position) -> int:
         """A position's redelivery count."""
+    def set_counts_journal(self, on: bool) -> None:
+        """Journals every redelivery-count raise (durable counts); kept when the last consumer leaves."""
+    def take_raised_counts(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+        """The raises journaled since the last call: ledger ids, entry ids, new counts."""
+    def seed_counts(self, ledger_ids: Any, entry_ids: Any, counts: Any) -> None:
+        """Counts read back from a durable journal (each position keeps the higher)."""
+    def raise_counts(self, positions: Any) -> None:
+        """One more redelivery of each position (journaled)."""
     def held_by(self, consumer_id: int) -> list[Position]:
         """The positions a consumer holds, in order."""
     def queued(self) -> list[Position]:

@@ -213,6 +213,38 @@ def test_redelivery_counts_are_cleared_when_the_last_consumer_leaves() -> None:
     assert who is b and ps == [Position(1, 0)] and counts.tolist() == [0]
 
 
+def test_journaled_counts_are_the_dispatchers_own_and_outlive_the_last_consumer() -> None:
+    """Durable counts (beyond Pulsar): each raise is journaled at its new value.
+
+    Counts stay when the last consumer leaves, a lost consumer's messages count one more, and a
+    seed keeps the higher count.
+    """
+    d, _ = dispatcher()
+    d.journal_redelivery_counts()
+    a, b = C("a"), C("b")
+    d.add_consumer(a, 10)
+    d.add_entries([(Position(1, e), b"k") for e in range(3)])
+    d.dispatch()
+    d.nack(a, [Position(1, 0)])
+    d.redeliver(a)
+    raised = d.take_raised_counts()
+    journal = {(int(ledger), int(e)): int(n) for ledger, e, n in zip(*raised, strict=True)}
+    assert journal == {(1, 0): 1, (1, 1): 1, (1, 2): 1}
+    assert not d.take_raised_counts()
+    d.dispatch()
+    returned = d.remove_consumer(a)  # the last one: the counts stay
+    d.raise_redelivery_counts(returned)  # its connection was lost
+    assert [d.redelivery_count(Position(1, e)) for e in range(3)] == [2, 2, 2]
+    assert [int(n) for n in d.take_raised_counts().counts] == [2, 2, 2]
+    d.seed_redelivery_counts([1, 1], [1, 5], [7, 3])
+    assert d.redelivery_count(Position(1, 1)) == 7 and d.redelivery_count(Position(1, 5)) == 3
+    assert not d.take_raised_counts()  # seeds come from the store: not journaled again
+    d.add_consumer(b, 10)
+    d.add_entries([(Position(1, e), b"k") for e in range(3)])
+    out = {p: n for _, ps, ns in d.dispatch_with_counts() for p, n in zip(ps, ns.tolist(), strict=True)}
+    assert out == {Position(1, 0): 2, Position(1, 1): 7, Position(1, 2): 2}
+
+
 def test_when_the_last_consumer_leaves_everything_is_read_again_once() -> None:
     """Pulsar empties the replay queue and rewinds the read position when no consumer is left."""
     d, cursor = dispatcher()

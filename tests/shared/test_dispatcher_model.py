@@ -4,7 +4,9 @@ The model is the rule written plainly: consumers in join order, a turn for the n
 the best priority level that can take messages (permits above 0, not paused, under the unacked
 limit), up to min(permits, round-robin batch, room under the limits) messages and at least one
 entry, the queue in position order, acked positions dropped when met; nacks and redelivery raise
-counts, leavers' messages go back without, acks drop them, the last leaver clears them. Every
+counts, leavers' messages go back without, acks drop them, the last leaver clears them (unless the
+counts are journaled for a durable store: then they stay, and every raise is journaled with its new
+count, so replaying the journal gives the dispatcher's counts; seeds keep the higher count). Every
 dispatch must equal the model's exactly; at every step the held positions, permits, unacked
 figures and counts must too, and no delivery may be of an acknowledged position.
 """
@@ -98,8 +100,9 @@ class SharedMachine(RuleBasedStateMachine):
         batch=st.integers(1, 6),
         per_consumer=st.sampled_from([0, 3, 10]),
         per_subscription=st.sampled_from([0, 5, 25]),
+        journal=st.booleans(),
     )
-    def start(self, batch: int, per_consumer: int, per_subscription: int) -> None:
+    def start(self, batch: int, per_consumer: int, per_subscription: int, journal: bool) -> None:
         self.cursor = Cursor(Position(1, -1))
         self.d = SharedDispatcher(
             cursor=self.cursor,
@@ -108,6 +111,11 @@ class SharedMachine(RuleBasedStateMachine):
             max_unacked_per_subscription=per_subscription,
         )
         self.m = Model(batch, per_consumer, per_subscription)
+        self.journal = journal
+        self.durable: dict[int, int] = {}
+        """The journal's raises replayed, as a durable store keeps them."""
+        if journal:
+            self.d.journal_redelivery_counts()
         self.next_entry = 0
         self.names = 0
 
@@ -142,18 +150,35 @@ class SharedMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def leave(self, data: st.DataObject) -> None:
         i = data.draw(st.integers(0, len(self.m.members) - 1))
+        lost = data.draw(st.booleans())
         c = self.m.members.pop(i)
         if self.m.next > i:
             self.m.next -= 1
-        assert [p.entry_id for p in self.d.remove_consumer(c)] == sorted(c.held)
+        returned = self.d.remove_consumer(c)
+        assert [p.entry_id for p in returned] == sorted(c.held)
         for e in c.held:
             if e in self.m.acked:
                 self.m.counts.pop(e, None)
             else:
                 self.m.queue.add(e)
         if not self.m.members:
-            self.m.counts.clear()
+            if not self.journal:
+                self.m.counts.clear()
             self.m.next = 0
+        if lost:  # its connection was lost: each message it held counts one more
+            self.d.raise_redelivery_counts(returned)
+            for e in c.held:
+                self.m.counts[e] = self.m.counts.get(e, 0) + 1
+
+    @precondition(lambda self: self.next_entry > 0)
+    @rule(data=st.data())
+    def seed(self, data: st.DataObject) -> None:
+        pairs = data.draw(st.dictionaries(st.integers(0, self.next_entry - 1), st.integers(0, 4), max_size=4))
+        self.d.seed_redelivery_counts(list([1] * len(pairs)), list(pairs), list(pairs.values()))
+        for e, n in pairs.items():
+            if n > self.m.counts.get(e, 0):
+                self.m.counts[e] = n
+                self.durable[e] = n  # seeds come from the store: it holds them already
 
     @precondition(lambda self: bool(self.m.members))
     @rule(data=st.data(), permits=st.integers(0, 15))
@@ -220,6 +245,16 @@ class SharedMachine(RuleBasedStateMachine):
         assert stats.unacked_messages == self.m.total()
         for e, n in self.m.counts.items():
             assert self.d.redelivery_count(Position(1, e)) == n
+        raised = self.d.take_raised_counts()
+        if not self.journal:
+            assert not raised
+        for ledger, e, n in zip(*raised, strict=True):
+            assert ledger == 1
+            self.durable[int(e)] = int(n)
+        if self.journal:  # every count the dispatcher raised is in the store, at its value
+            for e, n in self.m.counts.items():
+                if e not in self.m.acked:
+                    assert self.durable.get(e) == n, (e, n, self.durable.get(e))
 
 
 SharedMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)

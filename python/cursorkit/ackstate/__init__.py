@@ -8,6 +8,7 @@ from cursorkit.ackstate.limits import NETTY_MAX_FRAME_BYTES, PersistLimits
 from cursorkit.ackstate.non_durable import NonDurableCursor
 from cursorkit.ackstate.persist import ENCODINGS, PersistResult
 from cursorkit.ackstate.policy import DispatchPausePolicy
+from cursorkit.ackstate.raised_counts import RaisedCounts
 from cursorkit.ackstate.store import (
     CursorProperties,
     CursorStore,
@@ -31,23 +32,24 @@ from cursorkit.ackstate.store import (
 from cursorkit.fsio import Opener, StoreFile
 
 __all__ = [
-    "ENCODINGS",
-    "NETTY_MAX_FRAME_BYTES",
     "Cursor",
     "CursorProperties",
     "CursorStats",
     "CursorStore",
     "DamagedRecord",
     "DispatchPausePolicy",
+    "ENCODINGS",
     "FileCursorProperties",
     "FileCursorStore",
     "FlushResult",
     "JournalReport",
     "MemoryCursorProperties",
+    "NETTY_MAX_FRAME_BYTES",
     "NonDurableCursor",
     "Opener",
     "PersistLimits",
     "PersistResult",
+    "RaisedCounts",
     "RecoveryReport",
     "RedeliveryCounts",
     "RedeliveryJournal",

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cursorkit._core import KeySharedBase, Position
-from cursorkit.ackstate import Cursor, DispatchPausePolicy
+from cursorkit.ackstate import Cursor, DispatchPausePolicy, RaisedCounts
 from cursorkit.errors import ConsumerAssignError, InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hashing import slot as slot_of_hash
 from cursorkit.keyshared.hashing import sticky_key_hash
@@ -351,6 +351,28 @@ class KeySharedDispatcher(KeySharedBase):
             return self._core.redeliver(self._state(consumer).cid, self.cursor)
 
     # --- reads and dispatch ---------------------------------------------------------------------------
+
+    # --- durable redelivery counts (beyond Pulsar) -------------------------------------------------
+
+    def journal_redelivery_counts(self, on: bool = True) -> None:
+        """Journals every redelivery-count raise for a durable store; counts then outlive the last leaver."""
+        with self._lock:
+            self._core.set_counts_journal(on)
+
+    def take_raised_counts(self) -> RaisedCounts:
+        """The raises journaled since the last call (empty with the journal off)."""
+        with self._lock:
+            return RaisedCounts(*self._core.take_raised_counts())
+
+    def seed_redelivery_counts(self, ledger_ids: Any, entry_ids: Any, counts: Any) -> None:
+        """Counts read back from a durable store: each position keeps the higher of its count and this."""
+        with self._lock:
+            self._core.seed_counts(ledger_ids, entry_ids, counts)
+
+    def raise_redelivery_counts(self, positions: Sequence[Position]) -> None:
+        """One more redelivery of each position (a consumer lost holding them); journaled."""
+        with self._lock:
+            self._core.raise_counts(positions)
 
     def dispatch_with_counts(self) -> list[tuple[Any, list[Position], npt.NDArray[np.int32]]]:
         """``dispatch()`` with each position's redelivery count, as an int32 array per consumer.

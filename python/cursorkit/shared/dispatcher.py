@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from cursorkit._core import Position, SharedCore
-from cursorkit.ackstate import Cursor
+from cursorkit.ackstate import Cursor, RaisedCounts
 from cursorkit.errors import InvalidArgument, InvalidInputType, UnknownConsumer
 from cursorkit.keyshared.hooks import DelayedTracker
 
@@ -218,6 +218,24 @@ class SharedDispatcher:
     def redelivery_count(self, position: Position) -> int:
         """How many times ``position`` was nacked or redelivered since it was last acked."""
         return self._core.redelivery_count(position)
+
+    # --- durable redelivery counts (beyond Pulsar) -------------------------------------------------
+
+    def journal_redelivery_counts(self, on: bool = True) -> None:
+        """Journals every redelivery-count raise for a durable store; counts then outlive the last leaver."""
+        self._core.set_counts_journal(on)
+
+    def take_raised_counts(self) -> RaisedCounts:
+        """The raises journaled since the last call (empty with the journal off)."""
+        return RaisedCounts(*self._core.take_raised_counts())
+
+    def seed_redelivery_counts(self, ledger_ids: Any, entry_ids: Any, counts: Any) -> None:
+        """Counts read back from a durable store: each position keeps the higher of its count and this."""
+        self._core.seed_counts(ledger_ids, entry_ids, counts)
+
+    def raise_redelivery_counts(self, positions: Sequence[Position]) -> None:
+        """One more redelivery of each position (a consumer lost holding them); journaled."""
+        self._core.raise_counts(positions)
 
     def held_by(self, consumer: Hashable) -> list[Position]:
         """The positions ``consumer`` holds unacknowledged, in order."""

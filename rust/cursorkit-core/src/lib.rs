@@ -17,6 +17,7 @@ mod testing;
 pub use ackstate::batch::{check_batch_sizes, BatchAcks, MAX_BATCH_SIZE};
 pub use ackstate::codec::{FORMAT_VERSION, MAGIC};
 pub use ackstate::cursor::{Cursor, CursorCounters, MAX_NEXT_UNACKED};
+pub use ackstate::dispatch_counts::DispatchCounts;
 pub use ackstate::position::{check_bound, check_entry, check_ledger, Position, MAX_ENTRY_ID};
 pub use ackstate::rangeset::{Range, RangeSet, MAX_DECODED_CHUNKS};
 pub use ackstate::redeliveries::{RedeliveryCounts, DEFAULT_MAX_RUNS, REDELIVERY_FORMAT_VERSION};

@@ -2,16 +2,19 @@
 
 Pulsar counts redeliveries in memory: a restart, an unload, a hand-over or the last consumer
 leaving resets them, so a client's dead-letter policy may never fire (pulsar-site#1117). Here the
-counts are the cursor store's own (``CursorStore.redelivery_counts``: a journal beside a file
-store's log, or the cursor znode's record), and they are what MESSAGE frames carry:
+dispatcher still owns the counts (it raises them and sends them in MESSAGE frames), with its
+journal on; this module keeps the cursor store's copy (``CursorStore.redelivery_counts``: a journal
+beside a file store's log, or the cursor znode's record):
 
 - a nack or a redelivery request raises the count of every message it takes back from the
   consumer (as Pulsar); so does a consumer whose connection is lost holding messages (a crash:
   Pulsar does not count those, so a message that kills its consumers is never dead-lettered,
   apache/pulsar#5881). A consumer that closes, a seek's or a hand-over's reconnect, a broker
-  stopping: no raise;
-- the raised counts are flushed with the cursor before any message is sent after them
+  stopping: no raise. The raises the dispatcher journaled are recorded here (:meth:`record`);
+- the recorded counts are flushed with the cursor before any message is sent after them
   (write-ahead), so a count a client saw never goes back after a crash;
+- entries read from the log get their stored counts back in the dispatcher (:meth:`seed`, one
+  lookup per read), so after a restart or a new dispatcher the counts go on from where they were;
 - a seek starts counting again; counts of acknowledged messages are pruned at each cursor flush.
 """
 
@@ -24,6 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from cursorkit import Cursor, CursorStore, Position
+from cursorkit.ackstate import RaisedCounts
+from cursorkit.broker.server.dispatch.model import CountOwner
 from cursorkit.errors import BudgetExceeded, PersistFailed
 
 __all__ = ["DurableCounts"]
@@ -54,27 +59,24 @@ class DurableCounts:
         self.not_counted = 0
         """Raises refused past the counts' budget (those messages keep their in-memory count)."""
 
-    def counts_for(self, positions: Sequence[Position]) -> list[int] | None:
-        """The counts a dispatch round sends with ``positions``; None when no message has one."""
-        if not len(self.counts):
-            return None
-        ls, es = _columns(positions)
-        counts: list[int] = self.counts.get_many(ls, es).tolist()
-        return counts
-
-    def count(self, position: Position) -> int:
-        """One message's count."""
-        return int(self.counts.get(position))
-
-    def raise_counts(self, positions: Sequence[Position]) -> None:
-        """One more redelivery of each of ``positions`` (a position named twice counts once)."""
-        if not positions:
+    def seed(self, dispatcher: CountOwner, positions: Sequence[Position]) -> None:
+        """Gives the dispatcher the stored counts of entries just read (one lookup for the read)."""
+        if not len(self.counts) or not positions:
             return
         ls, es = _columns(positions)
+        ns = self.counts.get_many(ls, es)
+        (some,) = ns.nonzero()
+        if len(some):
+            dispatcher.seed_redelivery_counts(ls[some], es[some], ns[some].astype(np.int64))
+
+    def record(self, raised: RaisedCounts) -> None:
+        """Keeps the counts the dispatcher raised (written ahead of the next send)."""
+        if not raised:
+            return
         try:
-            self.counts.set_many(ls, es, self.counts.get_many(ls, es).astype(np.int64) + 1)
+            self.counts.set_many(raised.ledger_ids, raised.entry_ids, raised.counts.astype(np.int64))
         except BudgetExceeded as e:
-            self.not_counted += len(positions)
+            self.not_counted += len(raised.ledger_ids)
             log.warning("redelivery counts not raised durably: %s", e)
             return
         self.dirty = True

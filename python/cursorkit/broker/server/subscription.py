@@ -5,8 +5,9 @@ Shared, Key_Shared); the subscription reads the topic's log after the cursor's m
 (skipping what was acknowledged individually) for it, sends the frames it decides, and keeps what
 outlives a model: the cursor and its store, the delayed tracker, durable redelivery counts. A
 message with a deliver-at time waits in the delayed tracker (Shared and Key_Shared only, as in
-Pulsar). Redelivery counts rise with every nack or redelivery request (in memory, as in Pulsar;
-durable with ``durable_redelivery_counts``, see ``redeliveries.py``). A reader's subscription is
+Pulsar). Redelivery counts rise with every nack or redelivery request; the model's dispatcher is
+their one owner (in memory, as in Pulsar; with ``durable_redelivery_counts`` its raises are also
+journaled to the cursor store, see ``redeliveries.py``). A reader's subscription is
 non-durable: its ``NonDurableCursor`` lives in memory only, with no store or directory, and the
 topic drops it when its last consumer leaves.
 """
@@ -173,6 +174,8 @@ class Subscription:
                 self._entries.clear()
             if model is not None and model.sub_type != fresh.sub_type:
                 self.delayed.clear()  # re-read: what the new type delays is added again
+            if self.durable is not None:
+                fresh.dispatcher.journal_redelivery_counts()
             self.model = fresh
         self.emptied_at = None
 
@@ -195,7 +198,8 @@ class Subscription:
         if not model.consumers and seeking:
             self.emptied_at = self._clock() / 1000.0
         if lost and self.durable is not None:
-            self.durable.raise_counts(returned)
+            model.dispatcher.raise_redelivery_counts(returned)
+        self._record_raises(model)
 
     # -- flow, acks, redelivery ----------------------------------------------------------------------
 
@@ -250,14 +254,13 @@ class Subscription:
         model = self.model
         if model is None:
             return
-        named = None if positions is None else list(positions)
+        model.redeliver(consumer, None if positions is None else list(positions))
+        self._record_raises(model)
+
+    def _record_raises(self, model: DispatchModel) -> None:
+        """Durable counts: the raises the dispatcher journaled go to the store (written ahead)."""
         if self.durable is not None:
-            taken = model.held_by(consumer)
-            if named is not None:
-                held = set(taken)
-                taken = [p for p in named if p in held]
-            self.durable.raise_counts(taken)
-        model.redeliver(consumer, named)
+            self.durable.record(model.dispatcher.take_raised_counts())
 
     def seek(self, position: Position) -> None:
         """Delivers ``position`` next, forgetting acks after it (the caller reconnects the consumers)."""
@@ -294,8 +297,6 @@ class Subscription:
                 c if c is not None else self._read_one(p) for c, p in zip(cached, positions, strict=True)
             ]
         datas, sizes = zip(*cached, strict=True)
-        if self.durable is not None:
-            counts = self.durable.counts_for(positions) or [0] * len(positions)
         ack_sets: list[list[int] | None] | None = None
         if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
             ack_sets = list(map(self._ack_set, positions))
@@ -353,6 +354,8 @@ class Subscription:
         except CursorkitError:
             got = self._read_before_damage(n)
         if got:
+            if self.durable is not None and self.model is not None:
+                self.durable.seed(self.model.dispatcher, got.positions)
             self._read_at = self._after(got.positions[-1])
             if len(self._entries) > _ENTRIES_KEPT:
                 self._entries.clear()

@@ -128,7 +128,7 @@ impl SharedCore {
         let Some(h) = self.release(p) else {
             return Ok(false);
         };
-        *self.counts.entry(p).or_insert(0) += 1;
+        self.counts.raise(p);
         self.enqueue(p, h.messages, cursor)?;
         Ok(self.queue.contains_key(&p))
     }

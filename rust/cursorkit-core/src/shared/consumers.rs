@@ -36,7 +36,7 @@ impl SharedCore {
 
     /// Unregisters a consumer; what it held goes back to the queue without a redelivery raise
     /// (positions the cursor acked meanwhile are dropped). Returns the positions it held, in
-    /// order. The last consumer leaving clears the redelivery counts, as Pulsar does.
+    /// order. The last consumer leaving clears the redelivery counts, as Pulsar does (unless journaled).
     pub fn remove_consumer(&mut self, id: u32, cursor: &Cursor) -> Result<Vec<Position>> {
         let i = self.member_index(id)?;
         let member = self.members.remove(i);
@@ -51,7 +51,7 @@ impl SharedCore {
             }
         }
         if self.members.is_empty() {
-            self.counts.clear();
+            self.counts.nobody_left();
             self.next = 0;
         }
         Ok(held)

@@ -43,6 +43,7 @@ mod send;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::ackstate::dispatch_counts::DispatchCounts;
 use crate::ackstate::position::Position;
 use crate::mem::FastMap;
 
@@ -104,7 +105,7 @@ pub struct SharedCore {
     /// In flight: position → holder and messages.
     held: FastMap<Position, Held>,
     /// Redelivery counts above zero.
-    counts: FastMap<Position, u32>,
+    counts: DispatchCounts,
     /// Where the round-robin turn resumes (an index into `members`).
     next: usize,
     round_robin_batch: u32,
@@ -123,7 +124,7 @@ impl SharedCore {
             members: Vec::new(),
             queue: BTreeMap::new(),
             held: FastMap::default(),
-            counts: FastMap::default(),
+            counts: DispatchCounts::default(),
             next: 0,
             round_robin_batch: round_robin_batch.max(1),
             max_unacked_per_consumer: 50_000,
@@ -167,6 +168,16 @@ impl SharedCore {
     /// The redelivery count of a position (0 when never redelivered).
     pub fn redelivery_count(&self, position: Position) -> u32 {
         self.counts.get(&position).copied().unwrap_or(0)
+    }
+
+    /// The redelivery counts, the one place they are kept (journal on for durable counts).
+    pub fn counts(&self) -> &DispatchCounts {
+        &self.counts
+    }
+
+    /// The redelivery counts, to journal, seed or raise (a consumer's connection lost).
+    pub fn counts_mut(&mut self) -> &mut DispatchCounts {
+        &mut self.counts
     }
 
     /// The holder of a position in flight.
@@ -221,7 +232,7 @@ impl SharedCore {
     pub fn memory_usage(&self) -> usize {
         let held_sets: usize = self.members.iter().map(|m| m.held.len() * 24).sum();
         crate::mem::map_bytes(&self.held)
-            + crate::mem::map_bytes(&self.counts)
+            + self.counts.memory_usage()
             + self.queue.len() * 32
             + held_sets
     }

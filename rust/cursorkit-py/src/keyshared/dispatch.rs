@@ -15,9 +15,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::ackstate::cursor::with_cursor;
+use crate::ackstate::dispatch_counts::{seeds, take_raised, RaisedColumns};
 use crate::ackstate::position::{position_arg, PyPosition};
 use crate::ackstate::rangeset::columns;
-use crate::args::{column, int_arg, str_arg, u32_arg};
+use crate::args::{bool_arg, column, int_arg, str_arg, u32_arg};
 use crate::errors::{to_py, InvalidArgument, InvalidInputType};
 use crate::keyshared::draining::{draining_rows, rows_array};
 use crate::sync::Shared;
@@ -572,6 +573,50 @@ impl PyDispatchCore {
                 .map(|c| i32::try_from(c).unwrap_or(i32::MAX))
                 .collect(),
         ))
+    }
+
+    /// Journals every redelivery-count raise from now on (durable counts), or stops; a journaled
+    /// dispatcher keeps its counts when the last consumer leaves.
+    fn set_counts_journal(&self, py: Python<'_>, on: &Bound<'_, PyAny>) -> PyResult<()> {
+        let on = bool_arg(on, "on")?;
+        self.lock(py).counts_mut().set_journal(on);
+        Ok(())
+    }
+
+    /// The raises journaled since the last call: `(ledger ids, entry ids, new counts)` arrays.
+    fn take_raised_counts<'py>(&self, py: Python<'py>) -> RaisedColumns<'py> {
+        take_raised(py, self.lock(py).counts_mut())
+    }
+
+    /// Counts read back from a durable journal: each position keeps the higher of its count and
+    /// the given one.
+    fn seed_counts(
+        &self,
+        ledger_ids: &Bound<'_, PyAny>,
+        entry_ids: &Bound<'_, PyAny>,
+        counts: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let seeds = seeds(ledger_ids, entry_ids, counts)?;
+        self.lock(ledger_ids.py()).counts_mut().seed(seeds);
+        Ok(())
+    }
+
+    /// One more redelivery of each of `positions` (a consumer lost holding them); journaled.
+    fn raise_counts(&self, positions: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut ids = crate::keyshared::dispatcher::ids::Ids::empty();
+        ids.read(positions)?;
+        let (ls, es) = ids.slices();
+        let ps: Vec<Position> = ls
+            .iter()
+            .zip(es)
+            .map(|(&l, &e)| Position::new(l, e))
+            .collect::<Result<_, _>>()
+            .map_err(|err| to_py(positions.py(), err))?;
+        let mut d = self.lock(positions.py());
+        for p in ps {
+            d.counts_mut().raise(p);
+        }
+        Ok(())
     }
 
     /// Positions with a redelivery count held.

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from cursorkit import Position
+from cursorkit.ackstate import RaisedCounts
 from cursorkit.broker.log import Read
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
-__all__ = ["SUB_TYPES", "DispatchModel", "Feed"]
+__all__ = ["SUB_TYPES", "CountOwner", "DispatchModel", "Feed"]
 
 SUB_TYPES: dict[int, str] = {
     api.CommandSubscribe.Exclusive: "Exclusive",
@@ -38,6 +39,31 @@ class Feed(Protocol):
         ...
 
 
+class CountOwner(Protocol):
+    """A model's dispatcher: the one owner of the subscription's redelivery counts.
+
+    It raises them (nacks, redelivery requests) and sends them; with its journal on, the
+    subscription takes the raises for the durable store (``redeliveries.py``) and seeds a new
+    dispatcher from that store.
+    """
+
+    def journal_redelivery_counts(self, on: bool = True) -> None:
+        """Journals every raise; counts then outlive the last consumer."""
+        ...
+
+    def take_raised_counts(self) -> RaisedCounts:
+        """The raises since the last call."""
+        ...
+
+    def seed_redelivery_counts(self, ledger_ids: Any, entry_ids: Any, counts: Any) -> None:
+        """Counts read back from the durable store."""
+        ...
+
+    def raise_redelivery_counts(self, positions: Sequence[Position]) -> None:
+        """One more redelivery of each (a consumer lost holding them)."""
+        ...
+
+
 class DispatchModel(ABC):
     """One subscription type's dispatch: its consumers, their permits, acks, redeliveries, sends.
 
@@ -46,6 +72,8 @@ class DispatchModel(ABC):
 
     sub_type: int
     consumers: list[Consumer]
+    dispatcher: CountOwner
+    """The library dispatcher behind the model (the owner of the redelivery counts)."""
     kept_when_empty: bool = True
     """Whether the model serves the next consumers once its last one left (False: a new model is
     made, the old one having rewound reading to after mark-delete itself; see :meth:`take_rewind`)."""

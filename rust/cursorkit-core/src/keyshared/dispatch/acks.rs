@@ -216,7 +216,7 @@ impl DispatchCore {
                 self.unblocked += 1;
             }
             if self.requeue(p, slot, cursor)? {
-                *self.redeliveries.entry(p).or_insert(0) += 1;
+                self.redeliveries.raise(p);
             }
             n += 1;
         }

@@ -300,8 +300,8 @@ impl DispatchCore {
     pub(super) fn drop_everything_read(&mut self, md: Position) {
         self.replay.clear();
         self.incoming.clear();
-        // Pulsar clears its redelivery tracker once no consumer is left.
-        self.redeliveries.clear();
+        // Pulsar clears its redelivery tracker once no consumer is left (a journaled one stays).
+        self.redeliveries.nobody_left();
         if let Some(spill) = self.spill.as_mut() {
             spill.forget(); // everything read is read again after the rewind
         }

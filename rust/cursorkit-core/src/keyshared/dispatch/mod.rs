@@ -75,6 +75,7 @@ use std::collections::BTreeMap;
 
 use crate::ackstate::batch::check_batch_sizes;
 use crate::ackstate::cursor::Cursor;
+use crate::ackstate::dispatch_counts::DispatchCounts;
 use crate::ackstate::position::Position;
 use crate::ackstate::position::{check_entries, check_entry};
 use crate::ackstate::rangeset::RangeSet;
@@ -316,7 +317,7 @@ pub struct DispatchCore {
     unblocked: u64,
     dropped_acked: u64,
     /// Redelivery counts (Pulsar's redelivery tracker), only of positions pending or in replay.
-    redeliveries: FastMap<Position, u32>,
+    redeliveries: DispatchCounts,
     rewind: Option<Position>,
     highest_read: Option<Position>,
     last_sent: LastSent,
@@ -432,7 +433,7 @@ impl DispatchCore {
             blocked: BlockedSlots::default(),
             unblocked: 0,
             dropped_acked: 0,
-            redeliveries: FastMap::default(),
+            redeliveries: DispatchCounts::default(),
             rewind: None,
             highest_read: None,
             last_sent: LastSent::default(),

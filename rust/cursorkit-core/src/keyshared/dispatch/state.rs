@@ -70,6 +70,16 @@ impl DispatchCore {
             .collect()
     }
 
+    /// The redelivery counts, the one place they are kept (journal on for durable counts).
+    pub fn counts(&self) -> &DispatchCounts {
+        &self.redeliveries
+    }
+
+    /// The redelivery counts, to journal, seed or raise (a consumer's connection lost).
+    pub fn counts_mut(&mut self) -> &mut DispatchCounts {
+        &mut self.redeliveries
+    }
+
     /// Positions with a redelivery count held.
     pub fn redeliveries_tracked(&self) -> usize {
         self.redeliveries.len()
