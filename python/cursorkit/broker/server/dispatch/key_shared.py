@@ -36,6 +36,8 @@ __all__ = ["KeySharedModel"]
 class KeySharedModel(DispatchModel):
     """One Key_Shared subscription's dispatch; its mode is the first consumer's."""
 
+    dispatcher: KeySharedDispatcher
+
     sub_type: int = api.CommandSubscribe.Key_Shared
     kept_when_empty = False
 

@@ -21,6 +21,7 @@ class SharedModel(DispatchModel):
     """Shared: round-robin turns over the consumers' permits; delayed messages wait in the tracker."""
 
     sub_type: int = api.CommandSubscribe.Shared
+    dispatcher: SharedDispatcher
 
     def __init__(self, *, name: str, cursor: Cursor, delayed: DelayedTracker | None) -> None:
         self.name = name
