@@ -11,10 +11,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+from cursorkit.pipeline.cli import (
+    COMMANDS,
+    parse_command_line,
+    parser_with_commands,
+    run_command,
+    run_guarded,
+)
 
-from cursorkit.pipeline.cli import COMMANDS, parse_command_line, parser_with_commands, run_command
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["main", "parser"]
 
@@ -78,7 +86,7 @@ def _completion(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _broker(args: argparse.Namespace, console: Console) -> int:
+def _broker(args: argparse.Namespace) -> int:
     from cursorkit.broker.server.command import run_broker
 
     return run_broker(args)
@@ -86,8 +94,11 @@ def _broker(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one ``cursorkit`` command; returns the exit status."""
-    commands = {**COMMANDS, "bench": _bench, "completion": _completion, "broker": _broker}
-    return run_command(parse_command_line(parser(), argv), commands)
+    args = parse_command_line(parser(), argv)
+    if args.command == "broker":  # no rich console: the broker prints plain lines, and starts sooner
+        return run_guarded(args, lambda: _broker(args))
+    commands = {**COMMANDS, "bench": _bench, "completion": _completion}
+    return run_command(args, commands)
 
 
 if __name__ == "__main__":

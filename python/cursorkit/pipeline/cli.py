@@ -16,14 +16,16 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from cursorkit.errors import CursorkitError
 from cursorkit.pipeline.cli_commands import COMMANDS
 from cursorkit.pipeline.cli_parser import parser_with_commands
 
-__all__ = ["COMMANDS", "main", "parse_command_line", "parser_with_commands", "run_command"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["COMMANDS", "main", "parse_command_line", "parser_with_commands", "run_command", "run_guarded"]
 
 
 def console_for_output() -> Console:
@@ -31,6 +33,8 @@ def console_for_output() -> Console:
 
     Without ``COLUMNS`` a pipe gets 120 columns; long cells (paths, errors) fold rather than get cut.
     """
+    from rich.console import Console
+
     console = Console()
     if console.is_terminal:
         return console
@@ -42,16 +46,21 @@ def console_for_output() -> Console:
 def run_command(
     args: argparse.Namespace, commands: dict[str, Callable[[argparse.Namespace, Console], int]]
 ) -> int:
-    """Runs the parsed command; exit status 2 for unusable input, 3 for a bug (with its traceback).
+    """Runs the parsed command with a console for its output (:func:`run_guarded` says what it returns)."""
+    return run_guarded(args, lambda: commands[str(args.command)](args, console_for_output()))
+
+
+def run_guarded(args: argparse.Namespace, command: Callable[[], int]) -> int:
+    """Runs ``command``; exit status 2 for unusable input, 3 for a bug (with its traceback).
 
     A failure of Spark or its Py4J bridge is one line (2 for a query Spark refused, else 3) and its
     traces go to Spark's log file (``session.spark_log_path``); ZooKeeper's client logs only errors.
+    A command that prints nothing through rich (the broker) runs here without importing it.
     """
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # no "Connection dropped" line per retry
     logging.getLogger("py4j").setLevel(logging.CRITICAL)  # its errors reach us as exceptions
-    console = console_for_output()
     try:
-        return commands[str(args.command)](args, console)
+        return command()
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as a killed writer would
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -9,13 +9,12 @@ import argparse
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from cursorkit.errors import InvalidArgument
-from cursorkit.pipeline.display import print_summary, stage_progress
-from cursorkit.stores.location import is_zk_location
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["COMMANDS"]
 
@@ -80,6 +79,7 @@ def _config(args: argparse.Namespace) -> object:
 
 def rebuild_command(args: argparse.Namespace, console: Console) -> int:
     """Checks everything it can without Spark (``preflight``), then runs the one- or many-topic job."""
+    from cursorkit.pipeline.display import print_summary, stage_progress
     from cursorkit.pipeline.preflight.commands import check_rebuild
     from cursorkit.pipeline.rebuild import RebuildConfig, rebuild
     from cursorkit.pipeline.session import parse_conf, start_session
@@ -173,6 +173,7 @@ def inspect_command(args: argparse.Namespace, console: Console) -> int:
     from cursorkit.pipeline.inspector.topics import inspect_topic, inspect_topics
     from cursorkit.pipeline.manifest import read_topics_manifest
     from cursorkit.pipeline.output import check_scheme, is_object_store
+    from cursorkit.stores.location import is_zk_location
 
     check_scheme(args.path, "inspect", also=("zk",))
     if args.objects is not None and not is_zk_location(args.path):

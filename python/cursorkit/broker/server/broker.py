@@ -21,6 +21,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
@@ -30,13 +31,16 @@ from cursorkit.broker.server.data_lock import DataLock
 from cursorkit.broker.server.limits import Admission, Buffers, Descriptors, TokenBucket, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.namespace_topics import NamespaceTopics
-from cursorkit.broker.server.ownership import Ownership
 from cursorkit.broker.server.services import Lookup
-from cursorkit.broker.server.subscription import Subscription
-from cursorkit.broker.server.topic import Topic
 from cursorkit.errors import Fenced, InvalidArgument, ProtocolError
 from cursorkit.fsio import atomic_write
 from cursorkit.proto import pulsar_api_pb2 as api
+
+if TYPE_CHECKING:
+    from cursorkit.broker.server.cursor_stores import CursorStores
+    from cursorkit.broker.server.ownership import Ownership
+    from cursorkit.broker.server.subscription import Subscription
+    from cursorkit.broker.server.topic import Topic
 
 __all__ = ["LOG_WAIT_S", "Broker", "run"]
 
@@ -56,6 +60,29 @@ _CLOSED_AT_ONCE = 8
 """Idle topics closed at once when descriptors run short."""
 _NO_REQUEST = (1 << 64) - 1
 """Pulsar's request id −1 (an ERROR that answers no request), as the uint64 the wire carries."""
+
+
+def _new_topic(
+    name: TopicName, root: Path, config: BrokerConfig, stores: CursorStores | None = None
+) -> Topic:
+    """Opens a topic, off the loop: the first one imports what topics need (numpy, trackers, stores).
+
+    Not imported before listening, so a broker accepts connections without paying for them first.
+    """
+    from cursorkit.broker.server.topic import Topic
+
+    return Topic(name, root, config, stores)
+
+
+def _preload() -> None:
+    """Imports what the first topic needs (the broker runs it off the loop once it listens)."""
+    import cursorkit.broker.server.topic  # noqa: F401
+
+
+def _preloaded(done: asyncio.Future[None]) -> None:
+    """Logs a preload that failed (the first topic's load raises the same error to its client)."""
+    if not done.cancelled() and done.exception() is not None:
+        log.error("importing the topic modules failed: %r", done.exception())
 
 
 def _run_flushes(jobs: list[Callable[[], None]]) -> list[Exception | None]:
@@ -167,7 +194,7 @@ class Broker:
 
     async def _load(self, name: TopicName) -> Topic:
         async with self._loads:
-            topic = await asyncio.to_thread(Topic, name, self.root, self.config)
+            topic = await asyncio.to_thread(_new_topic, name, self.root, self.config)
         self.topics[name] = topic
         self.namespace_topics.add(name)
         return topic
@@ -259,7 +286,7 @@ class Broker:
         while True:
             try:
                 async with self._loads:
-                    topic = await asyncio.to_thread(Topic, name, self.root, self.config, stores)
+                    topic = await asyncio.to_thread(_new_topic, name, self.root, self.config, stores)
                 break
             except BlockingIOError as e:
                 if loop.time() >= deadline:
@@ -321,22 +348,29 @@ class Broker:
 
         Returns once connections are accepted. :class:`~.data_lock.DataInUse`, before anything is
         written or listened on, when another broker holds the directory (brokers with ``metadata``
-        share it). A start that fails stops what it started.
+        share it). A start that fails stops what it started. What can wait comes after listening,
+        in the background: the listing of the topics on disk (topic lists wait for it) and the
+        import of the topics' modules (the first topic's load waits for it).
         """
         self._data_lock = await asyncio.to_thread(self._take_data)
         try:
-            await self.namespace_topics.load()  # the topics on disk, listed off the loop before serving
             # The stream reader takes at most twice its limit from the socket before it stops reading:
             # with one read's worth, a connection holds ~128 KiB beyond its unfinished frame.
             self._server = await asyncio.start_server(
                 self._accept, self.config.host, self.config.port, limit=READ_SIZE
             )
             self._loop = asyncio.get_running_loop()
+            self.namespace_topics.start_loading()  # the topics on disk: topic lists wait for them
             if self.config.metadata:
+                from cursorkit.broker.server.ownership import Ownership
+
                 c = self.config
                 self._ownership = await asyncio.to_thread(
                     Ownership, c.metadata, self.service_url, c.session_timeout_s, self._claim_lost
                 )
+            # Listening: the first topic's modules load off the loop meanwhile (a load waits for them).
+            # After Ownership's import (with --metadata), so that one thread at a time imports.
+            self._loop.run_in_executor(None, _preload).add_done_callback(_preloaded)
             self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
             await asyncio.to_thread(self._data_lock.name_holder, self.service_url)
         except BaseException:
@@ -410,6 +444,7 @@ class Broker:
         self._stopping = True
         if self._server is not None:
             self._server.close()
+        self.namespace_topics.stop_loading()
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

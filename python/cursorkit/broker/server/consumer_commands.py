@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from cursorkit import Position
-from cursorkit.ackstate.non_durable import EARLIEST, LATEST, start_of
+from cursorkit.ackstate.starts import EARLIEST, LATEST, start_of
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.batches import last_index
 from cursorkit.broker.protocol.frames import Payload, encode_command

@@ -1,12 +1,13 @@
 """The topics of each namespace, as GET_TOPICS_OF_NAMESPACE lists them for regex subscriptions.
 
 The broker keeps the persistent topics it knows in memory, per namespace: those on disk when it
-started (listed once, off the event loop, before it serves), each topic it opens or creates since,
-and every partition of the partitioned topics it was told of. Brokers sharing a data directory list
-the namespace's directory again for each request (another broker may have made topics there), off
-the loop. Answers follow Pulsar's: full names, partitions as ``<topic>-partition-<N>``; filtered by
-the client's pattern when it sends one (see :mod:`.topic_patterns`); with the CRC-32C hash of the
-sorted names, and no names but ``changed=false`` when the client already holds that hash.
+started (listed once, off the event loop, while it already listens: answers wait for that list),
+each topic it opens or creates since, and every partition of the partitioned topics it was told of.
+Brokers sharing a data directory list the namespace's directory again for each request (another
+broker may have made topics there), off the loop. Answers follow Pulsar's: full names, partitions
+as ``<topic>-partition-<N>``; filtered by the client's pattern when it sends one (see
+:mod:`.topic_patterns`); with the CRC-32C hash of the sorted names, and no names but
+``changed=false`` when the client already holds that hash.
 
 Bounds: one list is built at a time per broker (off the loop), at most ``MAX_WAITING`` more wait
 (TooManyRequests past that); a pattern is run over the names only when ``states x characters``
@@ -103,6 +104,12 @@ def topic_list(
     return TopicList(names, filtered, digest, changed=True)
 
 
+def _log_failed_listing(task: asyncio.Task[None]) -> None:
+    """Logs a listing of the topics on disk that failed (the next topic list runs it again)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("listing the topics on disk failed: %s", task.exception())
+
+
 def _full_names(namespace: Namespace, locals_: Iterable[str]) -> list[str]:
     tenant, ns = namespace
     return [f"persistent://{tenant}/{ns}/{local}" for local in locals_]
@@ -167,13 +174,46 @@ class NamespaceTopics:
         self._waiting = 0
         self._warned: set[Path] = set()
         """Damaged directories already logged (a shared directory is listed again for each request)."""
+        self._loading: asyncio.Task[None] | None = None
+        """The listing of the topics on disk while it runs (or failed): answers wait for it."""
 
     async def load(self) -> None:
-        """Adds the topics on disk (listed off the loop): done once, before the broker serves."""
+        """Adds the topics on disk (listed off the loop): done once, as the broker starts."""
         for namespace, locals_ in (
             await asyncio.to_thread(scan_topics, self.topics_dir, self._warned)
         ).items():
             self._known.setdefault(namespace, set()).update(locals_)
+
+    def start_loading(self) -> None:
+        """:meth:`load` in the background: the broker listens meanwhile, and :meth:`answer` waits for it.
+
+        Listing many topics (a cold disk, thousands of directories) no longer delays the first connection.
+        """
+        self._loading = asyncio.get_running_loop().create_task(self.load())
+        self._loading.add_done_callback(_log_failed_listing)
+
+    def stop_loading(self) -> None:
+        """Cancels a listing still running (the broker stops)."""
+        if self._loading is not None:
+            self._loading.cancel()
+            self._loading = None
+
+    async def _loaded(self) -> None:
+        """Waits for the listing of the topics on disk; ServiceNotReady if it failed (it runs again)."""
+        task = self._loading
+        if task is None:
+            return
+        try:
+            await asyncio.shield(task)
+        except Exception as e:
+            from cursorkit.proto import pulsar_api_pb2 as api
+
+            self.start_loading()
+            raise ProtocolError(
+                f"listing the topics on disk failed ({type(e).__name__}: {e}): retry later",
+                server_error=api.ServiceNotReady,
+            ) from e
+        self._loading = None
 
     def add(self, name: TopicName) -> None:
         """A topic opened or created here."""
@@ -213,6 +253,7 @@ class NamespaceTopics:
         self._waiting += 1
         try:
             async with self._turn:
+                await self._loaded()
                 if self.shared and persistent:
                     on_disk = await asyncio.to_thread(
                         scan_namespace, self.topics_dir, namespace, self._warned

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cursorkit import Position
-from cursorkit.ackstate.non_durable import EARLIEST, LATEST, Start, start_of
+from cursorkit.ackstate.starts import EARLIEST, LATEST, Start, start_of
 from cursorkit.broker.server.names import subscription_name
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
