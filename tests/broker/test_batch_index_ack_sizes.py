@@ -20,6 +20,7 @@ import pytest
 from cursorkit import Position
 from cursorkit.broker.log import MessageLog
 from cursorkit.broker.protocol.frames import encode_payload_command, pack_stored
+from cursorkit.broker.server import subscription
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -99,6 +100,47 @@ def test_a_batch_index_ack_of_a_batch_sent_reads_nothing(tmp_path: Path, log_rea
             consumer.acknowledge(m)
         assert _unacked_words(broker, "sent", _position(got[0]), 0b1111110000) == 0b1111110000
         assert log_reads == []  # neither on the loop nor off it: the size came from the send
+        c.close()
+    finally:
+        broker.stop()
+
+
+def test_batches_acked_are_forgotten_and_past_the_bound_sizes_are_read_off_the_loop(
+    tmp_path: Path, log_reads: Reads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches acked in full are forgotten at the next flush; past the bound, sizes are read off the loop.
+
+    Three batches acked in full: a flush later none is remembered. With a bound of 0, a batch sent
+    is not remembered, and its partial ACK reads the size on a worker thread, once.
+    """
+    broker = InProcess(BrokerConfig(data=tmp_path, port=0, sync=False, flush_interval_ms=20))
+    try:
+        c = client(broker.url)
+        consumer = c.subscribe(
+            "bound", "s", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True
+        )
+        producer = _batched_producer(c, "bound", 5)
+        for i in range(15):
+            producer.send_async(f"{i}".encode(), None)
+            if i % 5 == 4:
+                producer.flush()
+        assert len({_position(m) for m in receive_all(consumer, 15)}) == 3
+        deadline = time.monotonic() + 5
+        while _on_loop(broker, "bound", lambda sub: len(sub._batch_sizes)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _on_loop(broker, "bound", lambda sub: len(sub._batch_sizes)) == 0
+        assert log_reads == []
+
+        monkeypatch.setattr(subscription, "BATCH_SIZES_KEPT", 0)
+        for i in range(5):
+            producer.send_async(f"{i}".encode(), None)
+        producer.flush()
+        got = receive_all(consumer, 5, ack=False)
+        for m in got[:2]:
+            consumer.acknowledge(m)
+        assert _unacked_words(broker, "bound", _position(got[0]), 0b11100) == 0b11100
+        assert [at for _, at in log_reads] == [_position(got[0])]
+        assert log_reads[0][0] is not broker.thread
         c.close()
     finally:
         broker.stop()

@@ -355,10 +355,10 @@ class Subscription:
     def _message_counts(self, positions: list[Position]) -> dict[Position, int]:
         """The message count of each entry, read from the log (a worker thread's call: a disk read).
 
-        A trimmed or unknown entry counts as one.
+        A trimmed or unknown entry counts as one. One named twice is read once.
         """
         counts: dict[Position, int] = {}
-        for position in positions:
+        for position in dict.fromkeys(positions):
             try:
                 counts[position] = self.log.read(position).num_messages
             except Exception:  # noqa: BLE001 - a trimmed or unknown entry: count it as one
