@@ -131,7 +131,7 @@ def test_batches_acked_are_forgotten_and_past_the_bound_sizes_are_read_off_the_l
         assert _on_loop(broker, "bound", lambda sub: len(sub._batch_sizes)) == 0
         assert log_reads == []
 
-        monkeypatch.setattr(subscription, "BATCH_SIZES_KEPT", 0)
+        monkeypatch.setattr(subscription, "_BATCH_SIZES_KEPT", 0)
         for i in range(5):
             producer.send_async(f"{i}".encode(), None)
         producer.flush()
@@ -280,7 +280,7 @@ def test_a_batch_ack_waiting_for_its_read_yields_to_a_whole_ack_and_to_a_seek(
             batches.append(Position(mid.ledgerId, mid.entryId))
         monkeypatch.setattr(MessageLog, "read", held_read)
 
-        def state(at: Position) -> tuple[bool, Any]:
+        def state(at: Position) -> Any:
             return _on_loop(broker, "held", lambda sub: (sub.cursor.is_acked(at), sub.cursor.batch(at)))
 
         # 1: a whole ACK while the partial one waits for its read

@@ -44,11 +44,12 @@ _READ_BYTES = 4 * 1024 * 1024
 """The most a read of the log returns (at least one entry)."""
 _ENTRIES_KEPT = 2_000
 """Read entries kept for sending before the cache is dropped (they are read again then)."""
-BATCH_SIZES_KEPT = 10_000
+_BATCH_SIZES_KEPT = 10_000
 """Batch entries (more than one message) whose message counts a subscription remembers from its
-sends, for the batch-index ACKs naming them (about 100 bytes each: at most about 1 MB). Past it
-(one send past it at most), a batch sent is not remembered until a flush prunes the acked ones;
-a batch-index ACK of an entry not remembered reads its count off the event loop."""
+sends, for the batch-index ACKs naming them: about 90 bytes each, 1 MB at most (a flush's prune
+of a full table takes about 1 ms). Past it (by one send at most), a batch sent is not remembered
+until a flush forgets the acked ones; a batch-index ACK of an entry not remembered reads its count
+off the event loop."""
 
 
 class Subscription:
@@ -119,7 +120,7 @@ class Subscription:
         self._per_entry = 1.0
         """Messages per entry, on average over the recent reads."""
         self._batch_sizes: dict[Position, int] = {}
-        """Message counts of the batch entries sent and not yet seen acked (``BATCH_SIZES_KEPT``)."""
+        """Message counts of the batch entries sent and not yet seen acked (``_BATCH_SIZES_KEPT``)."""
         self._pruned = self.cursor.mutations
         """The cursor's mutations when the batch sizes were last pruned."""
         self._seeks = 0
@@ -298,11 +299,11 @@ class Subscription:
         return size
 
     def _remember_batches(self, positions: Sequence[Position], sizes: Sequence[int]) -> None:
-        """Keeps the counts of the batch entries among those sent (up to ``BATCH_SIZES_KEPT``).
+        """Keeps the counts of the batch entries among those sent (up to ``_BATCH_SIZES_KEPT``).
 
         No Python call per entry: the entries of one message are filtered out at C level.
         """
-        if len(self._batch_sizes) < BATCH_SIZES_KEPT:
+        if len(self._batch_sizes) < _BATCH_SIZES_KEPT:
             self._batch_sizes.update(compress(zip(positions, sizes, strict=True), map((1).__lt__, sizes)))
 
     def _prune_batch_sizes(self) -> None:
@@ -313,8 +314,7 @@ class Subscription:
             return
         self._pruned = mutations
         positions = list(kept)
-        acked = self.cursor.is_acked_many([p.ledger_id for p in positions], [p.entry_id for p in positions])
-        for position in compress(positions, acked.tolist()):
+        for position in compress(positions, map(self.cursor.is_acked, positions)):
             del kept[position]
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
