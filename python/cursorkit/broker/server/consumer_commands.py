@@ -168,10 +168,12 @@ def give_permits(conn: ConnectionLike, consumer_id: int, permits: int) -> Topic 
     return topic
 
 
-def ack(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
+def ack(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> Awaitable[None] | None:
     """An ACK the scanner left whole (batch indexes, a request id...): :func:`ack_entries` after them.
 
-    One with a request id (a client with ack receipts on) gets ACK_RESPONSE once applied.
+    One with a request id (a client with ack receipts on) gets ACK_RESPONSE once applied. One
+    naming a batch the subscription does not know the size of waits for it to be read off the
+    loop; the connection's later commands wait for it.
     """
     q = cmd.ack
     found = conn.consumers.get(q.consumer_id)
@@ -184,10 +186,24 @@ def ack(conn: ConnectionLike, cmd: api.BaseCommand, _: Payload | None) -> None:
                     q.consumer_id, q.request_id, server_error=api.ConsumerNotFound, message=message
                 )
             )
-        return
+        return None
     sub, _consumer, topic = found
-    cumulative = q.ack_type == api.CommandAck.Cumulative
-    ack_entries(conn, q.consumer_id, sub.ack_batch_indexes(q), cumulative)
+    whole = sub.ack_batch_indexes(q)
+    if not isinstance(whole, list):
+        return _ack_later(conn, q, whole, topic)
+    _acked(conn, q, whole, topic)
+    return None
+
+
+async def _ack_later(
+    conn: ConnectionLike, q: api.CommandAck, whole: Awaitable[list[Position]], topic: Topic
+) -> None:
+    _acked(conn, q, await whole, topic)
+
+
+def _acked(conn: ConnectionLike, q: api.CommandAck, whole: list[Position], topic: Topic) -> None:
+    """The whole entries of an ACK whose batch indexes are applied; ACK_RESPONSE; a dispatch."""
+    ack_entries(conn, q.consumer_id, whole, q.ack_type == api.CommandAck.Cumulative)
     if q.HasField("request_id"):
         conn.reply(commands.ack_response(q.consumer_id, q.request_id))
     topic.dispatch()

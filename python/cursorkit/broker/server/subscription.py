@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from itertools import compress, repeat
 from pathlib import Path
 
 from cursorkit import Cursor, CursorStore, Position
@@ -45,6 +45,12 @@ _READ_BYTES = 4 * 1024 * 1024
 """The most a read of the log returns (at least one entry)."""
 _ENTRIES_KEPT = 2_000
 """Read entries kept for sending before the cache is dropped (they are read again then)."""
+_BATCH_SIZES_KEPT = 10_000
+"""Batch entries (more than one message) whose message counts a subscription remembers from its
+sends, for the batch-index ACKs naming them: about 90 bytes each, 1 MB at most (a flush's prune
+of a full table takes about 1 ms). Past it (by one send at most), a batch sent is not remembered
+until a flush forgets the acked ones; a batch-index ACK of an entry not remembered reads its count
+off the event loop."""
 
 
 class Subscription:
@@ -114,6 +120,12 @@ class Subscription:
         """Bytes and message counts of the last reads not sent yet (sent from here, not read again)."""
         self._per_entry = 1.0
         """Messages per entry, on average over the recent reads."""
+        self._batch_sizes: dict[Position, int] = {}
+        """Message counts of the batch entries sent and not yet seen acked (``_BATCH_SIZES_KEPT``)."""
+        self._pruned = self.cursor.mutations
+        """The cursor's mutations when the batch sizes were last pruned."""
+        self._seeks = 0
+        """Seeks so far: a batch-index ACK that waited for a read is dropped if one came meanwhile."""
         self._flushed = self.cursor.mutations
         self.damage = ""
         """The damage that last stopped a dispatch (logged once by the topic), or ""."""
@@ -209,16 +221,52 @@ class Subscription:
         if self.model is not None:
             self.model.flow(consumer, permits)
 
-    def ack_batch_indexes(self, ack: api.CommandAck) -> list[Position]:
-        """Applies an ACK's batch-index parts (``ack_set``: the unacked bits); the whole entries it names."""
+    def ack_batch_indexes(self, ack: api.CommandAck) -> list[Position] | Awaitable[list[Position]]:
+        """Applies an ACK's batch-index parts (``ack_set``: the unacked bits); the whole entries it names.
+
+        A batch's size comes from memory (the batches sent, the cursor's partial batches). When one
+        named with an ``ack_set`` is unknown there (acked after a restart, before it was sent
+        again), its count is read off the event loop: then an awaitable applies the whole ACK once
+        it is read, as it would have applied at once (see :meth:`_ack_after_read`).
+        """
+        if ack.ack_type != api.CommandAck.Cumulative:
+            unknown = [
+                position
+                for mid in ack.message_id
+                if len(mid.ack_set)
+                and self._batch_size(position := Position(mid.ledgerId, mid.entryId)) is None
+            ]
+            if unknown:
+                return self._ack_after_read(ack, unknown, self._seeks)
+        return self._apply_ack(ack, {})
+
+    def _apply_ack(self, ack: api.CommandAck, read: dict[Position, int]) -> list[Position]:
+        """Applies the batch-index parts (sizes from memory, else ``read``); the whole entries named."""
         cumulative = ack.ack_type == api.CommandAck.Cumulative
         whole: list[Position] = []
         for mid in ack.message_id:
             position = Position(mid.ledgerId, mid.entryId)
-            if not cumulative and len(mid.ack_set) and self._ack_batch_indexes(position, mid.ack_set):
-                continue
+            if not cumulative and len(mid.ack_set):
+                size = self._batch_size(position) or read.get(position, 1)
+                if self._ack_batch_indexes(position, mid.ack_set, size):
+                    continue
             whole.append(position)
         return whole
+
+    async def _ack_after_read(
+        self, ack: api.CommandAck, unknown: list[Position], seeks: int
+    ) -> list[Position]:
+        """Reads the unknown batches' counts on a worker thread, then applies the ACK.
+
+        The result is the one of an ACK applied when it came: an entry acked whole (or passed by
+        mark-delete) meanwhile stays acked, as the cursor ignores batch indexes of acked entries;
+        after a seek meanwhile, which forgets every earlier ack, nothing is applied.
+        """
+        read = await asyncio.to_thread(self._message_counts, unknown)
+        if self._seeks != seeks:
+            return []
+        self._remember_batches(list(read), list(read.values()))
+        return self._apply_ack(ack, read)
 
     def ack_positions(self, consumer: Consumer, positions: list[Position], *, cumulative: bool) -> None:
         """Acks whole entries: individually, or cumulatively up to each (Exclusive and Failover only)."""
@@ -230,14 +278,13 @@ class Subscription:
         elif positions:
             model.ack(consumer, positions)
 
-    def _ack_batch_indexes(self, position: Position, ack_set: Sequence[int]) -> bool:
+    def _ack_batch_indexes(self, position: Position, ack_set: Sequence[int], size: int) -> bool:
         """Acks the batch indexes an ``ack_set`` leaves unset; False when it leaves none (the whole entry).
 
-        The words are read only as far as the entry's real batch size (the log's count, not the
+        The words are read only as far as the entry's real batch ``size`` (the log's count, not the
         client's), and the cursor ANDs them in word by word: a huge ``ack_set`` costs no more than
         the batch's own words. Bits past the batch are ignored; missing words leave nothing unacked.
         """
-        size = self._message_count(position)
         words = list(ack_set[: -(-size // 64)])
         if size % 64 and len(words) == -(-size // 64):
             words[-1] &= (1 << (size % 64)) - 1
@@ -245,6 +292,34 @@ class Subscription:
             return False
         self.cursor.ack_batch_set(position, words, size)
         return True
+
+    def _batch_size(self, position: Position) -> int | None:
+        """The message count of a batch entry this subscription sent or holds partly acked, else None."""
+        size = self._batch_sizes.get(position)
+        if size is None:
+            partial = self.cursor.batch(position)
+            if partial is not None and partial[0]:  # 0: a size the store did not know
+                size = partial[0]
+        return size
+
+    def _remember_batches(self, positions: Sequence[Position], sizes: Sequence[int]) -> None:
+        """Keeps the counts of the batch entries among those sent (up to ``_BATCH_SIZES_KEPT``).
+
+        No Python call per entry: the entries of one message are filtered out at C level.
+        """
+        if len(self._batch_sizes) < _BATCH_SIZES_KEPT:
+            self._batch_sizes.update(compress(zip(positions, sizes, strict=True), map((1).__lt__, sizes)))
+
+    def _prune_batch_sizes(self) -> None:
+        """Forgets the remembered batches acked whole or passed by mark-delete (once per flush)."""
+        kept = self._batch_sizes
+        mutations = self.cursor.mutations
+        if not kept or mutations == self._pruned:
+            return
+        self._pruned = mutations
+        positions = list(kept)
+        for position in compress(positions, map(self.cursor.is_acked, positions)):
+            del kept[position]
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
         """Sends unacked messages again (all the consumer's when ``positions`` is None), counting each.
@@ -272,6 +347,7 @@ class Subscription:
         self._entries.clear()
         self._read_at = position
         self.delayed.clear()
+        self._seeks += 1
 
     # -- dispatch ------------------------------------------------------------------------------------
 
@@ -279,11 +355,18 @@ class Subscription:
     def _after(position: Position) -> Position:
         return Position(position.ledger_id, position.entry_id + 1)
 
-    def _message_count(self, position: Position) -> int:
-        try:
-            return self.log.read(position).num_messages
-        except Exception:  # noqa: BLE001 - a trimmed or unknown entry: count it as one
-            return 1
+    def _message_counts(self, positions: list[Position]) -> dict[Position, int]:
+        """The message count of each entry, read from the log (a worker thread's call: a disk read).
+
+        A trimmed or unknown entry counts as one. One named twice is read once.
+        """
+        counts: dict[Position, int] = {}
+        for position in dict.fromkeys(positions):
+            try:
+                counts[position] = self.log.read(position).num_messages
+            except Exception:  # noqa: BLE001 - a trimmed or unknown entry: count it as one
+                counts[position] = 1
+        return counts
 
     def send(self, consumer: Consumer, positions: Sequence[Position], counts: Sequence[int]) -> None:
         """Sends a dispatch round's entries to one consumer: their frames built in one call.
@@ -301,6 +384,8 @@ class Subscription:
         if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
             ack_sets = list(map(self._ack_set, positions))
         consumer.permits -= sum(sizes)
+        if max(sizes) > 1:  # batches: their sizes bound the batch-index ACKs that will name them
+            self._remember_batches(positions, sizes)
         consumer.send(
             message_frames(
                 consumer.consumer_id,
@@ -435,9 +520,10 @@ class Subscription:
     def after_flush(self) -> None:
         """The event-loop half of a flush (the bucket tracker is the loop's).
 
-        A bucket tracker's index is trimmed below mark-delete, and what damaged snapshots lost is
-        read again from the log.
+        The remembered batch sizes of acked entries go. A bucket tracker's index is trimmed below
+        mark-delete, and what damaged snapshots lost is read again from the log.
         """
+        self._prune_batch_sizes()
         if isinstance(self.delayed, BucketDelayedDeliveryTracker):
             md = self.cursor.mark_delete_position
             if md != self._trimmed:
