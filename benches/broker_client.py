@@ -1,7 +1,7 @@
 """A Pulsar client process for the broker benches: one producer, or the consumers of one subscription.
 
 Run by path (``python broker_client.py ROLE URL TOPIC N ...``: ``produce ... BATCHING KEYS [RATE]
-[delay=MS]``, ``consume ... TYPE CONSUMERS [idle=S] [unique=1] [latency=SKIP] [nack=EVERY]
+[delay=MS] [pending=N]``, ``consume ... TYPE CONSUMERS [idle=S] [unique=1] [latency=SKIP] [nack=EVERY]
 [nack_delay=MS]``, ``hole ... EVERY``), so the client's
 work never shares a process, nor a GIL, with the broker or the other side. It connects, prints
 ``ready``, waits for ``go`` on stdin, does its part and prints one JSON line: its seconds from ``go``
@@ -11,8 +11,9 @@ A paced producer (``RATE`` > 0 messages a second) stamps each payload with its s
 (``CLOCK_MONOTONIC``, the same clock in every process of the host); ``latency=SKIP`` makes the
 consumer report the percentiles of receive time minus stamp, the first SKIP messages left out.
 ``delay=MS`` sends every message with a deliver-after time (it waits in the broker's delayed
-tracker); ``nack=EVERY`` makes the consumer nack every EVERY-th first delivery once and ack its
-redelivery.
+tracker; ``pending=N`` bounds the producer's queue, so a message's deliver-at time, set as it is
+built, is not spent waiting in it); ``nack=EVERY`` makes the consumer nack every EVERY-th first
+delivery once and ack its redelivery.
 """
 
 from __future__ import annotations
@@ -60,19 +61,27 @@ def _done(started: tuple[float, float], **extra: Any) -> None:
 
 
 def produce(
-    url: str, topic: str, messages: int, batching: bool, keys: int, rate: float = 0.0, delay_ms: float = 0.0
+    url: str,
+    topic: str,
+    messages: int,
+    batching: bool,
+    keys: int,
+    rate: float = 0.0,
+    delay_ms: float = 0.0,
+    pending: int = 10_000,
 ) -> None:
     """Sends ``messages`` messages of 100 bytes (keyed round-robin over ``keys`` keys when > 0).
 
     At ``rate`` > 0, message i leaves at ``i / rate`` s after ``go``, its send time in its first 8 bytes.
-    ``delay_ms`` > 0 (unpaced only): each message is to be delivered that long after it is sent.
+    ``delay_ms`` > 0 (unpaced only): each message is to be delivered that long after it is built.
+    ``pending``: the most messages sent and not yet acknowledged by the broker (then ``send`` waits).
     """
     client = _client(url)
     producer = client.create_producer(
         topic,
         batching_enabled=batching,
         batching_max_messages=1000,
-        max_pending_messages=10_000,
+        max_pending_messages=pending,
         block_if_queue_full=True,
     )._producer  # the native producer: no Python wrapper per message
     payload = b"x" * PAYLOAD
@@ -254,6 +263,7 @@ def main(argv: list[str]) -> None:
             int(positional[1]),
             float(positional[2]) if positional[2:] else 0.0,
             delay_ms=float(options.get("delay", 0)),
+            pending=int(options.get("pending", 10_000)),
         )
     elif role == "consume":
         consume(

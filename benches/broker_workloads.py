@@ -141,6 +141,7 @@ def flow(
     unique: bool = False,
     rate: float = 0.0,
     delay_ms: float = 0.0,
+    pending: int = 10_000,
     nack: int = 0,
     nack_delay_ms: int = 10,
 ) -> Flow:
@@ -151,8 +152,10 @@ def flow(
     raises :class:`Stalled` once no message came for that long (the producer is killed);
     ``unique`` counts distinct message ids (the rest are ``duplicates``); ``rate`` > 0 paces the
     producer and measures the latency of each message (the first 5% left out as warm-up);
-    ``delay_ms`` > 0 sends each message with that deliver-after delay; ``nack`` > 0 has the consumers
-    nack every ``nack``-th first delivery once (redelivered after ``nack_delay_ms``) and ack it back.
+    ``delay_ms`` > 0 sends each message with that deliver-after delay; ``pending`` bounds the
+    producer's queue (the messages sent and not yet acknowledged by the broker); ``nack`` > 0 has
+    the consumers nack every ``nack``-th first delivery once (redelivered after ``nack_delay_ms``)
+    and ack it back.
     """
     assert broker.proc is not None
     options = [f"idle={idle}"] if idle else []
@@ -160,8 +163,9 @@ def flow(
     options += [f"latency={messages // 20}"] if rate else []
     options += [f"nack={nack}", f"nack_delay={nack_delay_ms}"] if nack else []
     consumer = _Child("consume", broker.url, topic, messages, sub_type, consumers, *options)
-    delay = [f"delay={delay_ms}"] if delay_ms else []
-    producer = _Child("produce", broker.url, topic, messages, int(batching), keys, rate, *delay)
+    extra = [f"delay={delay_ms}"] if delay_ms else []
+    extra += [f"pending={pending}"] if pending != 10_000 else []
+    producer = _Child("produce", broker.url, topic, messages, int(batching), keys, rate, *extra)
     if around is not None:
         around()
     before = broker_cpu(broker.proc.pid)

@@ -3,23 +3,32 @@
 ``test_bench_broker_loop.py`` measures the library alone: a nack's cost per position and the
 delayed hook (a read with deliver-at times ÷ the same read without). Here the official client
 drives the real broker process (``broker_client.py``: the producer in one process, the consumer in
-another) through three runs of Shared, one consumer, unbatched, 100-byte messages:
+another), Shared, one consumer, unbatched, 100-byte messages, in four runs:
 
-(a) plain; (b) every message sent with a deliver-after delay of 5 ms, so each waits in the
-subscription's delayed tracker; (c) the consumer nacks every 10th message once (redelivered after
-10 ms) and acks its redelivery.
+(a) plain; (b) every message sent with a deliver-after delay of 100 ms, so each waits in the
+subscription's delayed tracker; (b′) every message with a deliver-at time already passed, so the
+tracker is asked about each and holds none; (c) the consumer nacks every 10th message once
+(redelivered after 10 ms) and acks its redelivery.
+
+The producer keeps at most 1,000 messages unacknowledged (the client's default is 10,000): a
+deliver-at time is set as the message is built, and in a queue of 10,000 at the broker's rate a
+delay of a few ms is spent before the broker reads the message (measured: none of them held).
+The broker runs under ``broker_profiler.py`` (not profiling) so its trackers' counters say how
+many messages of (b) were really held.
 
 Each figure is the broker's CPU per message (``/proc/<pid>/stat`` around the run), the runs
-alternating (a)/(b)/(c) in rounds on one broker, each round starting one run further along, medians
-over the rounds. From them: the extra per delayed message, (b) − (a); the extra per nacked message,
-((c) − (a)) × 10; and (b) ÷ (a), the delayed hook in the broker. One run of each under cProfile (a
-broker of its own each) shows where the extra goes. The smoke run (``--benchmark-disable``) is one
-round at small sizes.
+alternating in rounds on one broker, each round starting one run further along, medians over the
+rounds. From them: the extra per delayed message, (b) − (a); the extra per nacked message,
+((c) − (a)) × 10; and (b) ÷ (a), the delayed hook in the broker. One run each of (a), (b) and (c)
+under cProfile (a broker of its own each) shows where the extra goes. The smoke run
+(``--benchmark-disable``) is one round at small sizes.
 """
 
 from __future__ import annotations
 
+import json
 import pstats
+import signal
 import statistics
 import sys
 import time
@@ -35,9 +44,13 @@ pytest.importorskip("pulsar")
 import broker_workloads as bw  # noqa: E402
 import cursor_workloads as cw  # noqa: E402
 import delayed_workloads as dw  # noqa: E402
+from broker_process import BrokerProcess  # noqa: E402
 
 CURSORKIT = "cursorkit"
-DELAY_MS = 5.0
+DELAY_MS = 100.0
+PASSED_MS = -1_000.0
+"""(b′)'s deliver-after: a second in the past."""
+PENDING = 1_000
 NACK_EVERY = 10
 NACK_DELAY_MS = 10
 DELAYED_TARGET = 1.5
@@ -61,15 +74,21 @@ SMOKE = Sizes(messages=2_000, profiled=2_000, rounds=1, settle=0.05, warm_up=0)
 
 PLAIN = "(a) plain"
 DELAYED = f"(b) each delivered after {DELAY_MS:g} ms"
+PASSED = "(b′) each with a deliver-at time already passed"
 NACKED = f"(c) every {NACK_EVERY}th nacked once"
 KINDS: dict[str, dict[str, Any]] = {
     PLAIN: {},
     DELAYED: {"delay_ms": DELAY_MS},
+    PASSED: {"delay_ms": PASSED_MS},
     NACKED: {"nack": NACK_EVERY, "nack_delay_ms": NACK_DELAY_MS},
 }
+SLUGS = {PLAIN: "plain", DELAYED: "delayed", PASSED: "passed", NACKED: "nacked"}
 
+HELD = "(b) messages the delayed tracker held"
 DELAYED_EXTRA = "extra broker CPU per delayed message, (b) − (a)"
 DELAYED_RATIO = "the delayed hook in the broker, (b) ÷ (a)"
+PASSED_EXTRA = "extra broker CPU per message asked about and not held, (b′) − (a)"
+PASSED_RATIO = "(b′) ÷ (a)"
 NACK_EXTRA = f"extra broker CPU per nacked message, ((c) − (a)) × {NACK_EVERY}"
 
 
@@ -85,8 +104,11 @@ TABLE = dw.DelayedTable(
     rows=[
         *(cw.Row(_cpu(kind), "µs", False, None) for kind in KINDS),
         *(cw.Row(_rate(kind), "k msgs/s", True, None) for kind in KINDS),
+        cw.Row(HELD, "%", True, None),
         cw.Row(DELAYED_EXTRA, "µs", False, None),
         cw.Row(DELAYED_RATIO, "×", False, DELAYED_TARGET),
+        cw.Row(PASSED_EXTRA, "µs", False, None),
+        cw.Row(PASSED_RATIO, "×", False, None),
         cw.Row(NACK_EXTRA, "µs", False, NACK_POSITION_TARGET_US),
     ],
 )
@@ -106,15 +128,16 @@ def render(smoke: bool) -> str:
         f"Per-event costs inside the reference broker, pulsar-client - {mode}", judge=not smoke
     )
     notes = (
-        f"Shared, one consumer, unbatched, {sizes.messages:,} 100-byte messages a run; broker CPU from "
-        "/proc/<pid>/stat (10 ms ticks) over each run; in brackets the range over the rounds; extras "
-        "and the ratio are the medians of each round's own difference or ratio. Targets are the "
-        "library's (test_bench_broker_loop.py measures it alone: nack 76–93 ns a position, delayed "
-        "hook 2.6–3.0×). A nacked message in the broker is more than the nack call the 30 ns target "
-        "prices: a REDELIVER_UNACKNOWLEDGED_MESSAGES frame (the client groups its nacks), the entry "
-        "read and dispatched again, a second MESSAGE frame and a second ack. The profiles below are "
-        "cProfile's: its cost per Python call inflates Python-heavy paths, so read their figures as "
-        "where the extra goes, not as its size."
+        f"Shared, one consumer, unbatched, {sizes.messages:,} 100-byte messages a run, at most "
+        f"{PENDING:,} unacknowledged by the broker; broker CPU from /proc/<pid>/stat (10 ms ticks) "
+        "over each run; in brackets the range over the rounds; extras and ratios are the medians of "
+        "each round's own difference or ratio. Targets are the library's (test_bench_broker_loop.py "
+        "measures it alone: nack 76–93 ns a position, delayed hook 2.6–3.0×). A nacked message in "
+        "the broker is more than the nack call the 30 ns target prices: a "
+        "REDELIVER_UNACKNOWLEDGED_MESSAGES frame (the client groups its nacks), the entry read from "
+        "the log and dispatched again, a second MESSAGE frame and a second ack. The profiles below "
+        "are cProfile's: its cost per Python call inflates Python-heavy paths, so read their figures "
+        "as where the extra goes, not as its size."
     )
     return "\n\n".join([f"{table}\n{notes}", *PROFILES.values()])
 
@@ -127,51 +150,74 @@ def _spread(values: list[float]) -> str:
     return f"[{min(values):.3g}–{max(values):.3g}]" if len(values) > 1 else ""
 
 
+def _flow(process: bw.Target, topic: str, kind: str, messages: int, **extra: Any) -> bw.Flow:
+    return bw.flow(process, topic, messages, batching=False, pending=PENDING, **KINDS[kind], **extra)
+
+
 def _rounds(process: bw.Target, sizes: Sizes) -> list[dict[str, bw.Flow]]:
     """Each round's run of every kind, the order rotated one kind a round."""
     names = list(KINDS)
     rounds: list[dict[str, bw.Flow]] = []
     for r in range(sizes.rounds):
         done: dict[str, bw.Flow] = {}
-        for name in names[r % 3 :] + names[: r % 3]:
-            done[name] = bw.flow(process, f"{_slug(name)}-{r}", sizes.messages, batching=False, **KINDS[name])
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            done[name] = _flow(process, f"{SLUGS[name]}-{r}", name, sizes.messages)
             time.sleep(sizes.settle)
         rounds.append(done)
     return rounds
 
 
-def _slug(kind: str) -> str:
-    return {PLAIN: "plain", DELAYED: "delayed", NACKED: "nacked"}[kind]
+def _tracker_counters(process: BrokerProcess, out: Path) -> dict[str, int]:
+    """The broker's delayed trackers' counters, written by ``broker_profiler.py`` on SIGUSR2."""
+    assert process.proc is not None
+    process.proc.send_signal(signal.SIGUSR2)
+    path = Path(f"{out}.trackers.json")
+    deadline = time.monotonic() + 30
+    while not out.exists() and time.monotonic() < deadline:  # the counters are written first
+        time.sleep(0.05)
+    counters: dict[str, int] = json.loads(path.read_text())
+    return counters
 
 
 def _record(rounds: list[dict[str, bw.Flow]]) -> None:
-    """Medians of each kind's CPU and rate, and of each round's extras and ratio."""
+    """Medians of each kind's CPU and rate, and of each round's extras and ratios."""
     for kind in KINDS:
         cpus = [r[kind].broker_us for r in rounds]
         TABLE.record(_cpu(kind), CURSORKIT, statistics.median(cpus), _spread(cpus))
         rates = [r[kind].rate / 1e3 for r in rounds]
         TABLE.record(_rate(kind), CURSORKIT, statistics.median(rates), _spread(rates), lower=False)
-    delayed = [r[DELAYED].broker_us - r[PLAIN].broker_us for r in rounds]
-    ratio = [r[DELAYED].broker_us / r[PLAIN].broker_us for r in rounds]
+    for kind, extra_row, ratio_row in (
+        (DELAYED, DELAYED_EXTRA, DELAYED_RATIO),
+        (PASSED, PASSED_EXTRA, PASSED_RATIO),
+    ):
+        extra = [r[kind].broker_us - r[PLAIN].broker_us for r in rounds]
+        ratio = [r[kind].broker_us / r[PLAIN].broker_us for r in rounds]
+        TABLE.record(extra_row, CURSORKIT, statistics.median(extra), _spread(extra))
+        TABLE.record(ratio_row, CURSORKIT, statistics.median(ratio), _spread(ratio))
     nacked = [
         (r[NACKED].broker_us - r[PLAIN].broker_us) * r[NACKED].messages / r[NACKED].nacked for r in rounds
     ]
-    TABLE.record(DELAYED_EXTRA, CURSORKIT, statistics.median(delayed), _spread(delayed))
-    TABLE.record(DELAYED_RATIO, CURSORKIT, statistics.median(ratio), _spread(ratio))
     TABLE.record(NACK_EXTRA, CURSORKIT, statistics.median(nacked), _spread(nacked))
 
 
 def test_delayed_and_nacked_broker_cpu(benchmark: Any, smoke: bool, tmp_path: Path) -> None:
-    """Plain, delayed and 10%-nacked runs alternating on one broker: broker CPU per message of each."""
+    """The four runs alternating on one broker: broker CPU per message of each, extras, ratios."""
     benchmark.group = "broker-events"
     sizes = _sizes(smoke)
+    out = tmp_path / "never-profiled.prof"
 
     def timed() -> None:
-        with bw.broker(tmp_path / "data") as process:
+        with bw.broker(tmp_path / "data", profile=out) as process:
             if sizes.warm_up:  # the first runs of a fresh broker import and allocate what later ones reuse
-                for name, options in KINDS.items():
-                    bw.flow(process, f"warm-{_slug(name)}", sizes.warm_up, batching=False, **options)
+                for name in KINDS:
+                    _flow(process, f"warm-{SLUGS[name]}", name, sizes.warm_up)
             rounds = _rounds(process, sizes)
+            counters = _tracker_counters(process, out)
+        delayed = sizes.warm_up + sizes.rounds * sizes.messages
+        TABLE.record(HELD, CURSORKIT, 100 * counters["added"] / delayed, lower=False)
+        assert counters["rejected_due"] == delayed, counters  # each of (b′) asked about, none held
+        assert counters["added"] >= 0.99 * delayed, counters  # else (b) measures messages due on arrival
         for r in rounds:
             assert r[NACKED].nacked == sizes.messages // NACK_EVERY, r[NACKED]
         _record(rounds)
@@ -187,16 +233,9 @@ _STDLIB = f"/lib/python{sys.version_info.major}.{sys.version_info.minor}/"
 
 def _profiled(tmp_path: Path, kind: str, messages: int) -> tuple[Path, bw.Flow]:
     """One run of ``kind`` on a fresh broker under cProfile; the dump and the run."""
-    out = tmp_path / f"{_slug(kind)}.prof"
-    with bw.broker(tmp_path / f"data-{_slug(kind)}", profile=out) as process:
-        run = bw.flow(
-            process,
-            "profiled",
-            messages,
-            batching=False,
-            around=bw.profile_window(process, out),
-            **KINDS[kind],
-        )
+    out = tmp_path / f"{SLUGS[kind]}.prof"
+    with bw.broker(tmp_path / f"data-{SLUGS[kind]}", profile=out) as process:
+        run = _flow(process, "profiled", kind, messages, around=bw.profile_window(process, out))
     return out, run
 
 
@@ -256,8 +295,8 @@ def _is_add_message(func: bw.Func) -> bool:
     return name == "add_message" and "/cursorkit/delayed/" in path
 
 
-def _calls_line(stats: Stats, kind: str, events: int) -> str:
-    """The calls behind each event of the run, counted by the profile."""
+def _calls_line(stats: Stats, kind: str, events: int, counters: dict[str, int]) -> str:
+    """The calls behind each event of the run, counted by the profile (and the trackers' counters)."""
     if kind == NACKED:
         nacks, nack_s = _calls(stats, _is_nack)
         reads, _ = _calls(stats, _is_log_read)
@@ -268,8 +307,9 @@ def _calls_line(stats: Stats, kind: str, events: int) -> str:
         )
     adds, add_s = _calls(stats, _is_add_message)
     return (
-        f"{events:,} delayed messages: {adds:,} delayed-tracker add_message calls (one per message, "
-        f"{add_s / events * 1e6:.2f} µs cProfiled each)."
+        f"{events:,} delayed messages, {counters.get('added', 0):,} held by the tracker and "
+        f"{counters.get('rejected_due', 0):,} due when read: {adds:,} delayed-tracker add_message "
+        f"calls ({add_s / events * 1e6:.2f} µs cProfiled each)."
     )
 
 
@@ -279,7 +319,7 @@ def test_profiles(benchmark: Any, smoke: bool, tmp_path: Path) -> None:
     n = _sizes(smoke).profiled
 
     def timed() -> None:
-        dumps = {kind: _profiled(tmp_path, kind, n) for kind in KINDS}
+        dumps = {kind: _profiled(tmp_path, kind, n) for kind in (PLAIN, DELAYED, NACKED)}
         stats: dict[str, Stats] = {
             kind: pstats.Stats(str(out)).stats  # type: ignore[attr-defined]
             for kind, (out, _) in dumps.items()
@@ -288,6 +328,8 @@ def test_profiles(benchmark: Any, smoke: bool, tmp_path: Path) -> None:
         for kind, per in ((DELAYED, n), (NACKED, nacked)):
             profile = bw.render_profile(bw.read_profile(dumps[kind][0], top=10), f"{kind}, {n:,} messages")
             growth = _growth(stats[PLAIN], stats[kind], n, per)
-            PROFILES[kind] = f"{profile}\n\n{_calls_line(stats[kind], kind, per)}\n\n{growth}"
+            counters = json.loads(Path(f"{dumps[kind][0]}.trackers.json").read_text())
+            calls = _calls_line(stats[kind], kind, per, counters)
+            PROFILES[kind] = f"{profile}\n\n{calls}\n\n{growth}"
 
     benchmark.pedantic(timed, rounds=1, iterations=1)
