@@ -73,6 +73,8 @@ class Flow:
     p50_ms: float | None = None
     """End-to-end latency percentiles of a paced run (``rate`` > 0)."""
     p99_ms: float | None = None
+    nacked: int = 0
+    """Messages the consumers nacked once (``nack`` > 0); each came back and was acked."""
 
     @property
     def rate(self) -> float:
@@ -138,6 +140,10 @@ def flow(
     idle: float = 0.0,
     unique: bool = False,
     rate: float = 0.0,
+    delay_ms: float = 0.0,
+    pending: int = 10_000,
+    nack: int = 0,
+    nack_delay_ms: int = 10,
 ) -> Flow:
     """Produces ``messages`` 100-byte messages while one subscription consumes and acks them.
 
@@ -145,14 +151,21 @@ def flow(
     called just before ``go`` and just after the last message (the profiler's window). ``idle`` > 0
     raises :class:`Stalled` once no message came for that long (the producer is killed);
     ``unique`` counts distinct message ids (the rest are ``duplicates``); ``rate`` > 0 paces the
-    producer and measures the latency of each message (the first 5% left out as warm-up).
+    producer and measures the latency of each message (the first 5% left out as warm-up);
+    ``delay_ms`` > 0 sends each message with that deliver-after delay; ``pending`` bounds the
+    producer's queue (the messages sent and not yet acknowledged by the broker); ``nack`` > 0 has
+    the consumers nack every ``nack``-th first delivery once (redelivered after ``nack_delay_ms``)
+    and ack it back.
     """
     assert broker.proc is not None
     options = [f"idle={idle}"] if idle else []
     options += ["unique=1"] if unique else []
     options += [f"latency={messages // 20}"] if rate else []
+    options += [f"nack={nack}", f"nack_delay={nack_delay_ms}"] if nack else []
     consumer = _Child("consume", broker.url, topic, messages, sub_type, consumers, *options)
-    producer = _Child("produce", broker.url, topic, messages, int(batching), keys, rate)
+    extra = [f"delay={delay_ms}"] if delay_ms else []
+    extra += [f"pending={pending}"] if pending != 10_000 else []
+    producer = _Child("produce", broker.url, topic, messages, int(batching), keys, rate, *extra)
     if around is not None:
         around()
     before = broker_cpu(broker.proc.pid)
@@ -167,6 +180,7 @@ def flow(
         raise Stalled(got.get("unique", got["received"]), messages, idle, got["seconds"])
     sent = producer.result()
     assert got.get("unique", got["received"]) == messages, got
+    assert got.get("nacked", 0) == got.get("redelivered", 0), got
     return Flow(
         messages=messages,
         seconds=got["seconds"],
@@ -176,6 +190,7 @@ def flow(
         duplicates=got["received"] - got.get("unique", got["received"]),
         p50_ms=got["p50_us"] / 1e3 if rate else None,
         p99_ms=got["p99_us"] / 1e3 if rate else None,
+        nacked=got.get("nacked", 0),
     )
 
 

@@ -33,6 +33,7 @@ TABLE_MODULES = (
     "test_bench_isolation",
     "test_bench_hostile",
     "test_bench_vs_pulsar_lite",
+    "test_bench_broker_events",
 )
 """Bench modules that keep a ``TABLE`` and a ``render(smoke)`` of their own."""
 
