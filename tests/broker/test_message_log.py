@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cursorkit import Position
 from cursorkit.broker.log import MessageLog
@@ -46,6 +48,28 @@ def test_group_appends_roll_over_and_read_across_ledgers(tmp_path: Path) -> None
         # limits: entries, and bytes (the first entry always comes)
         assert len(log.read_from(positions[2], 4, 1 << 20)) == 4
         assert [e.position for e in log.read_from(positions[2], 10, 0)] == [positions[2]]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_read_positions_gives_each_entry_in_the_order_asked(tmp_path: Path, data: st.DataObject) -> None:
+    """A dispatcher's redeliveries in one call: the same entries as reading each, runs or not."""
+    with MessageLog.open(tmp_path / str(data.draw(st.uuids())), segment_bytes=200) as log:
+        positions = [p for g in range(5) for p in log.append([item(3 * g + i) for i in range(3)])]
+        asked = data.draw(st.lists(st.sampled_from(positions), max_size=20))
+        if data.draw(st.booleans()):
+            asked = sorted(set(asked))  # as a dispatcher asks: ascending, in runs
+        got = log.read_positions(asked)
+        assert got.positions == asked
+        one_by_one = [log.read(p) for p in asked]
+        assert got.datas == [e.data for e in one_by_one]
+        assert got.counts == [e.num_messages for e in one_by_one]
+        assert got.publish_times_ms == [e.publish_time_ms for e in one_by_one]
+        last = positions[-1]
+        with pytest.raises(InvalidPosition):
+            log.read_positions([*asked, Position(last.ledger_id, last.entry_id + 1)])
+        with pytest.raises(UnknownLedger):
+            log.read_positions([Position(99, 0)])
 
 
 def test_reads_of_positions_not_held_raise_typed_errors(tmp_path: Path) -> None:

@@ -8,8 +8,11 @@ and no acknowledgement older than the flush window comes back.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +24,7 @@ from kazoo.exceptions import NoNodeError
 
 from broker_process import BrokerProcess
 from cursorkit import errors
+from cursorkit.broker.server.broker import Broker
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import ZkCursorStores
 from cursorkit.broker.server.names import TopicName, topic_name
@@ -412,3 +416,56 @@ def test_durable_redelivery_counts_survive_a_hand_over(zk_server: Any, tmp_path:
     finally:
         for broker in (a, b):
             broker.kill()
+
+
+def test_a_client_that_connects_while_the_broker_joins_its_metadata_store_waits_for_it(
+    zk_server: Any, zk_client: Any, tmp_path: Path, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker listens before it has joined ZooKeeper.
+
+    A client served meanwhile must not open a topic without claiming it (another broker could
+    serve it too): it waits, then the topic is claimed as any other.
+    """
+    from cursorkit.broker.server import ownership
+
+    joined = threading.Event()
+
+    class SlowToJoin(Ownership):
+        def __init__(self, *args: Any) -> None:
+            time.sleep(1.5)  # a slow metadata store
+            super().__init__(*args)
+            joined.set()
+
+    monkeypatch.setattr(ownership, "Ownership", SlowToJoin)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    config = BrokerConfig(data=tmp_path / "data", port=port, metadata=f"zk://{zk_server.hosts}{root}")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    broker = Broker(config)
+    starting = asyncio.run_coroutine_threadsafe(broker.start(), loop)
+    try:
+        wait_for("the broker to listen", lambda: _listening(port), 10)
+        assert not joined.is_set()
+        c = client(f"pulsar://127.0.0.1:{port}")
+        try:
+            c.create_producer("persistent://public/default/claimed-early").send(b"x")
+            assert joined.is_set()  # served only once the broker joined
+        finally:
+            c.close()
+        starting.result(10)
+        assert owner(zk_client, root, "claimed-early") == broker.service_url
+    finally:
+        asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -131,16 +132,40 @@ def test_paused_consumers_get_nothing() -> None:
     assert d.stats().consumers[0].paused
 
 
-def test_delayed_messages_wait_in_the_tracker_until_due() -> None:
+class OneByOne:
+    """A tracker hook with only ``add_message`` (no bulk ``add_many``): asked entry by entry."""
+
+    def __init__(self, tracker: InMemoryDelayedDeliveryTracker) -> None:
+        self.tracker = tracker
+        self.asked = 0
+
+    def add_message(self, ledger_id: int, entry_id: int, deliver_at: int) -> bool:
+        self.asked += 1
+        return self.tracker.add_message(ledger_id, entry_id, deliver_at)
+
+    def get_scheduled_messages(self, max_messages: int) -> Any:
+        return self.tracker.get_scheduled_messages(max_messages)
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["add_many", "add_message"])
+def test_delayed_messages_wait_in_the_tracker_until_due(bulk: bool) -> None:
+    """Entries with a future deliver-at wait; a past one or none goes at once (either tracker hook)."""
     now = [1_000]
     tracker = InMemoryDelayedDeliveryTracker(tick_time_ms=1, clock=lambda: now[0])
-    d = SharedDispatcher(cursor=Cursor(Position(1, -1)), delayed=tracker)
+    hook = tracker if bulk else OneByOne(tracker)
+    d = SharedDispatcher(cursor=Cursor(Position(1, -1)), delayed=hook)
     a = C("a")
     d.add_consumer(a, 10)
-    d.add_read(ps(0, 1, 2), deliver_at=[0, 5_000, 0])
-    assert sent(d.dispatch()) == {"a": [0, 2]}
+    d.add_read(ps(0, 1, 2, 3, 4), messages=[1, 2, 3, 4, 5], deliver_at=[0, 5_000, 0, 500, 7_000])
+    assert sent(d.dispatch()) == {"a": [0, 2, 3]}
+    assert d.stats().consumers[0].unacked_messages == 1 + 3 + 4
+    assert tracker.number_of_delayed_messages == 2
+    if not bulk:
+        assert hook.asked == 3  # only the entries with a deliver-at time
     now[0] = 5_000
     assert sent(d.dispatch()) == {"a": [1]}
+    now[0] = 7_000
+    assert sent(d.dispatch()) == {"a": [4]}
 
 
 def test_reset_forgets_what_was_sent() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -168,22 +169,39 @@ class SharedDispatcher:
         """Adds entries read from the log with their message counts (default 1) and deliver-at times.
 
         A deliver-at time is epoch ms (0: none); an entry the delayed tracker takes waits there
-        until due.
+        until due. A tracker with ``add_many`` (every cursorkit tracker) gets the read's delayed
+        entries in one call; one with only ``add_message`` is asked entry by entry.
         """
         n = len(positions)
         counts: Any = np.ones(n, dtype=np.int64) if messages is None else messages
         if deliver_at is not None and self.delayed is not None and any(deliver_at):
             if len(deliver_at) != n:
                 raise InvalidArgument(f"{len(deliver_at)} deliver-at times for {n} entries")
-            held = {
-                i
-                for i, (p, at) in enumerate(zip(positions, deliver_at, strict=True))
-                if at and self.delayed.add_message(p.ledger_id, p.entry_id, at)
-            }
-            if held:
-                positions = [p for i, p in enumerate(positions) if i not in held]
-                counts = [c for i, c in enumerate(counts) if i not in held]
+            held = self._held_back(positions, deliver_at)
+            if len(held):
+                keep = np.ones(n, dtype=bool)
+                keep[held] = False
+                positions = list(compress(positions, keep.tolist()))
+                counts = list(compress(counts, keep.tolist()))
         self._core.add_read(positions, counts, self.cursor)
+
+    def _held_back(self, positions: Sequence[Position], deliver_at: Sequence[int]) -> Any:
+        """Indexes of the entries the delayed tracker takes (it keeps them until due)."""
+        delayed = self.delayed
+        assert delayed is not None
+        ats = np.asarray(deliver_at, dtype=np.int64)
+        (some,) = ats.nonzero()
+        add_many = getattr(delayed, "add_many", None)
+        if add_many is None:
+            return [
+                i
+                for i in some.tolist()
+                if delayed.add_message(positions[i].ledger_id, positions[i].entry_id, int(ats[i]))
+            ]
+        chosen = [positions[i] for i in some.tolist()]
+        ls = np.fromiter((p.ledger_id for p in chosen), np.int64, len(chosen))
+        es = np.fromiter((p.entry_id for p in chosen), np.int64, len(chosen))
+        return some[np.asarray(add_many(ls, es, ats[some]), dtype=bool)]
 
     def dispatch(self) -> list[tuple[Any, list[Position], list[int]]]:
         """Sends what can be sent now: ``(consumer, positions, redelivery counts)`` per consumer."""

@@ -281,6 +281,38 @@ class MessageLog:
         """
         return as_entries(self._rows(position, max_entries, max_bytes))
 
+    def read_positions(self, positions: Sequence[Position]) -> Read:
+        """The entries at ``positions``, in that order, as columns (a dispatcher's redeliveries).
+
+        Each run of consecutive entries of one ledger is one ``pread``. ``UnknownLedger`` or
+        ``InvalidPosition`` as :meth:`read` for a position the log does not hold.
+        """
+        rows: list[EntryRow] = []
+        checked = [_position(p) for p in positions]
+        with self._lock:
+            self._check_open()
+            i = 0
+            while i < len(checked):
+                first = checked[i]
+                j = i + 1
+                while (
+                    j < len(checked)
+                    and checked[j].ledger_id == first.ledger_id
+                    and checked[j].entry_id == first.entry_id + (j - i)
+                ):
+                    j += 1
+                segment = self._segments.get(first.ledger_id)
+                if segment is None:
+                    raise UnknownLedger(f"ledger {first.ledger_id} is not in the log (trimmed or never made)")
+                if not (first.entry_id >= 0 and first.entry_id + (j - i) <= segment.entries):
+                    raise InvalidPosition(
+                        f"entries {first.entry_id}..{first.entry_id + j - i - 1} are not all in ledger "
+                        f"{first.ledger_id} ({segment.entries} entries)"
+                    )
+                rows += segment.read_rows(first.entry_id, j - i)
+                i = j
+        return Read.of(rows)
+
     def read_columns(self, position: Position, max_entries: int, max_bytes: int) -> Read:
         """:meth:`read_from` as columns (:class:`~.format.Read`): no ``Entry`` per entry."""
         return Read.of(self._rows(position, max_entries, max_bytes))

@@ -111,6 +111,9 @@ class Broker:
         self._names = itertools.count(1)
         self._partitioned = self._load_partitioned()
         self._ownership: Ownership | None = None
+        self._serving = asyncio.Event()
+        """Set once the broker has joined its metadata store (at once without one): connections
+        accepted before wait for it, so no topic is opened here without its claim."""
         self._opening: dict[TopicName, asyncio.Task[Topic]] = {}
         self._closing: dict[TopicName, asyncio.Task[None]] = {}
         """Topics being closed off the loop (idle, or to make room): reopened only once closed."""
@@ -368,6 +371,7 @@ class Broker:
                 self._ownership = await asyncio.to_thread(
                     Ownership, c.metadata, self.service_url, c.session_timeout_s, self._claim_lost
                 )
+            self._serving.set()
             # Listening: the first topic's modules load off the loop meanwhile (a load waits for them).
             # After Ownership's import (with --metadata), so that one thread at a time imports.
             self._loop.run_in_executor(None, _preload).add_done_callback(_preloaded)
@@ -407,6 +411,8 @@ class Broker:
         conn = Connection(self, reader, writer)
         self.connections.add(conn)
         try:
+            if not self._serving.is_set():  # accepted while joining the metadata store: wait for it
+                await self._serving.wait()
             await conn.serve()
         except asyncio.CancelledError:
             if not self._stopping:

@@ -375,10 +375,10 @@ class Subscription:
         Python call per entry here but the C-level map, transpose and sum.
         """
         cached = list(map(self._entries.pop, positions, repeat(None)))
-        if None in cached:
-            cached = [
-                c if c is not None else self._read_one(p) for c, p in zip(cached, positions, strict=True)
-            ]
+        if None in cached:  # redeliveries, or entries the cache dropped: read again, a run per pread
+            again = self.log.read_positions([p for c, p in zip(cached, positions, strict=True) if c is None])
+            refill = zip(again.datas, again.counts, strict=True)
+            cached = [c if c is not None else next(refill) for c in cached]
         datas, sizes = zip(*cached, strict=True)
         ack_sets: list[list[int] | None] | None = None
         if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
@@ -421,11 +421,6 @@ class Subscription:
             out.extend(got)
             at = self._after(got.positions[0])
         return out
-
-    def _read_one(self, position: Position) -> tuple[bytes, int]:
-        """An entry to send that the last reads no longer hold: read again."""
-        entry = self.log.read(position)
-        return entry.data, entry.num_messages
 
     def read(self, messages_wanted: int) -> Read:
         """Reads entries after the read position for ``messages_wanted`` messages (at least one entry).
