@@ -9,8 +9,12 @@ import fcntl
 import os
 import threading
 from collections.abc import Sequence
+from itertools import pairwise, repeat
+from operator import attrgetter
 from pathlib import Path
 from types import TracebackType
+
+import numpy as np
 
 from cursorkit import Position
 from cursorkit.broker.log.format import (
@@ -35,6 +39,10 @@ _MAX_LEDGER = (1 << 63) - 1
 
 EntryTuple = tuple[bytes, int, int]
 """``(data, publish_time_ms, num_messages)``: one entry to append."""
+
+
+_LEDGER = attrgetter("ledger_id")
+_ENTRY = attrgetter("entry_id")
 
 
 def _count(name: str, value: object) -> int:
@@ -287,30 +295,30 @@ class MessageLog:
         Each run of consecutive entries of one ledger is one ``pread``. ``UnknownLedger`` or
         ``InvalidPosition`` as :meth:`read` for a position the log does not hold.
         """
+        if not all(map(isinstance, positions, repeat(Position))):
+            for p in positions:
+                _position(p)  # the first that is not one raises
+        n = len(positions)
+        ls = np.fromiter(map(_LEDGER, positions), np.int64, n)
+        es = np.fromiter(map(_ENTRY, positions), np.int64, n)
+        # A run starts where the ledger changes or the entry is not the one after the previous.
+        starts = (
+            np.flatnonzero(np.r_[True, (ls[1:] != ls[:-1]) | (es[1:] != es[:-1] + 1)]).tolist() if n else []
+        )
         rows: list[EntryRow] = []
-        checked = [_position(p) for p in positions]
         with self._lock:
             self._check_open()
-            i = 0
-            while i < len(checked):
-                first = checked[i]
-                j = i + 1
-                while (
-                    j < len(checked)
-                    and checked[j].ledger_id == first.ledger_id
-                    and checked[j].entry_id == first.entry_id + (j - i)
-                ):
-                    j += 1
-                segment = self._segments.get(first.ledger_id)
+            for start, stop in pairwise([*starts, n]):
+                lid, first, count = int(ls[start]), int(es[start]), stop - start
+                segment = self._segments.get(lid)
                 if segment is None:
-                    raise UnknownLedger(f"ledger {first.ledger_id} is not in the log (trimmed or never made)")
-                if not (first.entry_id >= 0 and first.entry_id + (j - i) <= segment.entries):
+                    raise UnknownLedger(f"ledger {lid} is not in the log (trimmed or never made)")
+                if not (first >= 0 and first + count <= segment.entries):
                     raise InvalidPosition(
-                        f"entries {first.entry_id}..{first.entry_id + j - i - 1} are not all in ledger "
-                        f"{first.ledger_id} ({segment.entries} entries)"
+                        f"entries {first}..{first + count - 1} are not all in ledger {lid} "
+                        f"({segment.entries} entries)"
                     )
-                rows += segment.read_rows(first.entry_id, j - i)
-                i = j
+                rows += segment.read_rows(first, count)
         return Read.of(rows)
 
     def read_columns(self, position: Position, max_entries: int, max_bytes: int) -> Read:
