@@ -1,4 +1,4 @@
-"""PIP-379 state benchmarks (issue 5 §3, §6): draining-hash memory and gate, pending-ack throughput.
+"""PIP-379 state benchmarks (issue 5 §3, §6): draining-hash memory, gate and reference counting.
 
 ``make bench`` measures (release build); under ``make test`` every body runs once, shrunk, as a smoke
 test, and checks its results against the peer. Workloads:
@@ -7,13 +7,10 @@ test, and checks its results against the peer. Workloads:
   references each, as a join registers a moved consumer's pending acks. The gate is probed with
   1,000,000 ``(target, hash)`` pairs, hashes uniform over 1..65535 (about 15% draining) and targets
   uniform over the 100 consumers.
-* Pending acks: 200,000 entries over 4 ledgers in dispatch order (ledger-major, entries ascending),
-  acked in random order.
 
 The peer is what a Python dispatcher would write: a ``dict`` of ``hash -> [owner, refs, blocked]``
-with the same rules, and a ``dict`` of ``(ledger, entry) -> (batch_size, hash)`` (unordered, so a
-lower bound on a sorted map like Pulsar's). Memory: cursorkit's ``memory_usage()`` (asserted equal to
-the Rust heap it holds), the peers by tracemalloc. The closing table is printed by ``conftest.py``
+with the same rules. Memory: cursorkit's ``memory_usage()`` (asserted equal to the Rust heap it
+holds), the peer's by tracemalloc. The closing table is printed by ``conftest.py``
 from this module's ``TABLE``.
 """
 
@@ -30,7 +27,7 @@ import pytest
 import cursor_workloads as cw
 import delayed_workloads as dw
 import rangeset_workloads as rw
-from cursorkit._core import DrainingHashes, PendingAcks
+from cursorkit._core import DrainingHashes
 
 I64 = npt.NDArray[np.int64]
 
@@ -40,9 +37,6 @@ DRAINING_N = 10_000
 ALL_HASHES = 65_535
 PROBES = 1_000_000
 SMOKE_PROBES = 50_000
-PENDING_N = 200_000
-SMOKE_PENDING_N = 20_000
-PENDING_LEDGERS = 4
 
 CURSORKIT = "cursorkit"
 DICT = "dict-based (Python)"
@@ -52,11 +46,6 @@ MEM_ALL = "memory per draining hash, all 65,535"
 GATE_BULK = "should_block_many, 1M probes (10k draining, 100 consumers)"
 GATE_CALL = "should_block per call, deque(map(...))"
 REGISTER = "add_entries + reduce_refs (join, then every ack), refs"
-PA_ADD_CALL = "PendingAcks.add per call, dispatch order"
-PA_REMOVE_CALL = "PendingAcks.remove per call, random order"
-PA_ADD_BULK = "PendingAcks.add_many, dispatch order"
-PA_BYTES = "PendingAcks bytes per entry, dispatch order"
-PA_BYTES_REPLAY = "PendingAcks bytes per entry, half redelivered out of order"
 
 TABLE = dw.DelayedTable(
     rows=[
@@ -65,11 +54,6 @@ TABLE = dw.DelayedTable(
         cw.Row(GATE_BULK, "M/s", True, None),
         cw.Row(GATE_CALL, "M/s", True, None),
         cw.Row(REGISTER, "M/s", True, None),
-        cw.Row(PA_ADD_CALL, "M/s", True, None),
-        cw.Row(PA_REMOVE_CALL, "M/s", True, None),
-        cw.Row(PA_ADD_BULK, "M/s", True, None),
-        cw.Row(PA_BYTES, "B", False, None),
-        cw.Row(PA_BYTES_REPLAY, "B", False, None),
     ],
     peers=(DICT,),
     refs={"ref: Pulsar 4 (research §1b)": {MEM_10K: (80.0, "(≈)"), MEM_ALL: (80.0, "(≈)")}},
@@ -79,7 +63,7 @@ TABLE = dw.DelayedTable(
 def render(smoke: bool) -> str:
     """The table, titled for the mode (called by ``conftest.pytest_terminal_summary``)."""
     mode = "SMOKE RUN (--benchmark-disable): single shrunk runs, not a measurement" if smoke else "best round"
-    return TABLE.render(f"Key_Shared PIP-379 state: draining hashes, pending acks - {mode}", judge=not smoke)
+    return TABLE.render(f"Key_Shared PIP-379 state: draining hashes - {mode}", judge=not smoke)
 
 
 # ------------------------------------------------------------------------------------------ workloads
@@ -100,16 +84,6 @@ def probes(n: int) -> tuple[I64, I64]:
     """``n`` gate probes: ``(targets, hashes)``."""
     rng = np.random.default_rng(SEED + 1)
     return rng.integers(0, CONSUMERS, n), rng.integers(1, ALL_HASHES + 1, n)
-
-
-@cache
-def pending_rows(n: int) -> tuple[I64, I64, I64, I64]:
-    """``n`` pending acks in dispatch order: ledgers, entries, batch sizes, hashes."""
-    rng = np.random.default_rng(SEED + 2)
-    per = n // PENDING_LEDGERS
-    ledgers = np.repeat(np.arange(10, 10 + PENDING_LEDGERS, dtype=np.int64), per)
-    entries = np.tile(np.arange(per, dtype=np.int64), PENDING_LEDGERS)
-    return ledgers, entries, rng.integers(1, 11, ledgers.size), rng.integers(1, ALL_HASHES + 1, ledgers.size)
 
 
 def build_draining(owners: I64, hashes: I64) -> DrainingHashes:
@@ -169,26 +143,6 @@ def build_dict_draining(owners: list[int], hashes: list[int]) -> DictDraining:
     for c, h in zip(owners, hashes, strict=True):
         d.add_entry(c, h)
     return d
-
-
-class DictPendingAcks:
-    """The peer: ``(ledger, entry) -> (batch_size, hash)``."""
-
-    def __init__(self) -> None:
-        """Empty."""
-        self.rows: dict[tuple[int, int], tuple[int, int]] = {}
-
-    def add(self, ledger: int, entry: int, batch_size: int, h: int) -> bool:
-        """Record a sent entry; False if pending."""
-        key = (ledger, entry)
-        if key in self.rows:
-            return False
-        self.rows[key] = (batch_size, h)
-        return True
-
-    def remove(self, ledger: int, entry: int) -> tuple[int, int] | None:
-        """An ack."""
-        return self.rows.pop((ledger, entry), None)
 
 
 # ----------------------------------------------------------------------------------------- draining
@@ -315,117 +269,3 @@ def test_register_and_ack(benchmark: Any, impl: str) -> None:
     d = benchmark.pedantic(timer, rounds=5, warmup_rounds=0)
     assert len(d.entries if impl == DICT else d) == 0
     TABLE.record(REGISTER, impl, 2 * len(hashes) / timer.best / 1e6, lower=False)
-
-
-# ------------------------------------------------------------------------------------- pending acks
-
-
-@pytest.mark.parametrize("impl", [CURSORKIT, DICT])
-def test_pending_add_per_call(benchmark: Any, smoke: bool, impl: str) -> None:
-    """One ``add`` per sent entry, in dispatch order, from Python int lists."""
-    cols = [c.tolist() for c in pending_rows(SMOKE_PENDING_N if smoke else PENDING_N)]
-
-    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return (PendingAcks() if impl == CURSORKIT else DictPendingAcks(),), {}
-
-    def run(p: Any) -> Any:
-        deque(map(p.add, *cols), 0)
-        return p
-
-    timer = rw.BestTimer(run)
-    benchmark.group = "pending acks add per call"
-    p = benchmark.pedantic(timer, setup=setup, rounds=3, warmup_rounds=0)
-    assert len(p if impl == CURSORKIT else p.rows) == len(cols[0])
-    TABLE.record(PA_ADD_CALL, impl, len(cols[0]) / timer.best / 1e6, lower=False)
-
-
-@pytest.mark.parametrize("impl", [CURSORKIT, DICT])
-def test_pending_remove_per_call(benchmark: Any, smoke: bool, impl: str) -> None:
-    """One ``remove`` per ack, acks in random order."""
-    rows = pending_rows(SMOKE_PENDING_N if smoke else PENDING_N)
-    perm = np.random.default_rng(SEED + 3).permutation(rows[0].size)
-    acks = (rows[0][perm].tolist(), rows[1][perm].tolist())
-    cols = [c.tolist() for c in rows]
-
-    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        if impl == CURSORKIT:
-            p: Any = PendingAcks()
-            p.add_many(*rows)
-        else:
-            p = DictPendingAcks()
-            deque(map(p.add, *cols), 0)
-        return (p,), {}
-
-    def run(p: Any) -> Any:
-        return p, list(map(p.remove, *acks))
-
-    timer = rw.BestTimer(run)
-    benchmark.group = "pending acks remove per call"
-    p, removed = benchmark.pedantic(timer, setup=setup, rounds=3, warmup_rounds=0)
-    assert len(p if impl == CURSORKIT else p.rows) == 0
-    assert removed[0] == (int(rows[2][perm[0]]), int(rows[3][perm[0]]))
-    TABLE.record(PA_REMOVE_CALL, impl, len(acks[0]) / timer.best / 1e6, lower=False)
-
-
-def test_pending_add_many(benchmark: Any, smoke: bool) -> None:
-    """``add_many`` of the whole dispatch-order feed from int64 columns (GIL released)."""
-    rows = pending_rows(SMOKE_PENDING_N if smoke else PENDING_N)
-
-    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        return (PendingAcks(),), {}
-
-    def run(p: Any) -> Any:
-        return p, p.add_many(*rows)
-
-    timer = rw.BestTimer(run)
-    benchmark.group = "pending acks add_many"
-    p, added = benchmark.pedantic(timer, setup=setup, rounds=5, warmup_rounds=0)
-    assert added.all() and len(p) == rows[0].size
-    assert p.total_messages == int(rows[2].sum())
-    TABLE.record(PA_ADD_BULK, CURSORKIT, rows[0].size / timer.best / 1e6, lower=False)
-
-
-@pytest.mark.parametrize("impl", [CURSORKIT, DICT])
-@pytest.mark.parametrize("replay", [False, True], ids=["dispatch order", "half redelivered"])
-def test_pending_memory(benchmark: Any, smoke: bool, impl: str, replay: bool) -> None:
-    """Bytes per pending entry; ``replay``: the odd entries arrive later, in random order."""
-    ls, es, bs, hs = pending_rows(SMOKE_PENDING_N if smoke else PENDING_N)
-    if replay:
-        odd = es % 2 == 1
-        perm = np.random.default_rng(SEED + 4).permutation(int(odd.sum()))
-        first = [c[~odd] for c in (ls, es, bs, hs)]
-        later = [c[odd][perm] for c in (ls, es, bs, hs)]
-        feeds = [first, later]
-    else:
-        feeds = [[ls, es, bs, hs]]
-    metric = PA_BYTES_REPLAY if replay else PA_BYTES
-    benchmark.group = "pending acks memory"
-    if impl == CURSORKIT:
-        PendingAcks().add_many([1], [1], [1], [1])  # the type and error machinery, outside the count
-
-        def build() -> tuple[PendingAcks, int]:
-            with dw.RustHeap() as heap:
-                p = PendingAcks()
-                for feed in feeds:
-                    p.add_many(*feed)
-            return p, heap.delta
-
-        p, heap = benchmark.pedantic(build, rounds=1, warmup_rounds=0)
-        assert len(p) == ls.size
-        assert heap == p.memory_usage(), (heap, p.memory_usage())
-        TABLE.record(metric, impl, p.memory_usage() / ls.size)
-        return
-
-    def build_peer() -> int:
-        def fill() -> DictPendingAcks:
-            p = DictPendingAcks()
-            for feed in feeds:
-                deque(map(p.add, *(c.tolist() for c in feed)), 0)
-            return p
-
-        used, p = dw.traced_bytes(fill)
-        assert len(p.rows) == ls.size
-        return used
-
-    used = benchmark.pedantic(build_peer, rounds=1, warmup_rounds=0)
-    TABLE.record(metric, impl, used / ls.size, "(tracemalloc)")

@@ -23,7 +23,6 @@ __all__ = [
     "DrainingHashes",
     "InMemoryTrackerState",
     "KeySharedBase",
-    "PendingAcks",
     "Position",
     "RangeSet",
     "RedeliveryCounts",
@@ -819,47 +818,6 @@ class DrainingHashes:
         """
     def counters(self) -> dict[str, int]:
         """Lifetime counts: `blocked_attempts`, `unblocked`, `cleared`, `stale_reductions`."""
-    def memory_usage(self) -> int:
-        """Exact heap bytes held (capacities, not lengths)."""
-
-@final
-class PendingAcks:
-    """One consumer's sent, unacked entries: (ledger, entry) -> (batch_size, hash), in position order."""
-
-    def __new__(cls) -> PendingAcks: ...
-    def add(self, ledger_id: int, entry_id: int, batch_size: int, hash: int) -> bool:
-        """Records a sent entry; False when already pending. A closed map raises `TrackerClosed`."""
-    def add_many(self, ledger_ids: Any, entry_ids: Any, batch_sizes: Any, hashes: Any) -> BoolArray:
-        """`add` for every row of four columns; a bool array of which were new. All or nothing."""
-    def remove(self, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
-        """Removes a pending entry (an ack); its `(batch_size, hash)`, or None if it was not pending."""
-    def remove_many(self, ledger_ids: Any, entry_ids: Any) -> tuple[BoolArray, Int64Array, Int64Array]:
-        """`remove` for each position; `(found, batch_sizes, hashes)` arrays (0 where not found)."""
-    def remove_all_up_to(self, ledger_id: int, entry_id: int) -> Int64Array:
-        """Removes every pending entry at or before the position (a cumulative ack; entry may be -1).
-
-        Returns an `(n, 4)` int64 array of `(ledger, entry, batch_size, hash)` rows.
-        """
-    def drain_and_close(self) -> Int64Array:
-        """Removes and returns every row (as `remove_all_up_to`) and closes: later adds raise `TrackerClosed`.
-
-        Pulsar's forEachAndClose, when the consumer leaves.
-        """
-    def get(self, ledger_id: int, entry_id: int) -> tuple[int, int] | None:
-        """`(batch_size, hash)` of a pending entry, or None."""
-    def contains(self, ledger_id: int, entry_id: int) -> bool:
-        """Whether an entry is pending."""
-    def items(self) -> Int64Array:
-        """Every pending row, unchanged, as an `(n, 4)` int64 array."""
-    def hashes(self) -> Int64Array:
-        """The hash of every pending entry in position order (int64 array)."""
-    def __len__(self) -> int: ...
-    @property
-    def total_messages(self) -> int:
-        """Messages pending: the sum of the batch sizes."""
-    @property
-    def closed(self) -> bool:
-        """Whether `drain_and_close()` was called."""
     def memory_usage(self) -> int:
         """Exact heap bytes held (capacities, not lengths)."""
 

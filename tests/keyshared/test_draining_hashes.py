@@ -1,8 +1,8 @@
 """DrainingHashes (PIP-379) against a pure-Python model: refs, the gate, stats, bad input, ownership.
 
-The last test drives ``DrainingHashes`` and ``PendingAcks`` together the way a Key_Shared dispatcher
-will, through random hash moves, dispatches, acks and leaves, and checks PIP-379's contract: a hash
-never has unacked messages on two consumers at once.
+The last test drives ``DrainingHashes`` beside a small model of each consumer's pending acks the way a
+Key_Shared dispatcher does, through random hash moves, dispatches, acks and leaves, and checks
+PIP-379's contract: a hash never has unacked messages on two consumers at once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from cursorkit import errors
-from cursorkit._core import DrainingHashes, PendingAcks
+from cursorkit._core import DrainingHashes
 
 MAX_HASH = 65535
 U32 = 2**32 - 1
@@ -445,6 +445,43 @@ def test_threads_share_one_tracker() -> None:
 # ------------------------------------------------------------------- PIP-379 with pending acks
 
 
+class PendingAcks:
+    """One consumer's sent, unacked entries: (ledger, entry) -> (batch_size, hash), position order."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, int], tuple[int, int]] = {}
+        self.closed = False
+
+    def add(self, ledger: int, entry: int, batch_size: int, hash_: int) -> bool:
+        """Records a sent entry; False when it is already pending (a closed map takes nothing)."""
+        assert not self.closed, "add after drain_and_close"
+        if (ledger, entry) in self.entries:
+            return False
+        self.entries[ledger, entry] = (batch_size, hash_)
+        return True
+
+    def positions(self) -> list[tuple[int, int]]:
+        """The pending positions, ascending."""
+        return sorted(self.entries)
+
+    def hashes(self) -> list[int]:
+        """The hash of every pending entry."""
+        return [h for _, h in self.entries.values()]
+
+    def remove(self, ledger: int, entry: int) -> tuple[int, int] | None:
+        """An individual ack: the entry's `(batch_size, hash)`, or None if it was not pending."""
+        return self.entries.pop((ledger, entry), None)
+
+    def remove_all_up_to(self, ledger: int, entry: int) -> list[int]:
+        """A cumulative ack: removes every entry at or before the position; their hashes."""
+        return [self.entries.pop(p)[1] for p in self.positions() if p <= (ledger, entry)]
+
+    def drain_and_close(self) -> list[int]:
+        """A leaving consumer: removes every entry, returns their hashes and refuses later adds."""
+        self.closed = True
+        return [self.entries.pop(p)[1] for p in self.positions()]
+
+
 @given(
     seed=st.integers(0, 2**32 - 1),
     steps=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2**16)), min_size=1, max_size=120),
@@ -461,7 +498,7 @@ def test_a_hash_is_unacked_on_one_consumer_at_a_time(seed: int, steps: list[tupl
     next_entry = 0
 
     def pending_of(c: int, h: int) -> int:
-        return int((pending[c].hashes() == h).sum())
+        return pending[c].hashes().count(h)
 
     def move(h: int, to: int) -> None:
         old = selector[h]
@@ -481,19 +518,20 @@ def test_a_hash_is_unacked_on_one_consumer_at_a_time(seed: int, steps: list[tupl
             next_entry += 1
         elif op == 3:  # an individual ack of one of a consumer's pending messages
             c = consumers[arg % 3]
-            rows = pending[c].items()
-            if len(rows):
-                ledger, entry, _, h = rows[rng.integers(len(rows))].tolist()
-                assert pending[c].remove(ledger, entry) is not None
-                d.reduce_ref(c, h)
+            positions = pending[c].positions()
+            if positions:
+                ledger, entry = positions[rng.integers(len(positions))]
+                removed = pending[c].remove(ledger, entry)
+                assert removed is not None
+                d.reduce_ref(c, removed[1])
         elif op == 4:  # a cumulative ack
             c = consumers[arg % 3]
             acked = pending[c].remove_all_up_to(1, arg % max(next_entry, 1))
-            d.reduce_refs(c, acked[:, 3])
+            d.reduce_refs(c, acked)
         else:  # a consumer leaves and comes back: its pending messages go to replay
             c = consumers[arg % 3]
             replay = pending[c].drain_and_close()
-            d.reduce_refs(c, replay[:, 3], closing=True)
+            d.reduce_refs(c, replay, closing=True)
             d.remove_consumer(c)
             pending[c] = PendingAcks()
         # PIP-379's contract, and exact reference counts.

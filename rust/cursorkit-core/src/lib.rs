@@ -45,7 +45,6 @@ pub use keyshared::hash::{
     sticky_key_hash, Offset, SlotKind, DEFAULT_RANGE_SIZE, MAX_RANGE_SIZE, MAX_STICKY_KEY_HASH,
     NONE_KEY, STICKY_KEY_HASH_NOT_SET,
 };
-pub use keyshared::pending_acks::{PendingAck, PendingAcks};
 pub use keyshared::selector::{
     diff, ranges_by_consumer, Assignment, AutoSplitSelector, BeyondTable,
     ConsistentHashingSelector, ExclusiveRangeSelector, HashRange, Impact, SlotTable,

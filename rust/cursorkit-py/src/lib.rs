@@ -24,7 +24,7 @@ mod views;
 
 use ackstate::{cursor, position, rangeset, redeliveries};
 use delayed::{delay_queue, snapshot, tracker};
-use keyshared::{dispatch, dispatcher, draining, hash, pending_acks, selector};
+use keyshared::{dispatch, dispatcher, draining, hash, selector};
 
 use pyo3::prelude::*;
 
@@ -50,7 +50,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(broker::frames::entry_fields, m)?)?;
     m.add_function(wrap_pyfunction!(broker::records::encode_records, m)?)?;
     m.add_function(wrap_pyfunction!(broker::records::decode_records, m)?)?;
-    m.add_class::<pending_acks::PyPendingAcks>()?;
     m.add_function(wrap_pyfunction!(alloc::heap_allocated, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::heap_peak, m)?)?;
     m.add_function(wrap_pyfunction!(alloc::reset_heap_peak, m)?)?;

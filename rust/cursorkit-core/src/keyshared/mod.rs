@@ -1,8 +1,7 @@
 //! Key_Shared dispatch: sticky-key [`hash`]ing and slots, the hash-range [`selector`]s, PIP-379's
-//! [`draining`] hashes and one consumer's [`pending_acks`].
+//! [`draining`] hashes and the [`dispatch`] core.
 
 pub mod dispatch;
 pub mod draining;
 pub mod hash;
-pub mod pending_acks;
 pub mod selector;

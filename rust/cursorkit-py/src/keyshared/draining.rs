@@ -1,5 +1,5 @@
 //! `cursorkit._core.DrainingHashes`: PIP-379's draining-hash state, a core value behind a mutex in
-//! a frozen pyclass, and the argument and row helpers it shares with `PendingAcks`.
+//! a frozen pyclass, and the row helpers the dispatch core's binding shares.
 //!
 //! Single calls keep the GIL (they are O(1) or O(log n)); bulk calls borrow numpy columns, release
 //! the GIL and check every value before the core changes anything, so bad input changes nothing
@@ -18,7 +18,7 @@ use crate::errors::{IntoPy, InvalidArgument, LengthMismatch};
 use crate::sync::{self, Shared};
 
 /// A sticky-key hash argument: an int in `1..=65535`, else `InvalidArgument` (or `InvalidInputType`).
-pub(super) fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
     let v = int_arg(obj, "hash")?;
     match u32::try_from(v) {
         Ok(h) if (1..=DrainingHashes::MAX_HASH).contains(&h) => Ok(h),
@@ -27,7 +27,7 @@ pub(super) fn hash_arg(obj: &Bound<'_, PyAny>) -> PyResult<u32> {
 }
 
 /// An optional `closing` flag (default False); anything but a bool is `InvalidInputType`.
-pub(super) fn closing_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+fn closing_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
     obj.filter(|o| !o.is_none())
         .map_or(Ok(false), |o| bool_arg(o, "closing"))
 }
@@ -37,7 +37,7 @@ const CHUNK: usize = 4096;
 
 /// Checks that every value of a column lies in `range` (one vectorisable pass), else
 /// `InvalidArgument` from `message` of the first value outside it.
-pub(super) fn check_range(
+fn check_range(
     values: &[i64],
     range: std::ops::RangeInclusive<i64>,
     message: impl Fn(i64) -> String,
@@ -50,21 +50,13 @@ pub(super) fn check_range(
     Err(CoreError::InvalidArgument(message(bad.unwrap_or_default())))
 }
 
-/// A column of `u32` values (consumer ids, batch sizes, hashes), converted with the GIL released.
-pub(super) fn u32_values(values: &[i64], what: &str) -> Result<Vec<u32>, CoreError> {
-    check_range(values, 0..=i64::from(u32::MAX), |v| {
-        format!("{what} holds {v}, outside 0..2^32")
-    })?;
-    Ok(values.iter().map(|&v| v as u32).collect())
-}
-
 /// The message of a hash outside `1..=65535` (the core's wording).
-pub(super) fn hash_message(v: i64) -> String {
+fn hash_message(v: i64) -> String {
     format!("sticky key hash {v} is outside 1..=65535 (0 means not set)")
 }
 
 /// Hash slots of a column, checked to lie in `1..=65535`.
-pub(super) fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
+fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
     check_range(
         values,
         1..=i64::from(DrainingHashes::MAX_HASH),
@@ -74,7 +66,7 @@ pub(super) fn hash_values(values: &[i64]) -> Result<Vec<u32>, CoreError> {
 }
 
 /// Columns of one length, or `LengthMismatch` naming each length.
-pub(super) fn same_length(names: &[&str], lens: &[usize]) -> PyResult<()> {
+fn same_length(names: &[&str], lens: &[usize]) -> PyResult<()> {
     if lens.windows(2).all(|w| matches!(w, [a, b] if a == b)) {
         return Ok(());
     }
