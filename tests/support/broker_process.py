@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 _READY = re.compile(r"ready on (pulsar://\S+)")
+_ADMIN = re.compile(r"admin (http://[^\s,]+)")
 
 
 class BrokerProcess:
@@ -25,6 +26,8 @@ class BrokerProcess:
         self.interpreter_args = tuple(interpreter_args)
         """Given to Python before ``-m cursorkit.cli`` (a runner script and its arguments)."""
         self.url = ""
+        self.admin_url = ""
+        """``http://host:port`` of its admin API when started with ``--http-port`` ("" otherwise)."""
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.log_path = data.parent / f"{name or data.name}.broker.log"
@@ -42,7 +45,7 @@ class BrokerProcess:
             str(self.data),
             "--port",
             str(self.port),
-            *self.args,
+            *self._args(),
         ]
         self.data.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as log:  # a file, never a pipe nobody drains (a full one stalls it)
@@ -61,7 +64,16 @@ class BrokerProcess:
             raise RuntimeError(f"broker did not start: {line!r} {self.log_path.read_text()[-2000:]}")
         self.url = m.group(1)
         self.port = int(self.url.rsplit(":", 1)[1])
+        admin = _ADMIN.search(line)
+        self.admin_url = admin.group(1) if admin else ""
         return time.monotonic() - started
+
+    def _args(self) -> list[str]:
+        """The extra arguments; a restart keeps the admin port the first start got (``--http-port 0``)."""
+        args = list(self.args)
+        if self.admin_url and "--http-port" in args:
+            args[args.index("--http-port") + 1] = self.admin_url.rsplit(":", 1)[1]
+        return args
 
     def stop(self) -> None:
         """SIGTERM: the broker flushes and exits."""

@@ -27,6 +27,8 @@ _BROKER_MODULES = (("re2", "google-re2", "broker"),)
 """What the broker imports from its extra: (module, package, extra)."""
 _METADATA_MODULES = (("kazoo", "kazoo", "zookeeper"),)
 """What ``--metadata`` needs besides."""
+_HTTP_MODULES = (("aiohttp", "aiohttp", "broker"),)
+"""What ``--http-port`` needs besides (imported only then: the broker starts without it otherwise)."""
 
 
 def add_parser(
@@ -54,6 +56,13 @@ def add_parser(
     )
     b.add_argument("--port", type=int, default=6650, help="port to listen on (0: any free port)")
     b.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    b.add_argument(
+        "--http-port",
+        type=int,
+        default=-1,
+        help="serve Pulsar's admin REST paths and Prometheus /metrics on this port (0: any free port; "
+        "default: no HTTP server)",
+    )
     b.add_argument(
         "--partitioned-topic",
         action="append",
@@ -249,9 +258,10 @@ def _partitioned(specs: list[str]) -> dict[str, int]:
     return out
 
 
-def _missing_extra(metadata: bool) -> str | None:
+def _missing_extra(metadata: bool, http: bool = False) -> str | None:
     """What to install when a module the broker needs does not import (None: all of them do)."""
-    for module, package, extra in _BROKER_MODULES + (_METADATA_MODULES if metadata else ()):
+    needed = _BROKER_MODULES + (_METADATA_MODULES if metadata else ()) + (_HTTP_MODULES if http else ())
+    for module, package, extra in needed:
         try:
             importlib.import_module(module)
         except ImportError as e:
@@ -271,16 +281,25 @@ async def _serve(config: BrokerConfig, partitioned: dict[str, int]) -> None:
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(config, partitioned)
     await broker.start()
-    print(f"cursorkit broker ready on {broker.service_url} (data in {config.data})", flush=True)
+    admin = None
     try:
+        if config.http_port >= 0:  # beside the binary port, on the same loop
+            from cursorkit.broker.server.admin.http_server import AdminServer
+
+            admin = AdminServer(broker)
+            await admin.start(config.host, config.http_port)
+        named = f"admin {admin.url}, " if admin is not None else ""
+        print(f"cursorkit broker ready on {broker.service_url} ({named}data in {config.data})", flush=True)
         await stop.wait()
     finally:
+        if admin is not None:
+            await admin.stop()
         await broker.stop()
 
 
 def run_broker(args: argparse.Namespace) -> int:
     """Runs the broker the arguments describe; returns the exit status."""
-    missing = _missing_extra(bool(args.metadata))
+    missing = _missing_extra(bool(args.metadata), args.http_port >= 0)
     if missing is not None:
         print(f"cursorkit broker: {missing}", file=sys.stderr)
         return 2
@@ -292,6 +311,7 @@ def run_broker(args: argparse.Namespace) -> int:
         data=args.data,
         host=args.host,
         port=args.port,
+        http_port=args.http_port,
         sync=args.sync == "always" and not args.no_sync,
         metadata=args.metadata,
         advertised=args.advertised,

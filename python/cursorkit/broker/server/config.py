@@ -29,6 +29,9 @@ class BrokerConfig:
     data: Path
     host: str = "127.0.0.1"
     port: int = 6650
+    http_port: int = -1
+    """The admin HTTP port (Pulsar's admin REST v2 paths and ``/metrics``, on ``host``): 0 for a
+    free port, -1 (the default) for none."""
     max_message_size: int = MAX_MESSAGE_SIZE
     segment_bytes: int = 64 * 1024 * 1024
     """A ledger (one segment file) rolls over past this size."""
