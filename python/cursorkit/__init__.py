@@ -6,11 +6,11 @@ what needs only :class:`Position` or :mod:`errors`, such as the broker's start.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from cursorkit import errors
 from cursorkit._core import Position, RangeSet, __version__
+from cursorkit._lazy import lazy_names
 
 if TYPE_CHECKING:
     from cursorkit.ackstate import (
@@ -48,18 +48,4 @@ _SUBMODULES = frozenset({"ackstate", "fsio", "proto", "stores"})
 """Submodules ``import cursorkit`` used to import: still attributes of the package, on first use."""
 
 
-def __getattr__(name: str) -> object:
-    """A lazy name's value (imported once, then kept in the module like any other)."""
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """Every public name, the lazy ones included."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY, _SUBMODULES)

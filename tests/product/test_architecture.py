@@ -17,7 +17,7 @@ ALLOWED = {
     "bench": {"bench", "pipeline", "delayed", "keyshared", "ackstate"},
     "broker": {"broker", "shared", "delayed", "keyshared", "ackstate"},
 }
-BASE = {"_core", "errors", "fsio", "proto", "stores", "wire"}
+BASE = {"_core", "_lazy", "errors", "fsio", "proto", "stores", "wire"}
 
 
 def imports_of(path: Path, root: Path = PACKAGE.parent) -> set[str]:

@@ -6,10 +6,10 @@ Names load on first use (the cursor and its stores import numpy and protobuf): t
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from cursorkit._core import RedeliveryCounts
+from cursorkit._lazy import lazy_names
 
 if TYPE_CHECKING:
     from cursorkit.ackstate.cursor import Cursor, CursorStats, TruncationCounters
@@ -109,16 +109,4 @@ _LAZY = {
 """Names imported on first use, and their module."""
 
 
-def __getattr__(name: str) -> object:
-    """A lazy name's value (imported once, then kept in the package like any other)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """Every public name, the lazy ones included."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use crate::ackstate::rangeset::columns;
 use crate::args::column;
 use crate::errors::{to_py, InvalidArgument};
+use crate::keyshared::dispatcher::ids::Ids;
 
 /// Three arrays of the raises since the last call: ledger ids, entry ids (int64), new counts (uint32).
 pub(crate) type RaisedColumns<'py> = (
@@ -56,4 +57,16 @@ pub(crate) fn seeds(
         out.push((p, n));
     }
     Ok(out)
+}
+
+/// The `Position`s of a list (or any iterable) of them, every one checked first.
+pub(crate) fn positions(positions: &Bound<'_, PyAny>) -> PyResult<Vec<Position>> {
+    let mut ids = Ids::empty();
+    ids.read(positions)?;
+    let (ls, es) = ids.slices();
+    ls.iter()
+        .zip(es)
+        .map(|(&l, &e)| Position::new(l, e))
+        .collect::<Result<_, _>>()
+        .map_err(|err| to_py(positions.py(), err))
 }

@@ -15,7 +15,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::ackstate::cursor::with_cursor;
-use crate::ackstate::dispatch_counts::{seeds, take_raised, RaisedColumns};
+use crate::ackstate::dispatch_counts::{
+    positions as positions_of, seeds, take_raised, RaisedColumns,
+};
 use crate::ackstate::position::{position_arg, PyPosition};
 use crate::ackstate::rangeset::columns;
 use crate::args::{bool_arg, column, int_arg, str_arg, u32_arg};
@@ -603,19 +605,11 @@ impl PyDispatchCore {
 
     /// One more redelivery of each of `positions` (a consumer lost holding them); journaled.
     fn raise_counts(&self, positions: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut ids = crate::keyshared::dispatcher::ids::Ids::empty();
-        ids.read(positions)?;
-        let (ls, es) = ids.slices();
-        let ps: Vec<Position> = ls
-            .iter()
-            .zip(es)
-            .map(|(&l, &e)| Position::new(l, e))
-            .collect::<Result<_, _>>()
-            .map_err(|err| to_py(positions.py(), err))?;
+        let ps = positions_of(positions)?;
         let mut d = self.lock(positions.py());
-        for p in ps {
+        ps.into_iter().for_each(|p| {
             d.counts_mut().raise(p);
-        }
+        });
         Ok(())
     }
 

@@ -12,7 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::ackstate::cursor::with_cursor;
-use crate::ackstate::dispatch_counts::{seeds, take_raised, RaisedColumns};
+use crate::ackstate::dispatch_counts::{
+    positions as positions_of, seeds, take_raised, RaisedColumns,
+};
 use crate::ackstate::position::PyPosition;
 use crate::ackstate::rangeset::columns;
 use crate::args::{bool_arg, column, int_arg, u32_arg};
@@ -304,19 +306,11 @@ impl PySharedCore {
 
     /// One more redelivery of each of `positions` (a consumer lost holding them); journaled.
     fn raise_counts(&self, positions: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut ids = Ids::empty();
-        ids.read(positions)?;
-        let (ls, es) = ids.slices();
-        let ps: Vec<Position> = ls
-            .iter()
-            .zip(es)
-            .map(|(&l, &e)| Position::new(l, e))
-            .collect::<Result<_, _>>()
-            .map_err(|err| to_py(positions.py(), err))?;
+        let ps = positions_of(positions)?;
         let mut d = self.lock(positions.py());
-        for p in ps {
+        ps.into_iter().for_each(|p| {
             d.counts_mut().raise(p);
-        }
+        });
         Ok(())
     }
 
