@@ -323,9 +323,7 @@ def test_read_json_answers_malformed_json_with_a_400_reason(
         assert isinstance(answer["reason"], str)
 
 
-def test_a_body_that_does_not_arrive_gets_a_408(
-    served: Served, quiet_log: pytest.LogCaptureFixture
-) -> None:
+def test_a_body_that_does_not_arrive_gets_a_408(served: Served, quiet_log: pytest.LogCaptureFixture) -> None:
     with _connect(served.port) as s:
         s.sendall(b"PUT /test/json HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n[1,")
         start = time.monotonic()
@@ -353,7 +351,7 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_the_head_deadline(
         elapsed = time.monotonic() - start
         data, closed = _read_until_closed(s, 1.0)
     assert closed and data == b""
-    assert FAST.header_timeout_s - 0.1 < elapsed < FAST.header_timeout_s + 0.5  # keep_alive_s: 1.5
+    assert FAST.header_timeout_s - 0.1 < elapsed < 1.25  # aiohttp alone: at keep_alive_s (1.5)
     assert served.round_trip() < 1.0
 
 
@@ -363,7 +361,7 @@ def test_a_silent_connection_is_closed_at_the_head_deadline(
     with _connect(served.port) as s:
         closed_after = _closed_within(s, 3.0)
     assert closed_after is not None
-    assert FAST.header_timeout_s - 0.1 < closed_after < FAST.header_timeout_s + 0.5
+    assert FAST.header_timeout_s - 0.1 < closed_after < 1.25  # aiohttp alone: at keep_alive_s
     assert served.open_connections() == 0
 
 
@@ -385,14 +383,14 @@ def test_a_kept_alive_connection_idles_until_keep_alive_but_a_started_head_has_t
         assert ask(s) == 404
         closed_after = _closed_within(s, 3.0)  # idle: closed at keep_alive_s
     assert closed_after is not None
-    assert FAST.keep_alive_s - 0.2 < closed_after < FAST.keep_alive_s + 0.5
+    assert FAST.keep_alive_s - 0.2 < closed_after < FAST.keep_alive_s + 0.7
 
     with _connect(served.port) as s:
         assert ask(s) == 404
         s.sendall(request[:5])  # a second head started, never finished
         closed_after = _closed_within(s, 3.0)
     assert closed_after is not None
-    assert closed_after < FAST.header_timeout_s + 0.5
+    assert closed_after < 1.25  # the head deadline, not keep-alive's 1.5 s
 
 
 def test_a_client_that_does_not_take_its_response_is_dropped(
@@ -417,7 +415,9 @@ def test_a_client_that_does_not_take_its_response_is_dropped(
 # --- many connections -------------------------------------------------------------------------
 
 
-def _refused_at_once(sockets: list[socket.socket], want: int) -> tuple[list[socket.socket], list[socket.socket]]:
+def _refused_at_once(
+    sockets: list[socket.socket], want: int
+) -> tuple[list[socket.socket], list[socket.socket]]:
     """The sockets answered 503 and closed (up to ``want`` of them, within 2 s) and the others."""
     refused = []
     with selectors.DefaultSelector() as sel:  # epoll: select() stops at descriptor 1024
@@ -437,13 +437,12 @@ def _refused_at_once(sockets: list[socket.socket], want: int) -> tuple[list[sock
 
 def test_a_thousand_idle_connections(tmp_path: Path, quiet_log: pytest.LogCaptureFixture) -> None:
     """512 served (the default limit), the rest refused at once; idle ones closed at keep-alive."""
-    limits = HttpLimits(header_timeout_s=3.0, keep_alive_s=1.0)
+    limits = HttpLimits(header_timeout_s=5.0, keep_alive_s=1.0)
     served = Served(tmp_path, limits, test_routes=False)
     sockets: list[socket.socket] = []
     try:
         start = time.monotonic()
-        for _ in range(1000):
-            sockets.append(_connect(served.port))
+        sockets.extend(_connect(served.port) for _ in range(1000))
         opened_in = time.monotonic() - start
         refused, live = _refused_at_once(sockets, 1000 - limits.max_connections)
         for s in refused:
@@ -504,9 +503,7 @@ def test_admin_connections_stop_short_of_the_binary_ports_descriptor_share(
         assert served.open_connections() < len(sockets) < FAST.max_connections
         # The binary port still has room: a new client connects and produces.
         assert not served.inproc.broker.descriptors.short(0.95)
-        other = pulsar.Client(
-            served.inproc.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-        )
+        other = pulsar.Client(served.inproc.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
         try:
             producer = other.create_producer("persistent://public/default/room-left")
             producer.send(b"x")

@@ -43,7 +43,7 @@ class GuardedHandler(web.RequestHandler):
             manager,
             loop=loop,
             keepalive_timeout=limits.keep_alive_s,
-            access_log=None,
+            access_log=None,  # type: ignore[arg-type]  # None turns it off (aiohttp's types say Logger)
             logger=log,
             max_line_size=limits.max_line_size,
             max_field_size=limits.max_field_size,
@@ -57,12 +57,13 @@ class GuardedHandler(web.RequestHandler):
         """Requests answered: equal to the heads parsed while the connection waits for the next."""
         self._released = False
 
-    # Head deadline: armed when the connection opens, and at the first byte after an answer.
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Starts the head deadline of the first request."""
         super().connection_made(transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        """Parses; a whole head stops the deadline, the first byte of a later head starts it."""
         parsed = self._request_count
         super().data_received(data)
         if self._request_count != parsed:
@@ -71,6 +72,7 @@ class GuardedHandler(web.RequestHandler):
             self._arm()
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        """Frees the connection's place at the gate."""
         self._disarm()
         super().connection_lost(exc)
         if not self._released:
@@ -167,6 +169,7 @@ class Gate:
         """Connections served now (from their protocol's making to their close)."""
 
     def __call__(self) -> asyncio.Protocol:
+        """The protocol of a new connection: served, or refused with a 503."""
         refused = self._refusal()
         if refused is not None:
             if self._warnings is not None:
