@@ -8,6 +8,7 @@ the log.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -111,6 +112,14 @@ class Served:
         async def read() -> int:
             assert self.admin.gate is not None
             return self.admin.gate.open
+
+        return int(self.inproc.call(read()))
+
+    def connection_tasks(self) -> int:
+        """Tasks of aiohttp serving connections (one each, until it ends)."""
+
+        async def read() -> int:
+            return sum("RequestHandler.start" in repr(t.get_coro()) for t in asyncio.all_tasks())
 
         return int(self.inproc.call(read()))
 
@@ -300,6 +309,27 @@ def test_a_chunked_body_is_refused_once_it_grows_past_the_limit(
         finally:
             stop.set()
             thread.join()
+
+
+def test_a_body_discarded_past_the_head_deadline_ends_with_its_connection(
+    tmp_path: Path, quiet_log: pytest.LogCaptureFixture
+) -> None:
+    """An unread body is discarded (lingering); a closed connection leaves no task behind."""
+    served = Served(tmp_path, replace(FAST, linger_s=3.0))
+    try:
+        with _connect(served.port) as s:
+            s.sendall(b"PUT /no/such/path HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            start = time.monotonic()
+            with contextlib.suppress(OSError):  # the server closes at the head deadline
+                while time.monotonic() - start < 2.0:
+                    s.sendall(b"10\r\n0123456789abcdef\r\n")
+                    time.sleep(0.01)
+            assert time.monotonic() - start < 1.25
+        time.sleep(0.2)
+        assert served.open_connections() == 0
+        assert served.connection_tasks() == 0  # not discarding on for linger_s
+    finally:
+        served.close()
 
 
 @pytest.mark.parametrize(

@@ -72,9 +72,13 @@ class GuardedHandler(web.RequestHandler):
             self._arm()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        """Frees the connection's place at the gate."""
+        """Frees the connection's place at the gate; ends its task unless a request is in hand."""
         self._disarm()
+        task = self._task_handler
+        answered = self._request_count == self._answered
         super().connection_lost(exc)
+        if answered and task is not None:  # idle, or discarding an unread body: nothing to answer
+            task.cancel()
         if not self._released:
             self._released = True
             self._gate.released()
