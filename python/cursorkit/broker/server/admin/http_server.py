@@ -1,60 +1,74 @@
 """The admin HTTP server: an aiohttp application on the broker's event loop, no thread per request.
 
-What one HTTP client may cost is bounded: a request body over :data:`MAX_BODY` is refused (413),
-header lines and fields are limited by aiohttp's parser, idle keep-alive connections are closed
-after :data:`KEEP_ALIVE_S`, and connections past :data:`MAX_CONNECTIONS` are refused at once.
-None of it waits on the binary protocol's connections, nor they on it.
+What one HTTP client may cost is bounded by :class:`~.http_limits.HttpLimits` (its module's table:
+connections, descriptors, head size and deadline, keep-alive, body size and deadline, sending):
+a client past a limit gets Pulsar's ``{"reason"}`` JSON with 400, 408, 413 or 503 and, where its
+connection can no longer be trusted, the connection closes. :class:`~.connections.Gate` counts
+connections, :class:`~.connections.GuardedHandler` adds the deadlines aiohttp lacks, and
+:mod:`~.bodies` reads bodies. Nothing here waits on the binary port's connections, nor they on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from cursorkit.broker.server.admin.bodies import HTTP_LIMITS, bounded_bodies
+from cursorkit.broker.server.admin.connections import Gate
 from cursorkit.broker.server.admin.errors import json_errors
+from cursorkit.broker.server.admin.http_limits import (
+    KEEP_ALIVE_S,
+    MAX_BODY,
+    MAX_CONNECTIONS,
+    HttpLimits,
+)
 from cursorkit.broker.server.admin.routes import routes
 
 if TYPE_CHECKING:
     from cursorkit.broker.server.broker import Broker
 
-__all__ = ["BROKER", "KEEP_ALIVE_S", "MAX_BODY", "MAX_CONNECTIONS", "AdminServer"]
+__all__ = ["BROKER", "KEEP_ALIVE_S", "MAX_BODY", "MAX_CONNECTIONS", "AdminServer", "HttpLimits"]
 
 BROKER: web.AppKey[Broker] = web.AppKey("broker")
 """The broker an admin handler serves (``request.app[BROKER]``)."""
 
-MAX_BODY = 64 * 1024
-"""The largest request body read (Pulsar's admin bodies are a few hundred bytes)."""
-KEEP_ALIVE_S = 15.0
-"""An idle keep-alive connection is closed after this long."""
-MAX_CONNECTIONS = 512
-"""HTTP connections served at once; one past it is closed at once."""
+SHUTDOWN_S = 5.0
+"""How long stopping waits for the requests in progress before closing their connections."""
 
 
 class AdminServer:
     """Pulsar's admin REST paths and ``/metrics`` for one broker, on its event loop."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, limits: HttpLimits | None = None) -> None:
         self.broker = broker
-        app = web.Application(client_max_size=MAX_BODY, middlewares=[json_errors])
-        app[BROKER] = broker
-        app.add_routes(routes())
-        self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=KEEP_ALIVE_S)
-        self._site: web.TCPSite | None = None
-        self._open = 0
+        self.limits = limits if limits is not None else HttpLimits()
+        self.app = web.Application(
+            client_max_size=self.limits.max_body, middlewares=[json_errors, bounded_bodies]
+        )
+        """The application (routes may be added until :meth:`start`)."""
+        self.app[BROKER] = broker
+        self.app[HTTP_LIMITS] = self.limits
+        self.app.add_routes(routes())
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=SHUTDOWN_S)
+        self._server: asyncio.Server | None = None
+        self.gate: Gate | None = None
+        """The connections served (set by :meth:`start`)."""
 
     async def start(self, host: str, port: int) -> None:
         """Listens on ``host``:``port`` (0: a free port)."""
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, host, port, backlog=128)
-        await self._site.start()
+        manager = self._runner.server
+        assert manager is not None
+        self.gate = Gate(manager, self.limits, self.broker.descriptors, self.broker.warnings)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self.gate, host, port, backlog=self.limits.backlog)
 
     @property
     def port(self) -> int:
         """The port listened on."""
-        server: Any = self._site._server if self._site is not None else None  # noqa: SLF001
-        sockets = getattr(server, "sockets", None) or []
+        sockets = self._server.sockets if self._server is not None else ()
         return int(sockets[0].getsockname()[1]) if sockets else 0
 
     @property
@@ -64,4 +78,6 @@ class AdminServer:
 
     async def stop(self) -> None:
         """Stops listening and closes the connections."""
+        if self._server is not None:
+            self._server.close()
         await asyncio.shield(self._runner.cleanup())
