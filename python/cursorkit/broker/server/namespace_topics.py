@@ -233,10 +233,6 @@ class NamespaceTopics:
         """Whether a topic was ever listed or made in ``namespace`` since the broker started."""
         return namespace in self._known
 
-    async def loaded(self) -> None:
-        """Waits for the listing of the topics on disk (ServiceNotReady if it failed; it runs again)."""
-        await self._loaded()
-
     def known(self, namespace: Namespace) -> list[str]:
         """The full names known in ``namespace``."""
         return _full_names(namespace, self._known.get(namespace, ()))
