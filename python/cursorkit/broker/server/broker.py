@@ -105,12 +105,22 @@ def _clients_of(topic: Topic) -> int:
     return topic.producers + topic.access.waiting_count + consumers
 
 
-def _discard(topic: Topic | None, directory: Path) -> None:
-    """Closes the topic (when open) and deletes its directory: its log and subscriptions (off the loop)."""
-    if topic is not None:
-        topic.close()
-    if directory.exists():
-        shutil.rmtree(directory)
+def _discard_all(jobs: list[tuple[Topic | None, Path]]) -> None:
+    """Closes each topic (when open) and deletes its directory, its log and subscriptions (off the loop).
+
+    Every one is tried; the first failure is raised after.
+    """
+    failure: Exception | None = None
+    for topic, directory in jobs:
+        try:
+            if topic is not None:
+                topic.close()
+            if directory.exists():
+                shutil.rmtree(directory)
+        except Exception as e:  # noqa: BLE001 - the others are deleted all the same
+            failure = failure or e
+    if failure is not None:
+        raise failure
 
 
 def _run_flushes(jobs: list[Callable[[], None]]) -> list[Exception | None]:
@@ -200,6 +210,10 @@ class Broker:
         """
         if partitions is not None:
             _check_partitions(name, partitions)
+        # Shielded: a caller that goes away leaves the change whole (written, then seen).
+        await asyncio.shield(asyncio.ensure_future(self._change_partitions(name, partitions)))
+
+    async def _change_partitions(self, name: TopicName, partitions: int | None) -> None:
         async with self._partitions_turn:
             table = dict(self._partitioned)
             if partitions is None:
@@ -228,8 +242,7 @@ class Broker:
         opened = {n: t for n, t in ((n, self.topics.get(n)) for n in names) if t is not None}
         if not force and any(_clients_of(t) for t in opened.values()):
             return False
-        loop = asyncio.get_running_loop()
-        tasks = []
+        jobs: list[tuple[Topic | None, Path]] = []
         for name in names:
             topic = opened.get(name)
             if topic is not None:
@@ -239,13 +252,12 @@ class Broker:
                 for conn in list(self.connections):
                     conn.release_topic(topic)
             self.namespace_topics.discard(name)
-            job = functools.partial(_discard, topic, self.root / "topics" / name.directory)
-            task = self._closing[name] = loop.create_task(asyncio.to_thread(job))
-            task.add_done_callback(functools.partial(self._deleted, name))
-            tasks.append(task)
-        failures = [r for r in await asyncio.gather(*tasks, return_exceptions=True) if r is not None]
-        if failures:
-            raise failures[0]
+            jobs.append((topic, self.root / "topics" / name.directory))
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(_discard_all, jobs))
+        for name in names:  # a load of any of them waits for the deletion
+            self._closing[name] = task
+        task.add_done_callback(functools.partial(self._deleted, names))
+        await asyncio.shield(task)
         return True
 
     def open_topic(self, name: TopicName) -> Topic | None:
@@ -288,8 +300,10 @@ class Broker:
         self.namespace_topics.add(name)
         return topic
 
-    def _deleted(self, name: TopicName, _: asyncio.Task[None]) -> None:
-        self._closing.pop(name, None)
+    def _deleted(self, names: list[TopicName], done: asyncio.Task[None]) -> None:
+        for name in names:
+            if self._closing.get(name) is done:
+                del self._closing[name]
 
     def _in_use(self, topic: Topic) -> bool:
         """Whether a producer or consumer is on the topic, or an append is pending."""

@@ -37,6 +37,7 @@ __all__ = [
     "open_or_load",
     "refusal",
     "subscription_names",
+    "subscriptions_by_topic",
     "turn",
 ]
 
@@ -112,36 +113,37 @@ def max_partition_index(known: list[str], base: TopicName) -> int:
     return highest
 
 
-def _subscriptions_on_disk(directories: list[Path]) -> set[str]:
-    """The durable subscriptions kept in the topics' directories; damaged entries are logged and skipped."""
-    found: set[str] = set()
+def _subscriptions_on_disk(directories: list[Path]) -> list[set[str]]:
+    """The durable subscriptions kept in each topic directory; damaged entries are logged and skipped."""
+    found: list[set[str]] = []
     for directory in directories:
-        subs = directory / "subscriptions"
+        names: set[str] = set()
+        found.append(names)
         try:
-            entries = sorted(d for d in subs.iterdir() if (d / "cursor").is_dir())
+            entries = sorted(d for d in (directory / "subscriptions").iterdir() if (d / "cursor").is_dir())
         except (FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
             try:
-                found.add(listed_subscription(entry))
+                names.add(listed_subscription(entry))
             except CursorkitError as e:
                 log.warning("not listing %s as a subscription: %s", entry, e)
     return found
 
 
-async def subscription_names(broker: Broker, names: list[TopicName]) -> list[str]:
-    """The subscriptions of the topics: an open one's from memory, the others' from disk (off the loop)."""
-    found: set[str] = set()
-    closed = []
-    for name in names:
-        topic = broker.topics.get(name)
-        if topic is None:
-            closed.append(_directory(broker, name))
-        else:
-            found.update(topic.subscriptions)
+async def subscriptions_by_topic(broker: Broker, names: list[TopicName]) -> dict[TopicName, set[str]]:
+    """Each topic's subscriptions: an open one's from memory, the others' from disk (one job off the loop)."""
+    found = {name: set(topic.subscriptions) for name in names if (topic := broker.topics.get(name))}
+    closed = [name for name in names if name not in found]
     if closed:
-        found |= await asyncio.to_thread(_subscriptions_on_disk, closed)
-    return sorted(found)
+        on_disk = await asyncio.to_thread(_subscriptions_on_disk, [_directory(broker, n) for n in closed])
+        found.update(zip(closed, on_disk, strict=True))
+    return found
+
+
+async def subscription_names(broker: Broker, names: list[TopicName]) -> list[str]:
+    """The subscriptions of the topics, together, sorted."""
+    return sorted(set().union(*(await subscriptions_by_topic(broker, names)).values()))
 
 
 async def open_or_load(broker: Broker, name: TopicName) -> Topic:

@@ -26,6 +26,7 @@ from cursorkit.broker.server.admin.topic_facts import (
     open_or_load,
     refusal,
     subscription_names,
+    subscriptions_by_topic,
     turn,
 )
 from cursorkit.broker.server.admin.topic_paths import PERSISTENT, namespace_of, topic_of
@@ -170,17 +171,16 @@ async def _copy_subscriptions(request: web.Request, name: TopicName, partitions:
     producers sent there first is not skipped.
     """
     broker = broker_of(request)
-    first = broker.topics.get(name.partition_name(0))
-    if first is not None:
-        subs = sorted(s.name for s in first.subscriptions.values() if s.is_durable)
-    else:
-        subs = await subscription_names(broker, [name.partition_name(0)])
-    if not subs:
-        return
-    for index in range(1, partitions):
-        partition = name.partition_name(index)
-        have = set(await subscription_names(broker, [partition]))
-        missing = [s for s in subs if s not in have]
+    members = [name.partition_name(i) for i in range(partitions)]
+    held = await subscriptions_by_topic(broker, members)
+    first = broker.topics.get(members[0])
+    subs = (
+        sorted(s.name for s in first.subscriptions.values() if s.is_durable)
+        if first
+        else sorted(held[members[0]])
+    )
+    for partition in members[1:]:
+        missing = [s for s in subs if s not in held[partition]]
         if not missing:
             continue
         topic = await open_or_load(broker, partition)
