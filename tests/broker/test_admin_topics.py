@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -362,3 +364,65 @@ def test_a_failed_write_of_the_partitioned_table_changes_nothing(tmp_path: Path)
         assert call("GET", f"{api}/partitioned") == (200, [f"{T}w"])
     finally:
         broker.kill()
+
+
+SLOW_S = 0.3
+
+
+@pytest.fixture
+def slow_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """Every fsync sleeps ``SLOW_S`` (as in test_no_disk_wait); the times they were made are recorded."""
+    made: list[float] = []
+    real = os.fsync
+
+    def sync(fd: int) -> None:
+        made.append(time.monotonic())
+        time.sleep(SLOW_S)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", sync)
+    monkeypatch.setattr(os, "fdatasync", sync)
+    yield made
+
+
+def test_admin_changes_never_make_the_loop_wait_for_the_disk(tmp_path: Path, slow_disk: list[float]) -> None:
+    """With every fsync taking 300 ms, REST topic changes reach the disk while pings come back at once."""
+    from cursorkit.broker.server.admin.http_server import AdminServer
+    from cursorkit.broker.server.config import BrokerConfig
+    from cursorkit.proto import pulsar_api_pb2 as wire
+    from in_process_broker import InProcess
+    from raw_client import Raw
+
+    inproc = InProcess(BrokerConfig(data=tmp_path, port=0, sync=True, flush_interval_ms=50))
+    server = AdminServer(inproc.broker)
+    try:
+        inproc.call(server.start("127.0.0.1", 0))
+        api = server.url + NS
+        pinger = Raw(inproc.url)
+        assert pinger.connect().type == wire.BaseCommand.CONNECTED
+        rtts: list[float] = []
+        done = threading.Event()
+
+        def ping() -> None:
+            while not done.is_set():
+                t0 = time.monotonic()
+                pinger.send(wire.BaseCommand(type=wire.BaseCommand.PING, ping=wire.CommandPing()))
+                assert pinger.receive().type == wire.BaseCommand.PONG
+                rtts.append(time.monotonic() - t0)
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=ping, daemon=True)
+        thread.start()
+        slow_disk.clear()
+        assert call("PUT", f"{api}/slow/partitions", 2)[0] == 204
+        assert call("POST", f"{api}/slow/partitions", 3)[0] == 204
+        assert call("PUT", f"{api}/plain", None)[0] == 204
+        assert call("DELETE", f"{api}/plain?force=true")[0] == 204
+        assert call("DELETE", f"{api}/slow/partitions")[0] == 204
+        done.set()
+        thread.join(5)
+        assert len(slow_disk) >= 4, "the disk was not reached: the test shows nothing"
+        assert rtts and max(rtts) < SLOW_S / 2, (max(rtts), len(rtts), len(slow_disk))
+    finally:
+        inproc.call(server.stop())
+        inproc.stop()
