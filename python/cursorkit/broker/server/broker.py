@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
 import os
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
-__all__ = ["LOG_WAIT_S", "Broker", "run"]
+__all__ = ["LOG_WAIT_S", "MAX_PARTITIONS", "Broker", "run"]
 
 log = logging.getLogger("cursorkit.broker")
 
@@ -50,6 +52,9 @@ LOG_WAIT_S = 10.0
 """How long a new owner waits for the previous one to let a topic's log go before the lookup fails
 (ServiceNotReady: the client looks it up again). A killed owner's lock goes with its process."""
 
+
+MAX_PARTITIONS = 10_000
+"""The most partitions a partitioned topic may have."""
 
 _NOT_READY = api.ServiceNotReady
 _DESCRIPTORS_FOR_TOPICS = 0.8
@@ -85,6 +90,39 @@ def _preloaded(done: asyncio.Future[None]) -> None:
         log.error("importing the topic modules failed: %r", done.exception())
 
 
+def _check_partitions(name: TopicName, partitions: int) -> None:
+    """InvalidArgument unless ``partitions`` is an int in 1..MAX_PARTITIONS and ``name`` no partition."""
+    given: object = partitions
+    if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= MAX_PARTITIONS:
+        raise InvalidArgument(f"partitions must be an int in 1..{MAX_PARTITIONS}, got {partitions!r}")
+    if name.partition is not None:
+        raise InvalidArgument(f"{name.full} is a partition, not a topic")
+
+
+def _clients_of(topic: Topic) -> int:
+    """Producers (joined or waiting) and consumers on the topic: what an unforced delete refuses."""
+    consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
+    return topic.producers + topic.access.waiting_count + consumers
+
+
+def _discard_all(jobs: list[tuple[Topic | None, Path]]) -> None:
+    """Closes each topic (when open) and deletes its directory, its log and subscriptions (off the loop).
+
+    Every one is tried; the first failure is raised after.
+    """
+    failure: Exception | None = None
+    for topic, directory in jobs:
+        try:
+            if topic is not None:
+                topic.close()
+            if directory.exists():
+                shutil.rmtree(directory)
+        except Exception as e:  # noqa: BLE001 - the others are deleted all the same
+            failure = failure or e
+    if failure is not None:
+        raise failure
+
+
 def _run_flushes(jobs: list[Callable[[], None]]) -> list[Exception | None]:
     """Runs each topic's flush (off the loop); what each raised, or None."""
     failures: list[Exception | None] = []
@@ -110,6 +148,8 @@ class Broker:
         self._flusher: asyncio.Task[None] | None = None
         self._names = itertools.count(1)
         self._partitioned = self._load_partitioned()
+        self._partitions_turn = asyncio.Lock()
+        """Held while partitioned.json is written (one change at a time)."""
         self._ownership: Ownership | None = None
         self._serving = asyncio.Event()
         """Set once the broker has joined its metadata store (at once without one): connections
@@ -149,11 +189,7 @@ class Broker:
 
     def set_partitions(self, name: TopicName, partitions: int) -> None:
         """Declares ``name`` a partitioned topic of ``partitions`` partitions (durable)."""
-        given: object = partitions
-        if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= 10_000:
-            raise InvalidArgument(f"partitions must be an int in 1..10000, got {partitions!r}")
-        if name.partition is not None:
-            raise InvalidArgument(f"{name.full} is a partition, not a topic")
+        _check_partitions(name, partitions)
         self._partitioned[name.full] = partitions
         atomic_write(self._partitioned_file(), json.dumps(self._partitioned, sort_keys=True).encode())
         self.namespace_topics.add_partitioned(name, partitions)
@@ -161,6 +197,68 @@ class Broker:
     def partitions_of(self, name: TopicName) -> int:
         """The topic's partition count (0: not partitioned), as PARTITIONED_METADATA answers."""
         return self._partitioned.get(name.full, 0) if name.partition is None else 0
+
+    def partitioned_topics(self) -> dict[str, int]:
+        """Every partitioned topic (full name) and its partition count: a copy."""
+        return dict(self._partitioned)
+
+    async def update_partitions(self, name: TopicName, partitions: int | None) -> None:
+        """Declares ``name`` partitioned (or, with None, no longer): the file is written off the loop.
+
+        Changes are made one at a time; one whose write fails changes nothing. The next
+        PARTITIONED_METADATA answers the new count (a client's periodic one finds new partitions).
+        """
+        if partitions is not None:
+            _check_partitions(name, partitions)
+        # Shielded: a caller that goes away leaves the change whole (written, then seen).
+        await asyncio.shield(asyncio.ensure_future(self._change_partitions(name, partitions)))
+
+    async def _change_partitions(self, name: TopicName, partitions: int | None) -> None:
+        async with self._partitions_turn:
+            table = dict(self._partitioned)
+            if partitions is None:
+                table.pop(name.full, None)
+            else:
+                table[name.full] = partitions
+            data = json.dumps(table, sort_keys=True).encode()
+            await asyncio.to_thread(atomic_write, self._partitioned_file(), data, sync=self.config.sync)
+            self._partitioned = table
+            if partitions is not None:
+                self.namespace_topics.add_partitioned(name, partitions)
+
+    async def delete_topics(self, names: list[TopicName], *, force: bool) -> bool:
+        """Deletes the topics, their logs and subscriptions (off the loop); False when refused.
+
+        Unforced, a topic with producers or consumers refuses it, and none is deleted. Forced,
+        their clients' producers and consumers are closed first, as an unload closes them (each
+        client looks its topic up again, and finds it new). A topic opened meanwhile waits for the
+        deletion; one not open is deleted from disk.
+        """
+        while True:  # topics being opened or closed: settled first, then checked and taken at once
+            pending = [t for n in names for t in (self._opening.get(n), self._closing.get(n)) if t]
+            if not pending:
+                break
+            await asyncio.gather(*(asyncio.shield(t) for t in pending), return_exceptions=True)
+        opened = {n: t for n, t in ((n, self.topics.get(n)) for n in names) if t is not None}
+        if not force and any(_clients_of(t) for t in opened.values()):
+            return False
+        jobs: list[tuple[Topic | None, Path]] = []
+        for name in names:
+            topic = opened.get(name)
+            if topic is not None:
+                del self.topics[name]
+                self._idle_since.pop(name, None)
+                topic.stop_timers()
+                for conn in list(self.connections):
+                    conn.release_topic(topic)
+            self.namespace_topics.discard(name)
+            jobs.append((topic, self.root / "topics" / name.directory))
+        task = asyncio.get_running_loop().create_task(asyncio.to_thread(_discard_all, jobs))
+        for name in names:  # a load of any of them waits for the deletion
+            self._closing[name] = task
+        task.add_done_callback(functools.partial(self._deleted, names))
+        await asyncio.shield(task)
+        return True
 
     def open_topic(self, name: TopicName) -> Topic | None:
         """The topic when it is open here (None: it must be loaded first).
@@ -201,6 +299,11 @@ class Broker:
         self.topics[name] = topic
         self.namespace_topics.add(name)
         return topic
+
+    def _deleted(self, names: list[TopicName], done: asyncio.Task[None]) -> None:
+        for name in names:
+            if self._closing.get(name) is done:
+                del self._closing[name]
 
     def _in_use(self, topic: Topic) -> bool:
         """Whether a producer or consumer is on the topic, or an append is pending."""

@@ -225,6 +225,14 @@ class NamespaceTopics:
             f"{name.local}{_PARTITION_SUFFIX}{i}" for i in range(partitions)
         )
 
+    def discard(self, name: TopicName) -> None:
+        """A topic deleted here (its namespace stays known, empty or not)."""
+        self._known.get(name.namespace_key, set()).discard(name.local)
+
+    def has_namespace(self, namespace: Namespace) -> bool:
+        """Whether a topic was ever listed or made in ``namespace`` since the broker started."""
+        return namespace in self._known
+
     def known(self, namespace: Namespace) -> list[str]:
         """The full names known in ``namespace``."""
         return _full_names(namespace, self._known.get(namespace, ()))
