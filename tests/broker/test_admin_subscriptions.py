@@ -144,6 +144,22 @@ def test_skip_past_the_backlog_clears_it_whatever_the_count(
     assert nothing_more(consumer, 300)
 
 
+def test_skip_all_under_a_connected_consumer_drops_what_it_was_not_sent(
+    admin_broker: BrokerProcess, pulsar_client: pulsar.Client
+) -> None:
+    consumer = pulsar_client.subscribe(
+        "skip-connected", "s", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=1
+    )
+    publish(pulsar_client, "skip-connected", 10)
+    time.sleep(0.2)  # the consumer holds what its one permit let the broker send
+    assert call(admin_broker, "POST", sub_path("skip-connected", "s", "/skip_all"))[0] == 204
+    held = values(receive_all(consumer, 1))  # what it already held it keeps (as in Pulsar)
+    assert len(held) == 1 and held[0] <= 1
+    assert nothing_more(consumer, 300)  # the rest was cleared, and the consumer stays connected:
+    publish(pulsar_client, "skip-connected", 1)
+    assert values(receive_all(consumer, 1)) == [0]  # the next message published reaches it
+
+
 def test_reset_cursor_by_time_and_by_id_redelivers_to_the_connected_consumer(
     admin_broker: BrokerProcess, pulsar_client: pulsar.Client
 ) -> None:
@@ -231,6 +247,7 @@ def test_delete_without_consumers_then_404s(admin_broker: BrokerProcess, pulsar_
     assert call(admin_broker, "DELETE", sub_path("delete-idle", "s"))[0] == 204
     assert call(admin_broker, "DELETE", sub_path("delete-idle", "s")) == (404, {"reason": "Subscription not found"})
     assert call(admin_broker, "DELETE", sub_path("never-made", "s"))[0] == 404
+    assert not (admin_broker.data / "topics" / "public" / "default" / "never-made").exists()  # no trace
     assert call(admin_broker, "POST", sub_path("delete-idle", "s", "/skip_all"))[0] == 404
     # Made again (at the earliest), it starts over: the deleted one's state is gone.
     assert call(admin_broker, "PUT", sub_path("delete-idle", "s"), {"ledgerId": -1, "entryId": -1})[0] == 204
