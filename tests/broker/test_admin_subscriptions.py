@@ -1,5 +1,7 @@
-"""Admin REST of one subscription (create, delete, skip, skip_all, expire, reset-cursor) over real HTTP,
-seen by the official Pulsar client: Pulsar's paths, verbs and codes, and refusals that change nothing."""
+"""Admin REST of one subscription (create, delete, skip, skip_all, expire, reset-cursor) over real HTTP.
+
+Seen by the official Pulsar client: Pulsar's paths, verbs and codes, and refusals that change nothing.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +21,17 @@ from pulsar_helpers import client, nothing_more, receive_all
 pytest.importorskip("aiohttp")
 
 NS = "/admin/v2/persistent/public/default"
+EARLIEST = {"ledgerId": -1, "entryId": -1}
+"""``MessageId.earliest`` as pulsar-admin sends it."""
 
 
 @pytest.fixture(scope="module")
 def admin_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker with its admin API for the module (each test has topics of its own)."""
     data = tmp_path_factory.mktemp("admin-subs") / "data"
-    broker = BrokerProcess(data, "--http-port", "0", "--partitioned-topic", "persistent://public/default/parts=3")
+    broker = BrokerProcess(
+        data, "--http-port", "0", "--partitioned-topic", "persistent://public/default/parts=3"
+    )
     broker.start()
     try:
         yield broker
@@ -88,7 +94,7 @@ def test_create_at_a_message_id_and_the_ends_then_409(
         409,
         {"reason": "Subscription already exists for topic"},
     )
-    assert call(admin_broker, "PUT", sub_path("create-at", "first"), {"ledgerId": -1, "entryId": -1})[0] == 204
+    assert call(admin_broker, "PUT", sub_path("create-at", "first"), EARLIEST)[0] == 204
     assert call(admin_broker, "PUT", sub_path("create-at", "end"))[0] == 204  # no body: latest
     from_5 = pulsar_client.subscribe("create-at", "from-5")
     first = pulsar_client.subscribe("create-at", "first")
@@ -241,28 +247,33 @@ def test_delete_is_refused_with_a_consumer_and_forced_closes_it(
     assert int(msg.data()) == 100
 
 
-def test_delete_without_consumers_then_404s(admin_broker: BrokerProcess, pulsar_client: pulsar.Client) -> None:
+def test_delete_without_consumers_then_404s(
+    admin_broker: BrokerProcess, pulsar_client: pulsar.Client
+) -> None:
     publish(pulsar_client, "delete-idle", 3)
-    assert call(admin_broker, "PUT", sub_path("delete-idle", "s"), {"ledgerId": -1, "entryId": -1})[0] == 204
+    assert call(admin_broker, "PUT", sub_path("delete-idle", "s"), EARLIEST)[0] == 204
     assert call(admin_broker, "DELETE", sub_path("delete-idle", "s"))[0] == 204
-    assert call(admin_broker, "DELETE", sub_path("delete-idle", "s")) == (404, {"reason": "Subscription not found"})
+    gone = call(admin_broker, "DELETE", sub_path("delete-idle", "s"))
+    assert gone == (404, {"reason": "Subscription not found"})
     assert call(admin_broker, "DELETE", sub_path("never-made", "s"))[0] == 404
     assert not (admin_broker.data / "topics" / "public" / "default" / "never-made").exists()  # no trace
     assert call(admin_broker, "POST", sub_path("delete-idle", "s", "/skip_all"))[0] == 404
     # Made again (at the earliest), it starts over: the deleted one's state is gone.
-    assert call(admin_broker, "PUT", sub_path("delete-idle", "s"), {"ledgerId": -1, "entryId": -1})[0] == 204
+    assert call(admin_broker, "PUT", sub_path("delete-idle", "s"), EARLIEST)[0] == 204
     consumer = pulsar_client.subscribe("delete-idle", "s")
     assert values(receive_all(consumer, 3)) == [0, 1, 2]
 
 
-def test_partitioned_topic_fans_out_or_refuses(admin_broker: BrokerProcess, pulsar_client: pulsar.Client) -> None:
+def test_partitioned_topic_fans_out_or_refuses(
+    admin_broker: BrokerProcess, pulsar_client: pulsar.Client
+) -> None:
     assert call(admin_broker, "POST", sub_path("parts", "s", "/skip/1")) == (
         405,
         {"reason": "Skip messages on a partitioned topic is not allowed"},
     )
-    assert call(admin_broker, "PUT", sub_path("parts", "s"), {"ledgerId": -1, "entryId": -1})[0] == 204
+    assert call(admin_broker, "PUT", sub_path("parts", "s"), EARLIEST)[0] == 204
     assert call(admin_broker, "PUT", sub_path("parts", "s"))[0] == 409
-    assert call(admin_broker, "POST", sub_path("parts", "s", "/resetcursor"), {"ledgerId": -1, "entryId": -1}) == (
+    assert call(admin_broker, "POST", sub_path("parts", "s", "/resetcursor"), EARLIEST) == (
         405,
         {"reason": "Reset-cursor at position is not allowed for partitioned-topic"},
     )
@@ -288,7 +299,8 @@ def test_expire_409_without_backlog_and_412_for_a_negative_age(
     publish(pulsar_client, "expiring", 3)
     assert call(admin_broker, "POST", sub_path("expiring", "s", "/expireMessages/-1"))[0] == 412
     assert call(admin_broker, "POST", sub_path("expiring", "s", "/expireMessages/x"))[0] == 404
-    assert call(admin_broker, "POST", sub_path("expiring", "s", "/expireMessages/3600"))[0] == 204  # none so old
+    # None is that old: nothing expires.
+    assert call(admin_broker, "POST", sub_path("expiring", "s", "/expireMessages/3600"))[0] == 204
     consumer = pulsar_client.subscribe("expiring", "s")
     assert values(receive_all(consumer, 3)) == [0, 1, 2]
 

@@ -25,8 +25,8 @@ from cursorkit import Position
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
 from cursorkit.broker.server.admin import cursor_moves
+from cursorkit.broker.server.admin.broker_of import broker_of
 from cursorkit.broker.server.admin.errors import RestError
-from cursorkit.broker.server.admin.http_server import BROKER
 from cursorkit.broker.server.admin.message_ids import (
     CursorTarget,
     after_batch_indexes,
@@ -46,7 +46,6 @@ from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
-    from cursorkit.broker.server.broker import Broker
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
@@ -74,10 +73,6 @@ def routes() -> list[web.RouteDef]:
     ]
 
 
-def _broker(request: web.Request) -> Broker:
-    return request.app[BROKER]
-
-
 def _done() -> web.Response:
     """Pulsar's answer to a successful operation: 204, no body."""
     return web.Response(status=204)
@@ -88,7 +83,7 @@ async def create_subscription(request: web.Request) -> web.Response:
 
     On a partitioned topic it is made on every partition that lacks it; 409 when none does.
     """
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     target = await read_target(request)
     topics = await open_topics(broker, name, create=True)
@@ -114,7 +109,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
     Without force, 412 while a consumer is connected (on any partition). Its consumers are told
     once its files are gone, so the ones that come back make it anew.
     """
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     force = request.query.get("force", "false").lower() == "true"  # Java's Boolean.valueOf
     found = await subscriptions_of(broker, name, sub_name)
@@ -139,7 +134,7 @@ async def skip(request: web.Request) -> web.Response:
 
     405 on a partitioned topic; ``count`` past the backlog clears it. Consumers stay connected.
     """
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     count = path_number(request, "count", bits=32)
     if broker.partitions_of(name):
@@ -156,7 +151,7 @@ async def skip(request: web.Request) -> web.Response:
 
 async def skip_all(request: web.Request) -> web.Response:
     """POST skip_all: the backlog is cleared (mark-delete at the last entry), on every partition."""
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     found = await subscriptions_of(broker, name, sub_name)
     for topic, sub in found:
@@ -172,7 +167,7 @@ async def expire_messages(request: web.Request) -> web.Response:
     409 as in Pulsar when a subscription has no backlog, or has consumers and is almost caught up
     (under 1000 entries, its oldest not expired); on a partitioned topic the others still expire.
     """
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     seconds = path_number(request, "seconds", bits=32)
     if seconds < 0:
@@ -201,7 +196,7 @@ async def reset_cursor_to_time(request: web.Request) -> web.Response:
     Before every entry: from the first; after every one: nothing left. Every partition of a
     partitioned topic; consumers are closed and come back from there.
     """
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     timestamp = path_number(request, "timestamp", bits=64)
     found = await subscriptions_of(broker, name, sub_name)
@@ -218,7 +213,7 @@ async def reset_cursor_to_message(request: web.Request) -> web.Response:
     ``isExcluded``: after it; ``batchIndex``: inside its batch (the indexes before it, or through
     it when excluded, count as acknowledged). 405 on a partitioned topic.
     """
-    broker = _broker(request)
+    broker = broker_of(request)
     name, sub_name = topic_of(request), subscription_of(request)
     target = await read_target(request)
     if broker.partitions_of(name):
