@@ -349,6 +349,17 @@ class Subscription:
         self.delayed.clear()
         self._seeks += 1
 
+    def mark_delete_moved(self) -> None:
+        """Mark-delete was moved forward outside the dispatch (an admin skip, clear-backlog, expiry).
+
+        Reading resumes after it: the entries it passed are not read only to be dropped. What the
+        model queued or consumers hold below it is dropped by the dispatchers as acknowledged.
+        """
+        after = self._after(self.cursor.mark_delete_position)
+        if after > self._read_at:
+            self._read_at = after
+            self._entries.clear()
+
     # -- dispatch ------------------------------------------------------------------------------------
 
     @staticmethod
