@@ -286,10 +286,12 @@ def test_entry_counts_and_byte_estimates_follow_the_ledgers() -> None:
 
 
 def test_a_meter_rate_covers_at_least_a_second() -> None:
+    t0 = time.monotonic()
     m = Meter()
     m.add(100, 10, 1000)
-    first = m.rates(time.monotonic() + 2.0)  # a reading 2 s after the meter was made
-    assert first == pytest.approx((50.0, 500.0), rel=0.01)
+    assert m.rates(t0 + 2.0) == pytest.approx((50.0, 500.0), rel=0.01)  # since the meter was made
     m.add(100, 10, 1000)
-    soon = m.rates(time.monotonic() + 2.5)  # within a second of the last reading: the window stays
-    assert soon[0] > 0
+    # a tenth of a second after the last reading: still averaged from the meter's start, not over 0.1 s
+    assert m.rates(t0 + 2.1) == pytest.approx((200 / 2.1, 2000 / 2.1), rel=0.01)
+    # a second and more after it: averaged from that reading on
+    assert m.rates(t0 + 3.5) == pytest.approx((100 / 1.5, 1000 / 1.5), rel=0.01)
