@@ -10,9 +10,13 @@ from typing import Any, TypeVar
 
 import pulsar
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker_process import BrokerProcess
+from cursorkit.broker.server.admin.metrics import collector_of, families, registry_of, render
+from cursorkit.broker.server.config import BrokerConfig
+from in_process_broker import InProcess
 from pulsar_helpers import client, receive_all
 
 pytest.importorskip("aiohttp")
@@ -161,3 +165,36 @@ def test_negative_acks_count_as_redeliveries(broker: BrokerProcess) -> None:
         assert sub["msgRateRedeliver"] > 0 and sub["consumers"][0]["msgRateRedeliver"] > 0
     finally:
         c.close()
+
+
+def test_the_brokers_registry_gives_generate_latest_the_same_figures(tmp_path: Any) -> None:
+    """The collector is a ``prometheus_client`` one: its registry serves ``generate_latest`` as well."""
+    inproc = InProcess(BrokerConfig(data=tmp_path, port=0, sync=False))
+    try:
+        c = client(inproc.url)
+        producer = c.create_producer(f"{NS}/registry", batching_enabled=False)
+        for _ in range(3):
+            producer.send(b"x")
+        c.close()
+
+        async def scrape_in_loop() -> tuple[bytes, bytes]:
+            collector = collector_of(inproc.broker)
+            ours = render(families(await collector.read()))
+            return ours, generate_latest(registry_of(inproc.broker))
+
+        ours, theirs = inproc.call(scrape_in_loop())
+        values = []
+        for text in (ours, theirs):
+            samples = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text.decode())
+                for s in f.samples
+            }
+            values.append(samples)
+        key = ("pulsar_in_messages_total", tuple(sorted(topic_labels("registry"))))
+        assert values[0][key] == values[1][key] == 3
+        assert {k for k in values[0] if not k[0].startswith("pulsar_rate")} == {
+            k for k in values[1] if not k[0].startswith("pulsar_rate")
+        }
+    finally:
+        inproc.stop()

@@ -1,7 +1,8 @@
 """``GET /metrics``: Pulsar's topic-level Prometheus metrics, and cursorkit's own, from the stats' figures.
 
 A ``prometheus_client`` collector per broker reads every open topic's figures (``figures.py``, the
-same ones ``/stats`` shows) on the event loop; the text is written off it. Names, labels and their
+same ones ``/stats`` shows) on the event loop, a few topics per turn of it; the families and the
+text are made off it. Names, labels and their
 order are Pulsar's (``exposeTopicLevelMetricsInPrometheus``, its default): ``cluster``,
 ``namespace`` (``tenant/namespace``), ``topic`` (the full name; a partition is its own topic), then
 ``subscription``; every family is typed ``gauge`` as Pulsar types them, ``*_total`` ones too. The
@@ -33,7 +34,16 @@ from cursorkit.broker.server.admin.stats import broker_of
 if TYPE_CHECKING:
     from cursorkit.broker.server.broker import Broker
 
-__all__ = ["CLUSTER", "CONTENT_TYPE", "BrokerCollector", "registry_of", "render", "routes"]
+__all__ = [
+    "CLUSTER",
+    "CONTENT_TYPE",
+    "BrokerCollector",
+    "collector_of",
+    "families",
+    "registry_of",
+    "render",
+    "routes",
+]
 
 CLUSTER = "standalone"
 """The ``cluster`` label: a single broker is Pulsar's standalone cluster."""
@@ -116,20 +126,42 @@ SUBSCRIPTION: tuple[tuple[str, SubscriptionValue], ...] = (
 _DOC = "Pulsar topic-level metric (see docs/reference/admin.md)"
 
 
+TOPICS_PER_TURN = 64
+"""Topics whose figures a scrape reads per turn of the event loop (it yields between turns)."""
+
+
 class BrokerCollector(Collector):
-    """Every open topic's figures as metric families, read at scrape time on the broker's loop."""
+    """Every open topic's figures as metric families: a ``prometheus_client`` collector, on the loop."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.registry = CollectorRegistry(auto_describe=False)
+        """The broker's own registry, holding this collector."""
+        self.registry.register(self)
 
     def describe(self) -> Iterator[Metric]:
         """No fixed description: the samples follow the topics open now."""
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
-        """The families of :func:`families`, over the topics open now."""
+        """The families of :func:`families`, over the topics open now (read at once)."""
         now = time.monotonic()
         yield from families([topic_figures(t, now) for t in list(self.broker.topics.values())])
+
+    async def read(self) -> list[TopicFigures]:
+        """The open topics' figures, :data:`TOPICS_PER_TURN` per turn of the loop.
+
+        Each topic's figures are read in one go; a topic closed meanwhile is left out.
+        """
+        now = time.monotonic()
+        out: list[TopicFigures] = []
+        topics = list(self.broker.topics.items())
+        for i, (name, topic) in enumerate(topics):
+            if i and not i % TOPICS_PER_TURN:
+                await asyncio.sleep(0)
+            if self.broker.topics.get(name) is topic:
+                out.append(topic_figures(topic, now))
+        return out
 
 
 def families(topics: Sequence[TopicFigures]) -> list[Metric]:
@@ -204,22 +236,26 @@ def render(metrics: Iterable[Metric]) -> bytes:
     return "".join(lines).encode()
 
 
-_registries: weakref.WeakKeyDictionary[Broker, CollectorRegistry] = weakref.WeakKeyDictionary()
+_collectors: weakref.WeakKeyDictionary[Broker, BrokerCollector] = weakref.WeakKeyDictionary()
+
+
+def collector_of(broker: Broker) -> BrokerCollector:
+    """The broker's collector and registry (made on the first scrape)."""
+    collector = _collectors.get(broker)
+    if collector is None:
+        collector = _collectors[broker] = BrokerCollector(broker)
+    return collector
 
 
 def registry_of(broker: Broker) -> CollectorRegistry:
-    """The broker's own registry (made on the first scrape), holding its :class:`BrokerCollector`."""
-    registry = _registries.get(broker)
-    if registry is None:
-        registry = _registries[broker] = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(broker))
-    return registry
+    """The broker's own registry (``prometheus_client.generate_latest`` takes it too)."""
+    return collector_of(broker).registry
 
 
 async def get_metrics(request: web.Request) -> web.Response:
-    """GET ``/metrics``: the figures read on the loop, the text written off it."""
-    collected = list(registry_of(broker_of(request)).collect())
-    body = await asyncio.to_thread(render, collected)
+    """GET ``/metrics``: the figures read on the loop (some topics per turn), families and text off it."""
+    figures = await collector_of(broker_of(request)).read()
+    body = await asyncio.to_thread(lambda: render(families(figures)))
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
