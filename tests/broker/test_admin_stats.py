@@ -114,6 +114,38 @@ def test_topic_stats_count_what_was_produced_sent_and_acked(broker: BrokerProces
         c.close()
 
 
+def test_clients_show_their_access_mode_epoch_and_metadata(broker: BrokerProcess) -> None:
+    c = client(broker.url)
+    try:
+        topic = f"{NS}/exclusive"
+        c.subscribe(
+            topic,
+            "fail",
+            consumer_type=pulsar.ConsumerType.Failover,
+            consumer_name="only",
+            properties={"team": "blue"},
+        )
+        producer = c.create_producer(
+            topic,
+            producer_name="solo",
+            access_mode=pulsar.ProducerAccessMode.Exclusive,
+            properties={"app": "x"},
+        )
+        producer.send(b"x")
+        s = stats(broker, "exclusive")
+        [pub] = s["publishers"]
+        assert pub["accessMode"] == "Exclusive" and pub["metadata"] == {"app": "x"}
+        assert s["topicEpoch"] == 0 and s["waitingPublishers"] == 0
+        sub = s["subscriptions"]["fail"]
+        assert sub["type"] == "Failover" and sub["activeConsumerName"] == "only"
+        [cons] = sub["consumers"]
+        assert cons["metadata"] == {"team": "blue"} and cons["unackedMessages"] == 0  # as Pulsar: Failover
+        producer.close()
+        assert stats(broker, "exclusive")["publishers"] == []
+    finally:
+        c.close()
+
+
 def test_internal_stats_show_pulsars_range_strings_after_acks_out_of_order(broker: BrokerProcess) -> None:
     c = client(broker.url)
     try:
