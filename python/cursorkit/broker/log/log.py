@@ -18,7 +18,9 @@ import numpy as np
 
 from cursorkit import Position
 from cursorkit.broker.log.format import (
+    HEADER,
     NO_LEDGER,
+    RECORD,
     Entry,
     EntryRow,
     Read,
@@ -183,6 +185,14 @@ class MessageLog:
         """Entries per ledger, oldest first: the sealed ledgers and the current one."""
         with self._lock:
             return {lid: self._segments[lid].entries for lid in self._ids}
+
+    def ledger_bytes(self) -> dict[int, int]:
+        """Bytes of entry data per ledger (its file without its header and record headers), oldest first."""
+        with self._lock:
+            return {
+                lid: max(0, s.end - HEADER.size - s.entries * RECORD.size)
+                for lid, s in ((lid, self._segments[lid]) for lid in self._ids)
+            }
 
     # -- appends -----------------------------------------------------------------------------------
 

@@ -97,6 +97,11 @@ class Connection:
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_due = False
+        peer = writer.get_extra_info("peername")
+        self.address = f"/{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else ""
+        """``/host:port`` of the client, as Pulsar's stats show it."""
+        self.client_version = ""
+        """The client's CONNECT ``client_version``."""
 
     @property
     def closed(self) -> bool:
@@ -404,6 +409,7 @@ class Connection:
 
     def _connect(self, c: api.CommandConnect) -> None:
         self.connected = True
+        self.client_version = c.client_version
         version = min(commands.PROTOCOL_VERSION, c.protocol_version) if c.HasField("protocol_version") else 0
         size = self.broker.config.max_message_size
         self.reply(commands.connected(SERVER_VERSION, protocol_version=version, max_message_size=size))

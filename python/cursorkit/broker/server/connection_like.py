@@ -34,6 +34,10 @@ class ConnectionLike(Protocol):
     """Producers whose append failed: no more receipts until they are created again."""
     closed_producers: dict[int, None]
     """Producers the broker closed, whose SENDs still on the way are ignored."""
+    address: str
+    """``/host:port`` of the client (for the stats)."""
+    client_version: str
+    """The client's CONNECT ``client_version`` (for the stats)."""
 
     @property
     def broker(self) -> BrokerServices:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from cursorkit.broker.server.meters import Meter, Peer
 
 __all__ = ["Consumer"]
 
@@ -27,6 +29,12 @@ class Consumer:
     paused: bool = False
     """Whether the dispatcher was told to stop sending (the connection does not keep up)."""
     connected: bool = True
+    peer: Peer = field(default_factory=Peer)
+    """Its client, as the stats show it."""
+    sent: Meter = field(default_factory=Meter)
+    """What was sent to it (redeliveries too)."""
+    redelivered: Meter = field(default_factory=Meter)
+    """What it gave back to be sent again (nacks, redelivery requests)."""
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"

@@ -18,6 +18,7 @@ from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.batches import last_index
 from cursorkit.broker.protocol.frames import Payload, encode_command
 from cursorkit.broker.server.consumer import Consumer
+from cursorkit.broker.server.meters import Peer
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -119,6 +120,7 @@ def _subscribe(
             conn.send,
             conn.writable,
             priority=q.priority_level,
+            peer=Peer.now(conn.address, conn.client_version, q.metadata),
         )
         sub.add_consumer(consumer, request)
     except Exception:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.batches import payload_holds
 from cursorkit.broker.protocol.frames import Payload
+from cursorkit.broker.server.meters import Peer, Publisher
 from cursorkit.broker.server.waiting_producer import Waiting
 from cursorkit.errors import ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -80,14 +81,26 @@ def _add_producer(conn: ConnectionLike, q: api.CommandProducer, topic: Topic) ->
         conn.waiting_producers[q.producer_id] = Waiting(topic, q.request_id, name)
         conn.reply(commands.producer_success(q.request_id, name, producer_ready=False))
     else:
-        _join(conn, q.producer_id, topic, name, q.request_id, decision.epoch)
+        peer = Peer.now(conn.address, conn.client_version, q.metadata)
+        _join(conn, q.producer_id, topic, name, q.request_id, decision.epoch, q.producer_access_mode, peer)
 
 
 def _join(
-    conn: ConnectionLike, producer_id: int, topic: Topic, name: str, request_id: int, epoch: int | None
+    conn: ConnectionLike,
+    producer_id: int,
+    topic: Topic,
+    name: str,
+    request_id: int,
+    epoch: int | None,
+    mode: int = api.WaitForExclusive,
+    peer: Peer | None = None,
 ) -> None:
-    """The producer is on the topic: its SENDs are stored from now on."""
+    """The producer is on the topic: its SENDs are stored from now on (a granted waiter: the default mode)."""
     topic.add_producer(name)
+    peer = peer if peer is not None else Peer.now(conn.address, conn.client_version)
+    topic.publishers[(conn, producer_id)] = Publisher(
+        producer_id, name, api.ProducerAccessMode.Name(mode), peer
+    )
     conn.producers[producer_id] = (topic, name)
     conn.failed_producers.discard(producer_id)
     conn.reply(commands.producer_success(request_id, name, topic_epoch=epoch))
@@ -98,6 +111,7 @@ def _fence(conn: ConnectionLike, producer_id: int) -> None:
     found = conn.producers.pop(producer_id, None)
     if found is not None:
         found[0].remove_producer(found[1])
+        found[0].publishers.pop((conn, producer_id), None)
         conn.reply(commands.close_producer(producer_id, 0))
         conn.producer_closed(producer_id)
 
@@ -119,6 +133,7 @@ def _leave(conn: ConnectionLike, producer_id: int) -> None:
         return
     topic, name = found
     topic.remove_producer(name)
+    topic.publishers.pop((conn, producer_id), None)
     handover = topic.access.leave((conn, producer_id))
     for c, pid in map(_held, handover.fenced):
         _refuse_waiter(c, pid, api.ProducerFenced, "the topic's epoch moved on while this producer waited")
@@ -149,6 +164,7 @@ def release(conn: ConnectionLike, topic: Topic) -> None:
     for pid, (t, _name) in list(conn.producers.items()):
         if t is topic:
             del conn.producers[pid]
+            topic.publishers.pop((conn, pid), None)
             conn.reply(commands.close_producer(pid, 0))
             conn.producer_closed(pid)
 
@@ -184,6 +200,9 @@ def publish(conn: ConnectionLike, producer_id: int, sequence_ids: list[int], row
     """
     topic = _sending_topic(conn, producer_id)
     if topic is not None and rows:
+        publisher = topic.publishers.get((conn, producer_id))
+        if publisher is not None:
+            publisher.meter.add_rows(rows)
         topic.publish_many(rows, partial(conn.receipts, producer_id, sequence_ids))
 
 

@@ -31,6 +31,7 @@ from cursorkit.broker.server.delayed_trackers import DelayedTracker, open_tracke
 from cursorkit.broker.server.dispatch import DispatchModel, model_for
 from cursorkit.broker.server.dispatch.model import SUB_TYPES
 from cursorkit.broker.server.dispatch.shared import MAX_UNACKED_PER_CONSUMER
+from cursorkit.broker.server.meters import Meter
 from cursorkit.broker.server.redeliveries import DurableCounts
 from cursorkit.broker.server.subscribe_request import SubscribeRequest
 from cursorkit.delayed import BucketDelayedDeliveryTracker, InMemoryDelayedDeliveryTracker
@@ -129,6 +130,10 @@ class Subscription:
         self._flushed = self.cursor.mutations
         self.damage = ""
         """The damage that last stopped a dispatch (logged once by the topic), or ""."""
+        self.sent = Meter()
+        """What was sent to its consumers, redeliveries too (for the stats)."""
+        self.redelivered = Meter()
+        """What its consumers gave back to be sent again."""
 
     # -- consumers ---------------------------------------------------------------------------------
 
@@ -146,6 +151,11 @@ class Subscription:
     def type_name(self) -> str:
         """Pulsar's name of the subscription type."""
         return SUB_TYPES.get(self.sub_type, "Exclusive")
+
+    @property
+    def read_position(self) -> Position:
+        """The next entry to read from the log (Pulsar's cursor read position)."""
+        return self._read_at
 
     @property
     def is_durable(self) -> bool:
@@ -329,7 +339,9 @@ class Subscription:
         model = self.model
         if model is None:
             return
-        model.redeliver(consumer, None if positions is None else list(positions))
+        n = model.redeliver(consumer, None if positions is None else list(positions))
+        consumer.redelivered.add(n, n, 0)
+        self.redelivered.add(n, n, 0)
         self._record_raises(model)
 
     def _record_raises(self, model: DispatchModel) -> None:
@@ -394,7 +406,11 @@ class Subscription:
         ack_sets: list[list[int] | None] | None = None
         if self.cursor.batch_count:  # some batch is partly acked: its frame names what is left
             ack_sets = list(map(self._ack_set, positions))
-        consumer.permits -= sum(sizes)
+        sent = sum(sizes)
+        consumer.permits -= sent
+        size = sum(map(len, datas))
+        consumer.sent.add(sent, len(sizes), size)
+        self.sent.add(sent, len(sizes), size)
         if max(sizes) > 1:  # batches: their sizes bound the batch-index ACKs that will name them
             self._remember_batches(positions, sizes)
         consumer.send(

@@ -20,6 +20,7 @@ from cursorkit.ackstate.non_durable import LATEST, NonDurableCursor
 from cursorkit.broker.log import MessageLog
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
+from cursorkit.broker.server.meters import Meter, Publisher
 from cursorkit.broker.server.names import TopicName
 from cursorkit.broker.server.paths import ensure_directory, subscription_component, topic_directory
 from cursorkit.broker.server.producer_access import ProducerAccess
@@ -75,6 +76,10 @@ class Topic:
         self.access: ProducerAccess[ProducerKey] = ProducerAccess()
         """Who may produce here (access modes, the exclusive holder, its waiters, the epoch)."""
         self.clock: Callable[[], int] = _clock
+        self.received = Meter()
+        """What was stored since the topic was opened (counted once durable)."""
+        self.publishers: dict[ProducerKey, Publisher] = {}
+        """The producers on the topic, by key, with what each sent (for the stats)."""
         self.stores = stores if stores is not None else FileCursorStores()
         try:
             for sub_name in self.stores.names(self.directory / "subscriptions"):
@@ -242,6 +247,7 @@ class Topic:
                     for _, done in batch:
                         done(e)
                     continue
+                self.received.add_rows(rows)
                 at = 0
                 for group, done in batch:
                     done(positions[at : at + len(group)])

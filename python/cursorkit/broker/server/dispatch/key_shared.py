@@ -112,12 +112,11 @@ class KeySharedModel(DispatchModel):
         """What the consumer holds unacked."""
         return self.dispatcher.unacked(consumer)
 
-    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        """A nack of ``positions`` (key order kept), or all the consumer holds."""
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> int:
+        """A nack of ``positions`` (key order kept), or all the consumer holds; how many went back."""
         if positions is None:
-            self.dispatcher.redeliver(consumer)
-        else:
-            self.dispatcher.nack(consumer, positions)
+            return len(self.dispatcher.redeliver(consumer))
+        return self.dispatcher.nack(consumer, positions)
 
     def reset(self) -> None:
         """Nothing to keep: a seek disconnects every consumer, and the next one starts a new model."""

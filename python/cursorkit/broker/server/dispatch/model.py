@@ -119,8 +119,8 @@ class DispatchModel(ABC):
         """What the consumer holds unacked (what a redelivery request may take back)."""
 
     @abstractmethod
-    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        """Takes back ``positions`` (all the consumer holds when None) to send them again."""
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> int:
+        """Takes back ``positions`` (all the consumer holds when None) to send again; how many went back."""
 
     @abstractmethod
     def reset(self) -> None:

@@ -52,12 +52,11 @@ class SharedModel(DispatchModel):
         """What the dispatcher sent the consumer and it has not acked."""
         return self.dispatcher.held_by(consumer)
 
-    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> int:
         """A nack of ``positions``, or every message the consumer holds (counted as redeliveries)."""
         if positions is None:
-            self.dispatcher.redeliver_all(consumer)
-        else:
-            self.dispatcher.nack(consumer, positions)
+            return self.dispatcher.redeliver_all(consumer)
+        return self.dispatcher.nack(consumer, positions)
 
     def reset(self) -> None:
         """Forgets the queue and what consumers hold (a seek)."""

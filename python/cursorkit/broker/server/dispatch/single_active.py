@@ -75,10 +75,9 @@ class SingleActive(SharedModel):
         """What the active consumer holds; nothing for the others."""
         return self.dispatcher.held_by(consumer) if consumer is self._active else []
 
-    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> int:
         """Only the active consumer has anything to redeliver."""
-        if consumer is self._active:
-            super().redeliver(consumer, positions)
+        return super().redeliver(consumer, positions) if consumer is self._active else 0
 
     def dispatch(self, feed: Feed) -> bool:
         """Everything to the active consumer, unless its connection does not keep up."""
