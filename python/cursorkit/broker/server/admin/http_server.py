@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from cursorkit.broker.server.admin.app_keys import BROKER
 from cursorkit.broker.server.admin.bodies import HTTP_LIMITS, bounded_bodies
 from cursorkit.broker.server.admin.connections import Gate
 from cursorkit.broker.server.admin.errors import json_errors
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BROKER", "KEEP_ALIVE_S", "MAX_BODY", "MAX_CONNECTIONS", "AdminServer", "HttpLimits"]
 
-BROKER: web.AppKey[Broker] = web.AppKey("broker")
-"""The broker an admin handler serves (``request.app[BROKER]``)."""
 
 SHUTDOWN_S = 5.0
 """How long stopping waits for the requests in progress before closing their connections."""

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from cursorkit import Position
 from cursorkit.ackstate.starts import EARLIEST, LATEST, start_of
+from cursorkit.broker.server.admin.bodies import read_json
 from cursorkit.broker.server.admin.errors import RestError
 
 if TYPE_CHECKING:
@@ -94,13 +95,7 @@ async def read_target(request: web.Request) -> CursorTarget | None:
     The body is at most the server's ``MAX_BODY``; ``properties`` (subscription properties) are
     accepted and not kept.
     """
-    raw = await request.read()
-    if not raw.strip():
-        return None
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RestError(400, f"the body is not JSON: {e}") from None
+    body = await read_json(request)
     if body is None:
         return None
     if not isinstance(body, dict):

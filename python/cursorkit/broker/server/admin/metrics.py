@@ -28,8 +28,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 
+from cursorkit.broker.server.admin.app_keys import broker_of
 from cursorkit.broker.server.admin.figures import SubscriptionFigures, TopicFigures, topic_figures
-from cursorkit.broker.server.admin.stats import broker_of
 
 if TYPE_CHECKING:
     from cursorkit.broker.server.broker import Broker

@@ -6,10 +6,9 @@ is bounded. JSON that does not parse, or holds the wrong types, is a 400, as Jac
 
 from __future__ import annotations
 
-import json
-
 from aiohttp import web
 
+from cursorkit.broker.server.admin.bodies import read_json
 from cursorkit.broker.server.admin.errors import RestError
 
 __all__ = ["flag", "partitions_body", "properties_body"]
@@ -20,17 +19,6 @@ _JAVA_INT_MAX = 2**31 - 1
 def flag(request: web.Request, name: str) -> bool:
     """A boolean query parameter, as JAX-RS reads one: ``true`` in any case is true, anything else false."""
     return request.query.get(name, "false").lower() == "true"
-
-
-async def _json(request: web.Request) -> object:
-    """The body as JSON (None when empty); 400 when it is not JSON."""
-    raw = await request.read()
-    if not raw.strip():
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as e:
-        raise RestError(400, f"the request body is not JSON: {type(e).__name__}") from e
 
 
 def _java_int(value: object, what: str) -> int:
@@ -55,7 +43,7 @@ async def partitions_body(request: web.Request) -> int:
     An empty body is 0 (JAX-RS gives a primitive int parameter its default); the properties are
     checked and not kept.
     """
-    body = await _json(request)
+    body = await read_json(request)
     if body is None:
         return 0
     if isinstance(body, dict):
@@ -66,4 +54,4 @@ async def partitions_body(request: web.Request) -> int:
 
 async def properties_body(request: web.Request) -> dict[str, str]:
     """The optional JSON map of properties a non-partitioned topic is created with (checked, not kept)."""
-    return _string_map(await _json(request), "the topic's properties")
+    return _string_map(await read_json(request), "the topic's properties")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from cursorkit import Position
+from cursorkit.broker.server.admin.app_keys import broker_of
 from cursorkit.broker.server.admin.errors import RestError
 from cursorkit.broker.server.admin.figures import TopicFigures, topic_figures
 from cursorkit.broker.server.admin.stats_json import internal_stats, partitioned_stats, topic_stats
@@ -29,20 +30,9 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.names import TopicName
     from cursorkit.broker.server.topic import Topic
 
-__all__ = ["broker_of", "find_topic", "routes"]
+__all__ = ["find_topic", "routes"]
 
 TOPIC_NOT_FOUND = "Topic not found"
-
-
-def broker_of(request: web.Request) -> Broker:
-    """The broker the admin application serves (``http_server.BROKER``'s value), found by its type.
-
-    Importing ``http_server`` here would close an import cycle (http_server -> routes -> stats).
-    """
-    for value in request.app.values():
-        if isinstance(value, Broker):
-            return value
-    raise RuntimeError("the admin application has no broker")
 
 
 def _flag(request: web.Request, name: str, default: bool = False) -> bool:

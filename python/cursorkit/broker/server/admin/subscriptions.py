@@ -25,7 +25,7 @@ from cursorkit import Position
 from cursorkit.broker.protocol import commands
 from cursorkit.broker.protocol.frames import encode_command
 from cursorkit.broker.server.admin import cursor_moves
-from cursorkit.broker.server.admin.broker_of import broker_of
+from cursorkit.broker.server.admin.app_keys import broker_of
 from cursorkit.broker.server.admin.errors import RestError
 from cursorkit.broker.server.admin.message_ids import (
     CursorTarget,

@@ -15,8 +15,6 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from cursorkit.broker.server.admin.errors import RestError
 from cursorkit.broker.server.broker import Broker
 from cursorkit.broker.server.names import TopicName
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_NAMESPACE",
-    "broker_of",
     "exists",
     "local_only",
     "max_partition_index",
@@ -49,18 +46,6 @@ DEFAULT_NAMESPACE = ("public", "default")
 _turns: weakref.WeakKeyDictionary[Broker, asyncio.Lock] = weakref.WeakKeyDictionary()
 _STATUS: dict[int, int] = {api.ServiceNotReady: 503, api.TooManyRequests: 429, api.NotAllowedError: 412}
 """The HTTP status of a broker refusal met while serving a REST call (others: 500)."""
-
-
-def broker_of(request: web.Request) -> Broker:
-    """The broker the admin application serves (what ``http_server.BROKER`` keys), found by its type.
-
-    Importing ``http_server`` from a module its route table imports would close an import cycle
-    (http_server -> routes -> topics -> http_server); the key belongs in a module of its own.
-    """
-    for value in request.app.values():
-        if isinstance(value, Broker):
-            return value
-    raise RuntimeError("the admin application has no broker")
 
 
 def turn(broker: Broker) -> asyncio.Lock:

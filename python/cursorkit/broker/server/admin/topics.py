@@ -15,10 +15,10 @@ import json
 from aiohttp import web
 
 from cursorkit.broker.protocol.batches import last_index
+from cursorkit.broker.server.admin.app_keys import broker_of
 from cursorkit.broker.server.admin.errors import RestError
 from cursorkit.broker.server.admin.request_bodies import flag, partitions_body, properties_body
 from cursorkit.broker.server.admin.topic_facts import (
-    broker_of,
     exists,
     local_only,
     max_partition_index,
