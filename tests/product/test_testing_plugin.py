@@ -84,7 +84,7 @@ def test_fixture_serves_produce_consume_restart_and_kill(tmp_path: Path) -> None
                 assert consumer.receive(10_000).data() == b"two"   # not acknowledged
 
                 pulsar_broker.kill()                       # SIGKILL: a crash
-                assert not pulsar_broker.running
+                assert not pulsar_broker.running and pulsar_broker.returncode == -9
                 pulsar_broker.start()
                 assert consumer.receive(10_000).data() == b"two"   # redelivered after the crash
                 c.close()
@@ -194,7 +194,7 @@ def test_context_manager_outside_pytest(tmp_path: Path) -> None:
         finally:
             c.close()
         assert data.is_dir()
-    assert not b.running and not data.exists()  # its temporary directory is gone
+    assert not b.running and b.returncode == 0 and not data.exists()  # stopped cleanly, directory gone
     with broker(data=tmp_path / "kept") as b:
         pass
     assert (tmp_path / "kept" / "broker.lock").exists()

@@ -88,6 +88,11 @@ class LocalBroker:
         return self._proc.pid if self._proc is not None else None
 
     @property
+    def returncode(self) -> int | None:
+        """How the last run ended: 0 after a clean stop, ``-9`` after :meth:`kill` (None while it runs)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    @property
     def admin(self) -> AdminClient:
         """A client of its admin REST API (pulsar-admin's verbs as methods)."""
         if not self.admin_url:
