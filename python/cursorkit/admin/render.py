@@ -35,8 +35,9 @@ def _short(text: str, limit: int = 120) -> str:
 def _summary(console: Console, title: str, rows: list[tuple[str, str]]) -> None:
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", show_header=False, box=None, padding=(0, 2, 0, 0))
-    table.add_column(style="bold")
+    console.print(title, style="bold", highlight=False, soft_wrap=True)  # never folded into the table
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    table.add_column()
     table.add_column()
     for key, value in rows:
         table.add_row(key, value)

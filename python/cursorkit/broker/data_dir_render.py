@@ -19,7 +19,7 @@ def render_data_dir(summary: DataDirSummary, console: Console) -> None:
     partitioned = ", ".join(f"{name} ({n})" for name, n in sorted(summary.partitioned.items()))
     console.print(f"Broker data directory {summary.path}", highlight=False, soft_wrap=True)
     console.print(
-        f"{len(summary.topics)} topics"
+        f"{len(summary.topics)} topic{'' if len(summary.topics) == 1 else 's'}"
         + (f"; partitioned topics: {partitioned}" if partitioned else "")
         + f"; status: {'damage found' if summary.damaged else 'ok'}",
         highlight=False,
