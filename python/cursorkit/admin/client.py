@@ -107,7 +107,12 @@ class AdminClient:
                 return None
             text = raw.decode("utf-8", errors="replace")
             if content_type.split(";")[0].strip() == "application/json":
-                return json.loads(text)
+                try:
+                    return json.loads(text)
+                except ValueError:
+                    raise AdminError(
+                        status, f"the answer is not JSON: {text[:200]!r}", method, path
+                    ) from None
             return text
         raise AdminError(310, f"more than {_REDIRECTS} redirects", method, path)
 
