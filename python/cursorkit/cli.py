@@ -1,9 +1,10 @@
-"""``cursorkit``: the command line (generate, rebuild, demo, inspect, bench, broker, completion).
+"""``cursorkit``: the command line (generate, rebuild, demo, inspect, bench, broker, admin, completion).
 
 The pipeline's commands come from :mod:`cursorkit.pipeline.cli` (which spark-submit also runs as a
-script); this entry point adds ``bench``, ``broker`` and ``completion``. Exit status: 0 done, 1 damage
-found or a
-publish failed, 2 unusable input or arguments, 3 an internal error (with its traceback).
+script); this entry point adds ``bench``, ``broker``, ``admin`` and ``completion``, and reads a
+broker's data directory for ``inspect``. Exit status: 0 done, 1 damage found or a publish failed (or,
+for ``admin``, the broker refused), 2 unusable input or arguments, 3 an internal error (with its
+traceback).
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     c.add_argument("shell", choices=["bash", "zsh"], help="the shell")
+    from cursorkit.admin.command import add_parser as add_admin
     from cursorkit.broker.server.command import add_parser
 
     add_parser(sub, HelpFormatter)
+    add_admin(sub, HelpFormatter)
     return p
 
 
@@ -92,12 +95,41 @@ def _broker(args: argparse.Namespace) -> int:
     return run_broker(args)
 
 
+def _inspect(args: argparse.Namespace, console: Console) -> int:
+    """A broker's data directory here; every other kind of path in the pipeline's inspector."""
+    from cursorkit.broker.data_dir import is_data_dir
+
+    if "://" in args.path or not is_data_dir(args.path):
+        return COMMANDS["inspect"](args, console)
+    from cursorkit.broker.data_dir import as_json, inspect_data_dir
+    from cursorkit.broker.data_dir_render import render_data_dir
+    from cursorkit.errors import InvalidArgument
+
+    if args.objects is not None:
+        raise InvalidArgument("--objects applies to zk:// locations only")
+    summary = inspect_data_dir(args.path, topic=args.topic)
+    if args.json:
+        print(as_json(summary))
+    else:
+        render_data_dir(summary, console)
+    return 1 if summary.damaged else 0
+
+
+def _admin(args: argparse.Namespace) -> int:
+    from cursorkit.admin.command import run_admin
+    from cursorkit.pipeline.cli import console_for_output
+
+    return run_admin(args, console_for_output)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one ``cursorkit`` command; returns the exit status."""
     args = parse_command_line(parser(), argv)
     if args.command == "broker":  # no rich console: the broker prints plain lines, and starts sooner
         return run_guarded(args, lambda: _broker(args))
-    commands = {**COMMANDS, "bench": _bench, "completion": _completion}
+    if args.command == "admin":  # rich only for a table
+        return run_guarded(args, lambda: _admin(args))
+    commands = {**COMMANDS, "inspect": _inspect, "bench": _bench, "completion": _completion}
     return run_command(args, commands)
 
 

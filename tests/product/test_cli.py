@@ -26,7 +26,16 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 def test_every_command_and_option_explains_itself() -> None:
     commands = _commands()
-    assert set(commands) == {"generate", "rebuild", "demo", "inspect", "bench", "broker", "completion"}
+    assert set(commands) == {
+        "generate",
+        "rebuild",
+        "demo",
+        "inspect",
+        "bench",
+        "broker",
+        "admin",
+        "completion",
+    }
     for name, sub in commands.items():
         assert sub.description, name
         assert sub.epilog and "example" in sub.epilog, f"{name} has no examples"

@@ -169,16 +169,14 @@ def demo_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def inspect_command(args: argparse.Namespace, console: Console) -> int:
-    from cursorkit.pipeline.inspector import inspect_path, render
-    from cursorkit.pipeline.inspector.topics import inspect_topic, inspect_topics
-    from cursorkit.pipeline.manifest import read_topics_manifest
-    from cursorkit.pipeline.output import check_scheme, is_object_store
+    from cursorkit.pipeline.locations import check_scheme, is_object_store
     from cursorkit.stores.location import is_zk_location
 
-    check_scheme(args.path, "inspect", also=("zk",))
+    check_scheme(args.path, "inspect", also=("zk",))  # (the inspectors are imported once it is usable)
     if args.objects is not None and not is_zk_location(args.path):
         raise InvalidArgument("--objects applies to zk:// locations only")
     if is_zk_location(args.path):  # cursor znodes, cursorkit's or Pulsar's own
+        _needs("kazoo", "zookeeper", "reading zk://")
         from cursorkit.pipeline.inspector.znodes import inspect_zk, render_zk
         from cursorkit.stores.objects import ObjectStore
 
@@ -190,6 +188,12 @@ def inspect_command(args: argparse.Namespace, console: Console) -> int:
             return _print_json(found)
         render_zk(found, console)
         return 1 if found.at_risk else 0
+    if is_object_store(args.path):
+        _needs("pyarrow", "objectstore", f"reading {args.path.partition('://')[0]}://")
+    from cursorkit.pipeline.inspector import inspect_path, render
+    from cursorkit.pipeline.inspector.topics import inspect_topic, inspect_topics
+    from cursorkit.pipeline.manifest import read_topics_manifest
+
     summary: Any
     if is_object_store(args.path):  # a many-topic output on an object store
         summary = inspect_topics(args.path) if args.topic is None else inspect_topic(args.path, args.topic)
@@ -208,6 +212,20 @@ def inspect_command(args: argparse.Namespace, console: Console) -> int:
         return _print_json(summary)
     render(summary, console=console)
     return 1 if summary.damaged else 0
+
+
+def _needs(module: str, extra: str, what: str) -> None:
+    """``InvalidArgument`` naming the extra to install when ``module`` is not installed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:
+        found = False
+    if not found:
+        raise InvalidArgument(
+            f'{what} needs {module}, which is not installed: pip install "cursorkit[{extra}]"'
+        )
 
 
 def _print_json(summary: Any) -> int:

@@ -75,6 +75,7 @@ INSPECT_EXAMPLES = """examples:
   cursorkit inspect state --topic persistent://t/ns/orders
   cursorkit inspect state/cursors/orders-sub       one cursor store
   cursorkit inspect zk://zk1:2181/managed-ledgers/t/ns --objects s3://bucket/cursors
+  cursorkit inspect broker-data                    a stopped broker's --data: topics, cursors, backlogs
 exit status: 0 all readable, 1 damage found or a cursor znode cut (reported: its acks left out
   will be redelivered), 2 unusable input, 3 internal error
 """
@@ -177,19 +178,23 @@ def parser_with_commands() -> tuple[
 
     i = sub.add_parser(
         "inspect",
-        help="summarise a store, a rebuild output or cursor znodes",
+        help="summarise a store, a rebuild output, cursor znodes or a broker's data directory",
         description=(
-            "Summarise what a bucket snapshot store, a cursor store, a rebuild output (local or s3://)\n"
-            "or the cursor znodes under a ZooKeeper path hold, and report any damage. Read-only."
+            "Summarise what a bucket snapshot store, a cursor store, a rebuild output (local or s3://),\n"
+            "the cursor znodes under a ZooKeeper path or a stopped broker's data directory hold, and\n"
+            "report any damage. Read-only."
         ),
         epilog=INSPECT_EXAMPLES,
         formatter_class=HelpFormatter,
     )
     i.add_argument(
         "path",
-        help="a store, a rebuild output, an object-store output (s3://...) or cursor znodes (zk://...)",
+        help="a store, a rebuild output, an object-store output (s3://...), cursor znodes (zk://...) "
+        "or a broker's data directory",
     )
-    i.add_argument("--topic", default=None, help="a topic of a many-topic rebuild output")
+    i.add_argument(
+        "--topic", default=None, help="a topic of a many-topic rebuild output or of a broker's data directory"
+    )
     i.add_argument(
         "--objects",
         default=None,

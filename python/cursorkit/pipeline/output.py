@@ -36,6 +36,7 @@ import pyarrow.fs as pafs
 from cursorkit.errors import InvalidArgument
 from cursorkit.fsio import atomic_write, fsync_dir, sync_tree
 from cursorkit.pipeline.cursors import cursor_dir_name
+from cursorkit.pipeline.locations import OBJECT_STORE_SCHEMES, check_scheme, is_object_store
 from cursorkit.pipeline.manifest import inside, safe_relative
 from cursorkit.pipeline.scan import filesystem
 
@@ -57,33 +58,6 @@ RUNS_DIR = "runs"
 
 Staged = tuple[Path, str, Callable[[], list[dict[str, Any]]]]
 """A task's local directory to write a topic into, its path relative to the output, and ``finish``."""
-
-
-OBJECT_STORE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "abfs", "abfss")
-"""URI schemes of the object stores (and HDFS) reached through ``pyarrow.fs``; ``file://`` is a path."""
-
-
-def check_scheme(location: str, what: str, *, also: tuple[str, ...] = ()) -> None:
-    """Refuses (``InvalidArgument``) a ``scheme://`` location no reader here opens, naming the ones it does.
-
-    ``also`` adds schemes the caller opens itself (``zk`` for ``inspect``).
-    """
-    if "://" not in location:
-        return
-    scheme = location.partition("://")[0]
-    known = ("file", *OBJECT_STORE_SCHEMES, *also)
-    if scheme not in known:
-        hint = " (ZooKeeper is zk://host:port/path)" if scheme in ("zookeeper", "zoo", "zkp") else ""
-        raise InvalidArgument(
-            f"{what} {location}: unknown scheme {scheme}://{hint}; use a path or "
-            + ", ".join(f"{k}://" for k in known)
-        )
-
-
-def is_object_store(out: str | os.PathLike[str]) -> bool:
-    """Whether ``out`` names an object store (``s3://``...) rather than a path."""
-    text = os.fspath(out)
-    return "://" in text and not text.startswith("file://")
 
 
 class Output(Protocol):

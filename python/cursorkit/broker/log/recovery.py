@@ -99,8 +99,11 @@ def _read(fd: int, path: Path, lid: int, damaged_indexes: list[tuple[int, str]])
     return scan_records(fd, header, size)
 
 
-def _found(directory: Path, removed: list[str]) -> dict[int, Path]:
-    """Segment files by ledger id; left-over temp files and index files of missing ledgers are removed."""
+def _found(directory: Path, removed: list[str], *, tidy: bool = True) -> dict[int, Path]:
+    """Segment files by ledger id.
+
+    With ``tidy``, left-over temp files and index files of missing ledgers are removed.
+    """
     names = sorted(os.listdir(directory))
     found = {int(m.group(1)): directory / m.group(0) for m in map(SEGMENT_NAME.fullmatch, names) if m}
     for name in names:
@@ -110,17 +113,21 @@ def _found(directory: Path, removed: list[str]) -> dict[int, Path]:
         else:
             m = SEGMENT_NAME.fullmatch(name[: -len(INDEX_SUFFIX)]) if name.endswith(INDEX_SUFFIX) else None
             doomed = m is not None and int(m.group(1)) not in found
-        if doomed:
+        if doomed and tidy:
             with contextlib.suppress(OSError):
                 (directory / name).unlink()  # a symlink is unlinked, never followed
                 removed.append(name)
     return found
 
 
-def recover_directory(directory: Path) -> Recovered:
-    """Every usable ledger of ``directory``, checked against its successor, with the report."""
+def recover_directory(directory: Path, *, tidy: bool = True) -> Recovered:
+    """Every usable ledger of ``directory``, checked against its successor, with the report.
+
+    ``tidy=False`` changes nothing on disk (an inspection of a stopped broker's log): left-over temp
+    files stay, and the segments are only read.
+    """
     removed: list[str] = []
-    found = _found(directory, removed)
+    found = _found(directory, removed, tidy=tidy)
     damaged: list[tuple[int, int, str]] = []
     damaged_indexes: list[tuple[int, str]] = []
     scans: list[tuple[int, Path, int, SegmentScan]] = []

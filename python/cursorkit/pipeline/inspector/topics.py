@@ -80,7 +80,7 @@ def inspect_topics(location: str, *, verify: bool = True, sample: int = 20) -> T
     """Inspects every topic of a many-topic output at ``location`` (a directory or ``s3://…``)."""
     from cursorkit.pipeline.cluster import read_topic_figures
     from cursorkit.pipeline.load import open_topics
-    from cursorkit.pipeline.output import is_object_store
+    from cursorkit.pipeline.locations import is_object_store
 
     output, doc = open_topics(location)
     problems: dict[str, tuple[str, ...]] = {}
@@ -141,7 +141,7 @@ def inspect_topic(
     store's copy of the topic does not match the manifest.
     """
     from cursorkit.pipeline.load import open_topics
-    from cursorkit.pipeline.output import is_object_store
+    from cursorkit.pipeline.locations import is_object_store
 
     output, doc = open_topics(location)
     entry = doc.topics.get(topic)
