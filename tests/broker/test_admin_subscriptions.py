@@ -331,3 +331,45 @@ def test_skip_all_and_expiry_empty_the_backlog_and_survive_a_killed_broker(tmp_p
             c.close()
     finally:
         broker.kill()
+
+
+def test_reset_to_earliest_and_the_java_clients_excluded_key(
+    admin_broker: BrokerProcess, pulsar_client: pulsar.Client
+) -> None:
+    """``MessageId.earliest`` as a reset body, and ``excluded``.
+
+    ``excluded`` is the property pulsar-admin's Java client writes (Lombok's ``isExcluded()``): read
+    as ``isExcluded`` is.
+    """
+    consumer = pulsar_client.subscribe("reset-ends", "s")
+    publish(pulsar_client, "reset-ends", 4)
+    got = receive_all(consumer, 4)
+    path = sub_path("reset-ends", "s", "/resetcursor")
+    assert call(admin_broker, "POST", path, EARLIEST)[0] == 204
+    assert values(receive_all(consumer, 4)) == [0, 1, 2, 3]
+    assert call(admin_broker, "POST", path, message_id(got[1].message_id(), excluded=True))[0] == 204
+    assert values(receive_all(consumer, 2)) == [2, 3]
+    assert nothing_more(consumer, 200)
+
+
+def test_expire_up_to_a_message_id(admin_broker: BrokerProcess, pulsar_client: pulsar.Client) -> None:
+    """POST ``expireMessages`` with a message id: mark-delete through it (before it when excluded)."""
+    ids = publish(pulsar_client, "expire-to-id", 6)
+    consumer_path = sub_path("expire-to-id", "s")
+    assert call(admin_broker, "PUT", consumer_path, EARLIEST)[0] == 204
+    body = {"ledgerId": ids[3].ledger_id(), "entryId": ids[3].entry_id(), "isExcluded": True}
+    assert call(admin_broker, "POST", consumer_path + "/expireMessages", body)[0] == 204
+    consumer = pulsar_client.subscribe("expire-to-id", "s")
+    assert values(receive_all(consumer, 3)) == [3, 4, 5]
+    assert call(admin_broker, "POST", sub_path("parts", "s", "/expireMessages"), body)[0] == 405
+    assert call(admin_broker, "POST", consumer_path + "/expireMessages")[0] == 400
+
+
+def test_a_plus_in_a_path_is_a_space_as_pulsar_decodes_it(admin_broker: BrokerProcess) -> None:
+    """pulsar-admin encodes names with Java's URLEncoder (a space as ``+``); Pulsar decodes them back."""
+    assert call(admin_broker, "PUT", f"{NS}/with+space/subscription/my+sub")[0] == 204
+    assert call(admin_broker, "GET", f"{NS}/with%20space/subscriptions") == (200, ["my sub"])  # type: ignore[comparison-overlap]
+    assert call(admin_broker, "PUT", f"{NS}/with%2Bplus")[0] == 204
+    status, topics = call(admin_broker, "GET", NS)
+    assert status == 200 and "persistent://public/default/with+plus" in topics  # type: ignore[operator]
+    assert "persistent://public/default/with space" in topics  # type: ignore[operator]

@@ -28,6 +28,7 @@ __all__ = [
     "MINIMUM_BACKLOG_FOR_EXPIRY_CHECK",
     "clear_backlog",
     "expire",
+    "expire_to",
     "expiry_refused",
     "made_durable",
     "reset",
@@ -105,6 +106,19 @@ def expire(sub: Subscription, log: MessageLog, seconds: int, now_ms: int) -> boo
     """Mark-delete up to the last entry published more than ``seconds`` ago; whether it moved."""
     kept = _first_kept(log, seconds, now_ms)
     last = None if kept is None else _before(log, kept)
+    if last is None or last <= sub.cursor.mark_delete_position:
+        return False
+    sub.cursor.ack_cumulative(last)
+    sub.mark_delete_moved()
+    return True
+
+
+def expire_to(sub: Subscription, log: MessageLog, position: Position, *, excluded: bool) -> bool:
+    """Mark-delete through ``position`` (up to the entry before it when ``excluded``); whether it moved.
+
+    ``position`` is an entry the log holds or its end (then everything is expired).
+    """
+    last = _before(log, position) if excluded or position == log.end_position else position
     if last is None or last <= sub.cursor.mark_delete_position:
         return False
     sub.cursor.ack_cumulative(last)

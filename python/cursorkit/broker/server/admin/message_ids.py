@@ -108,7 +108,8 @@ async def read_target(request: web.Request) -> CursorTarget | None:
         entry_id=_long(body, "entryId", 0, 64),
         partition_index=_long(body, "partitionIndex", -1, 32),
         batch_index=_long(body, "batchIndex", -1, 32),
-        excluded=_flag(body, "isExcluded"),
+        # The Java admin client writes the property ``excluded`` (Lombok's ``isExcluded()``).
+        excluded=_flag(body, "isExcluded") or _flag(body, "excluded"),
     )
 
 

@@ -68,6 +68,7 @@ def routes() -> list[web.RouteDef]:
         web.post(SUBSCRIPTION + "/skip_all", skip_all),
         web.post(SUBSCRIPTION + "/skip/{count}", skip),
         web.post(SUBSCRIPTION + "/expireMessages/{seconds}", expire_messages),
+        web.post(SUBSCRIPTION + "/expireMessages", expire_to_message),
         web.post(SUBSCRIPTION + "/resetcursor/{timestamp}", reset_cursor_to_time),
         web.post(SUBSCRIPTION + "/resetcursor", reset_cursor_to_message),
     ]
@@ -190,6 +191,32 @@ async def expire_messages(request: web.Request) -> web.Response:
     return _done()
 
 
+async def expire_to_message(request: web.Request) -> web.Response:
+    """POST expireMessages with a ``ResetCursorData`` body: mark-delete up to that message.
+
+    Through it, or up to the entry before it when ``isExcluded``; a mark-delete already past it
+    stays. 405 on a partitioned topic, as in Pulsar; consumers stay connected.
+    """
+    broker = broker_of(request)
+    name, sub_name = topic_of(request), subscription_of(request)
+    target = await read_target(request)
+    if broker.partitions_of(name):
+        raise RestError(405, "Expire message at position is not supported for partitioned-topic")
+    if target is None:
+        raise RestError(400, "a message id is required (ledgerId, entryId)")
+    found = await subscriptions_of(broker, name, sub_name)
+    for topic, sub in found:
+        if cursor_moves.expire_to(
+            sub,
+            topic.log,
+            target_position(topic.log, target.ledger_id, target.entry_id),
+            excluded=target.excluded,
+        ):
+            topic.dispatch()
+    await cursor_moves.made_durable([sub for _, sub in found])
+    return _done()
+
+
 async def reset_cursor_to_time(request: web.Request) -> web.Response:
     """POST resetcursor/{timestamp}: the first entry published at or after the time is delivered next.
 
@@ -241,7 +268,7 @@ async def _reset_point(topic: Topic, target: CursorTarget) -> tuple[Position, tu
     """
     log = topic.log
     position = target_position(log, target.ledger_id, target.entry_id)
-    exact = position == Position(target.ledger_id, target.entry_id)
+    exact = (position.ledger_id, position.entry_id) == (target.ledger_id, target.entry_id)
     if not exact or not target.excluded and target.batch_index <= 0:
         return position, None
     if target.batch_index < 0:  # excluded, no batch: the entry after it

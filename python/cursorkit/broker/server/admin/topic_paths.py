@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote_plus
+
 from aiohttp import web
 
 from cursorkit.broker.server.admin.errors import RestError
@@ -23,12 +25,28 @@ def namespace_of(request: web.Request) -> tuple[str, str]:
         raise RestError(412, f"Invalid namespace name: {e}") from e
 
 
+_TOPIC_SEGMENT = 6
+"""Where ``{topic}`` is among the raw path's ``/``-separated parts (``""``, admin, v2, persistent, ...)."""
+_SUBSCRIPTION_SEGMENT = 8
+"""Where ``{subscription}`` is (after ``{topic}/subscription/``)."""
+
+
+def _decoded(request: web.Request, key: str, index: int) -> str:
+    """A path part as Pulsar decodes it: ``URLDecoder``, so ``+`` is a space and ``%2B`` a plus.
+
+    aiohttp's own decoding keeps ``+``: the part is decoded again from the raw path.
+    """
+    parts = request.raw_path.split("?", 1)[0].split("/")
+    if len(parts) > index:
+        return unquote_plus(parts[index])
+    return request.match_info[key]
+
+
 def topic_of(request: web.Request) -> TopicName:
     """The persistent topic the path names; 412 for a name Pulsar refuses."""
-    m = request.match_info
     tenant, namespace = namespace_of(request)
     try:
-        return topic_name(f"persistent://{tenant}/{namespace}/{m['topic']}")
+        return topic_name(f"persistent://{tenant}/{namespace}/{_decoded(request, 'topic', _TOPIC_SEGMENT)}")
     except CursorkitError as e:
         raise RestError(412, f"Invalid topic name: {e}") from e
 
@@ -36,6 +54,6 @@ def topic_of(request: web.Request) -> TopicName:
 def subscription_of(request: web.Request) -> str:
     """The subscription the path names; 400 for one Pulsar refuses."""
     try:
-        return subscription_name(request.match_info["subscription"])
+        return subscription_name(_decoded(request, "subscription", _SUBSCRIPTION_SEGMENT))
     except CursorkitError as e:
         raise RestError(400, f"Invalid subscription name: {e}") from e
