@@ -373,3 +373,35 @@ def test_a_plus_in_a_path_is_a_space_as_pulsar_decodes_it(admin_broker: BrokerPr
     status, topics = call(admin_broker, "GET", NS)
     assert status == 200 and "persistent://public/default/with+plus" in topics  # type: ignore[operator]
     assert "persistent://public/default/with space" in topics  # type: ignore[operator]
+
+
+def test_skip_and_clear_backlog_move_the_backlog_the_stats_report_and_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The figure an operator reads (``msgBacklog``) follows skip and skip_all, across a SIGKILL."""
+    broker = BrokerProcess(tmp_path / "data", "--http-port", "0")
+    broker.start()
+    try:
+        c = client(broker.url)
+        c.subscribe("backlog", "s").close()
+        publish(c, "backlog", 10)
+        c.close()
+
+        def backlog() -> object:
+            status, stats = call(broker, "GET", f"{NS}/backlog/stats")
+            assert status == 200
+            return stats["subscriptions"]["s"]["msgBacklog"]  # type: ignore[index]
+
+        assert backlog() == 10
+        assert call(broker, "POST", sub_path("backlog", "s", "/skip/3"))[0] == 204
+        assert backlog() == 7
+        broker.kill()
+        broker.start()
+        assert backlog() == 7
+        assert call(broker, "POST", sub_path("backlog", "s", "/skip_all"))[0] == 204
+        assert backlog() == 0
+        broker.kill()
+        broker.start()
+        assert backlog() == 0
+    finally:
+        broker.kill()
