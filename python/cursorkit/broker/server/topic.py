@@ -67,6 +67,8 @@ class Topic:
         self._pending: list[tuple[list[Row], StoredMany]] = []
         self._committing = False
         self._creating: dict[str, asyncio.Task[Subscription]] = {}
+        self._removing: dict[str, asyncio.Future[None]] = {}
+        """Subscriptions whose files are being deleted: one of that name is made only after."""
         """Subscriptions being made off the loop, by name."""
         self._timer: asyncio.TimerHandle | None = None
         self.producer_names: Counter[str] = Counter()
@@ -200,6 +202,9 @@ class Topic:
         return await asyncio.shield(task)
 
     async def _create_subscription(self, name: str, sub_type: int, *, earliest: bool) -> Subscription:
+        removing = self._removing.get(name)
+        if removing is not None:  # its files are being deleted: a new one is made after, not among them
+            await asyncio.shield(removing)
         sub = await asyncio.to_thread(self._open_subscription, name, sub_type, earliest=earliest)
         sub.cursor.set_ledger_sizes(self.log.ledger_sizes())  # appends that landed meanwhile
         self.subscriptions[name] = sub
@@ -208,8 +213,14 @@ class Topic:
     async def remove_subscription(self, name: str) -> None:
         """Deletes a subscription with no consumers, its files off the loop (UNSUBSCRIBE, refusals)."""
         sub = self.subscriptions.pop(name, None)
-        if sub is not None:
-            await asyncio.to_thread(sub.delete)
+        if sub is None:
+            return
+        deleting = asyncio.ensure_future(asyncio.to_thread(sub.delete))
+        self._removing[name] = deleting
+        deleting.add_done_callback(
+            lambda done: self._removing.pop(name, None) if self._removing.get(name) is done else None
+        )
+        await asyncio.shield(deleting)
 
     # -- publishing ----------------------------------------------------------------------------------
 
