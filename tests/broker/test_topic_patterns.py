@@ -42,6 +42,7 @@ def _regexes() -> st.SearchStrategy[str]:
 def test_re2_agrees_with_pythons_backtracking_engine(regex: str, names: list[str]) -> None:
     """On names without newlines (where RE2's ``$`` and Python's agree), with ASCII classes."""
     assume("://" not in regex)  # a domain, which Pulsar takes off (or refuses) before matching
+    assume(len(regex) <= MAX_PATTERN_LENGTH)  # a longer one is not filtered (its own test)
     pattern = topic_pattern(regex)
     assert pattern is not None, regex
     for name in names:
