@@ -20,7 +20,7 @@ import pytest
 from cursorkit import Position
 from cursorkit.broker.log import MessageLog
 from cursorkit.broker.protocol.frames import encode_payload_command, pack_stored
-from cursorkit.broker.server import subscription
+from cursorkit.broker.server import batch_sizes
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.subscription import Subscription
 from cursorkit.proto import pulsar_api_pb2 as api
@@ -126,12 +126,12 @@ def test_batches_acked_are_forgotten_and_past_the_bound_sizes_are_read_off_the_l
                 producer.flush()
         assert len({_position(m) for m in receive_all(consumer, 15)}) == 3
         deadline = time.monotonic() + 5
-        while _on_loop(broker, "bound", lambda sub: len(sub._batch_sizes)) and time.monotonic() < deadline:
+        while _on_loop(broker, "bound", lambda sub: len(sub.batch_sizes)) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _on_loop(broker, "bound", lambda sub: len(sub._batch_sizes)) == 0
+        assert _on_loop(broker, "bound", lambda sub: len(sub.batch_sizes)) == 0
         assert log_reads == []
 
-        monkeypatch.setattr(subscription, "_BATCH_SIZES_KEPT", 0)
+        monkeypatch.setattr(batch_sizes, "BATCH_SIZES_KEPT", 0)
         for i in range(5):
             producer.send_async(f"{i}".encode(), None)
         producer.flush()

@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import functools
 import itertools
-import json
 import logging
 import os
 import shutil
@@ -33,9 +32,9 @@ from cursorkit.broker.server.data_lock import DataLock
 from cursorkit.broker.server.limits import Admission, Buffers, Descriptors, TokenBucket, Warnings
 from cursorkit.broker.server.names import TopicName, topic_name
 from cursorkit.broker.server.namespace_topics import NamespaceTopics
+from cursorkit.broker.server.partitioned_table import PartitionedTable
 from cursorkit.broker.server.services import Lookup
-from cursorkit.errors import Fenced, InvalidArgument, ProtocolError
-from cursorkit.fsio import atomic_write
+from cursorkit.errors import Fenced, ProtocolError
 from cursorkit.proto import pulsar_api_pb2 as api
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from cursorkit.broker.server.subscription import Subscription
     from cursorkit.broker.server.topic import Topic
 
-__all__ = ["LOG_WAIT_S", "MAX_PARTITIONS", "Broker", "run"]
+__all__ = ["LOG_WAIT_S", "Broker", "run"]
 
 log = logging.getLogger("cursorkit.broker")
 
@@ -52,9 +51,6 @@ LOG_WAIT_S = 10.0
 """How long a new owner waits for the previous one to let a topic's log go before the lookup fails
 (ServiceNotReady: the client looks it up again). A killed owner's lock goes with its process."""
 
-
-MAX_PARTITIONS = 10_000
-"""The most partitions a partitioned topic may have."""
 
 _NOT_READY = api.ServiceNotReady
 _DESCRIPTORS_FOR_TOPICS = 0.8
@@ -88,15 +84,6 @@ def _preloaded(done: asyncio.Future[None]) -> None:
     """Logs a preload that failed (the first topic's load raises the same error to its client)."""
     if not done.cancelled() and done.exception() is not None:
         log.error("importing the topic modules failed: %r", done.exception())
-
-
-def _check_partitions(name: TopicName, partitions: int) -> None:
-    """InvalidArgument unless ``partitions`` is an int in 1..MAX_PARTITIONS and ``name`` no partition."""
-    given: object = partitions
-    if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= MAX_PARTITIONS:
-        raise InvalidArgument(f"partitions must be an int in 1..{MAX_PARTITIONS}, got {partitions!r}")
-    if name.partition is not None:
-        raise InvalidArgument(f"{name.full} is a partition, not a topic")
 
 
 def _clients_of(topic: Topic) -> int:
@@ -147,9 +134,8 @@ class Broker:
         self._server: asyncio.Server | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._names = itertools.count(1)
-        self._partitioned = self._load_partitioned()
-        self._partitions_turn = asyncio.Lock()
-        """Held while partitioned.json is written (one change at a time)."""
+        self.partitioned = PartitionedTable(self.root, sync=config.sync)
+        """The partitioned topics (``partitioned.json``)."""
         self._ownership: Ownership | None = None
         self._serving = asyncio.Event()
         """Set once the broker has joined its metadata store (at once without one): connections
@@ -168,7 +154,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.namespace_topics = NamespaceTopics(self.root / "topics", shared=bool(config.metadata))
         """The topics known per namespace, for GET_TOPICS_OF_NAMESPACE (completed from disk at start)."""
-        for text, n in self._partitioned.items():
+        for text, n in self.partitioned.copy().items():
             self.namespace_topics.add_partitioned(topic_name(text), n)
         self._declared = dict(partitioned or {})
         """Partitioned topics to declare at start, once the data directory is this broker's."""
@@ -177,30 +163,14 @@ class Broker:
 
     # -- topics --------------------------------------------------------------------------------------
 
-    def _partitioned_file(self) -> Path:
-        return self.root / "partitioned.json"
-
-    def _load_partitioned(self) -> dict[str, int]:
-        path = self._partitioned_file()
-        if not path.exists():
-            return {}
-        data = json.loads(path.read_text())
-        return {str(k): int(v) for k, v in data.items()}
-
     def set_partitions(self, name: TopicName, partitions: int) -> None:
-        """Declares ``name`` a partitioned topic of ``partitions`` partitions (durable)."""
-        _check_partitions(name, partitions)
-        self._partitioned[name.full] = partitions
-        atomic_write(self._partitioned_file(), json.dumps(self._partitioned, sort_keys=True).encode())
+        """Declares ``name`` a partitioned topic of ``partitions`` partitions (durable; at start)."""
+        self.partitioned.declare(name, partitions)
         self.namespace_topics.add_partitioned(name, partitions)
 
     def partitions_of(self, name: TopicName) -> int:
         """The topic's partition count (0: not partitioned), as PARTITIONED_METADATA answers."""
-        return self._partitioned.get(name.full, 0) if name.partition is None else 0
-
-    def partitioned_topics(self) -> dict[str, int]:
-        """Every partitioned topic (full name) and its partition count: a copy."""
-        return dict(self._partitioned)
+        return self.partitioned.count(name)
 
     async def update_partitions(self, name: TopicName, partitions: int | None) -> None:
         """Declares ``name`` partitioned (or, with None, no longer): the file is written off the loop.
@@ -208,23 +178,13 @@ class Broker:
         Changes are made one at a time; one whose write fails changes nothing. The next
         PARTITIONED_METADATA answers the new count (a client's periodic one finds new partitions).
         """
-        if partitions is not None:
-            _check_partitions(name, partitions)
         # Shielded: a caller that goes away leaves the change whole (written, then seen).
         await asyncio.shield(asyncio.ensure_future(self._change_partitions(name, partitions)))
 
     async def _change_partitions(self, name: TopicName, partitions: int | None) -> None:
-        async with self._partitions_turn:
-            table = dict(self._partitioned)
-            if partitions is None:
-                table.pop(name.full, None)
-            else:
-                table[name.full] = partitions
-            data = json.dumps(table, sort_keys=True).encode()
-            await asyncio.to_thread(atomic_write, self._partitioned_file(), data, sync=self.config.sync)
-            self._partitioned = table
-            if partitions is not None:
-                self.namespace_topics.add_partitioned(name, partitions)
+        await self.partitioned.change(name, partitions)
+        if partitions is not None:
+            self.namespace_topics.add_partitioned(name, partitions)
 
     async def delete_topics(self, names: list[TopicName], *, force: bool) -> bool:
         """Deletes the topics, their logs and subscriptions (off the loop); False when refused.

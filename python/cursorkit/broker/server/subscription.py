@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from itertools import compress, repeat
+from itertools import repeat
 from pathlib import Path
 
 from cursorkit import Cursor, CursorStore, Position
 from cursorkit.ackstate.non_durable import NonDurableCursor
 from cursorkit.broker.log import MessageLog, Read
 from cursorkit.broker.protocol.hot_frames import message_frames
+from cursorkit.broker.server.batch_sizes import BatchSizes
 from cursorkit.broker.server.config import BrokerConfig
 from cursorkit.broker.server.consumer import Consumer
 from cursorkit.broker.server.cursor_stores import CursorStores, FileCursorStores
@@ -46,12 +47,6 @@ _READ_BYTES = 4 * 1024 * 1024
 """The most a read of the log returns (at least one entry)."""
 _ENTRIES_KEPT = 2_000
 """Read entries kept for sending before the cache is dropped (they are read again then)."""
-_BATCH_SIZES_KEPT = 10_000
-"""Batch entries (more than one message) whose message counts a subscription remembers from its
-sends, for the batch-index ACKs naming them: about 90 bytes each, 1 MB at most (a flush's prune
-of a full table takes about 1 ms). Past it (by one send at most), a batch sent is not remembered
-until a flush forgets the acked ones; a batch-index ACK of an entry not remembered reads its count
-off the event loop."""
 
 
 class Subscription:
@@ -121,10 +116,8 @@ class Subscription:
         """Bytes and message counts of the last reads not sent yet (sent from here, not read again)."""
         self._per_entry = 1.0
         """Messages per entry, on average over the recent reads."""
-        self._batch_sizes: dict[Position, int] = {}
-        """Message counts of the batch entries sent and not yet seen acked (``_BATCH_SIZES_KEPT``)."""
-        self._pruned = self.cursor.mutations
-        """The cursor's mutations when the batch sizes were last pruned."""
+        self.batch_sizes = BatchSizes(self.cursor)
+        """The sizes of the batches sent, for the batch-index ACKs naming them."""
         self._seeks = 0
         """Seeks so far: a batch-index ACK that waited for a read is dropped if one came meanwhile."""
         self._flushed = self.cursor.mutations
@@ -244,7 +237,7 @@ class Subscription:
                 position
                 for mid in ack.message_id
                 if len(mid.ack_set)
-                and self._batch_size(position := Position(mid.ledgerId, mid.entryId)) is None
+                and self.batch_sizes.size_of(position := Position(mid.ledgerId, mid.entryId)) is None
             ]
             if unknown:
                 return self._ack_after_read(ack, unknown, self._seeks)
@@ -257,7 +250,7 @@ class Subscription:
         for mid in ack.message_id:
             position = Position(mid.ledgerId, mid.entryId)
             if not cumulative and len(mid.ack_set):
-                size = self._batch_size(position) or read.get(position, 1)
+                size = self.batch_sizes.size_of(position) or read.get(position, 1)
                 if self._ack_batch_indexes(position, mid.ack_set, size):
                     continue
             whole.append(position)
@@ -275,7 +268,7 @@ class Subscription:
         read = await asyncio.to_thread(self._message_counts, unknown)
         if self._seeks != seeks:
             return []
-        self._remember_batches(list(read), list(read.values()))
+        self.batch_sizes.remember(list(read), list(read.values()))
         return self._apply_ack(ack, read)
 
     def ack_positions(self, consumer: Consumer, positions: list[Position], *, cumulative: bool) -> None:
@@ -302,34 +295,6 @@ class Subscription:
             return False
         self.cursor.ack_batch_set(position, words, size)
         return True
-
-    def _batch_size(self, position: Position) -> int | None:
-        """The message count of a batch entry this subscription sent or holds partly acked, else None."""
-        size = self._batch_sizes.get(position)
-        if size is None:
-            partial = self.cursor.batch(position)
-            if partial is not None and partial[0]:  # 0: a size the store did not know
-                size = partial[0]
-        return size
-
-    def _remember_batches(self, positions: Sequence[Position], sizes: Sequence[int]) -> None:
-        """Keeps the counts of the batch entries among those sent (up to ``_BATCH_SIZES_KEPT``).
-
-        No Python call per entry: the entries of one message are filtered out at C level.
-        """
-        if len(self._batch_sizes) < _BATCH_SIZES_KEPT:
-            self._batch_sizes.update(compress(zip(positions, sizes, strict=True), map((1).__lt__, sizes)))
-
-    def _prune_batch_sizes(self) -> None:
-        """Forgets the remembered batches acked whole or passed by mark-delete (once per flush)."""
-        kept = self._batch_sizes
-        mutations = self.cursor.mutations
-        if not kept or mutations == self._pruned:
-            return
-        self._pruned = mutations
-        positions = list(kept)
-        for position in compress(positions, map(self.cursor.is_acked, positions)):
-            del kept[position]
 
     def redeliver(self, consumer: Consumer, positions: Iterable[Position] | None) -> None:
         """Sends unacked messages again (all the consumer's when ``positions`` is None), counting each.
@@ -412,7 +377,7 @@ class Subscription:
         consumer.sent.add(sent, len(sizes), size)
         self.sent.add(sent, len(sizes), size)
         if max(sizes) > 1:  # batches: their sizes bound the batch-index ACKs that will name them
-            self._remember_batches(positions, sizes)
+            self.batch_sizes.remember(positions, sizes)
         consumer.send(
             message_frames(
                 consumer.consumer_id,
@@ -545,7 +510,7 @@ class Subscription:
         The remembered batch sizes of acked entries go. A bucket tracker's index is trimmed below
         mark-delete, and what damaged snapshots lost is read again from the log.
         """
-        self._prune_batch_sizes()
+        self.batch_sizes.prune()
         if isinstance(self.delayed, BucketDelayedDeliveryTracker):
             md = self.cursor.mark_delete_position
             if md != self._trimmed:

@@ -30,8 +30,8 @@ from cursorkit.broker.server.admin.topic_facts import (
     turn,
 )
 from cursorkit.broker.server.admin.topic_paths import PERSISTENT, namespace_of, topic_of
-from cursorkit.broker.server.broker import MAX_PARTITIONS
 from cursorkit.broker.server.names import TopicName
+from cursorkit.broker.server.partitioned_table import MAX_PARTITIONS
 from cursorkit.errors import ProtocolError
 
 __all__ = ["routes"]
@@ -104,7 +104,7 @@ async def list_partitioned(request: web.Request) -> web.StreamResponse:
     tenant, ns = namespace_of(request)
     prefix = f"persistent://{tenant}/{ns}/"
     names = sorted(
-        n for n in broker.partitioned_topics() if n.startswith(prefix) and "/" not in n[len(prefix) :]
+        n for n in broker.partitioned.copy() if n.startswith(prefix) and "/" not in n[len(prefix) :]
     )
     if not names and not namespace_exists(broker, (tenant, ns)):
         raise RestError(404, "Namespace does not exist")
